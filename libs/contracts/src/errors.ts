@@ -1,0 +1,94 @@
+import { z } from "zod";
+
+/**
+ * Stable machine-readable error codes, with the HTTP status they map to where they cross
+ * the API and whether a retry of the same request may succeed.
+ */
+export const ERROR_CODES = {
+  invalid_json: { status: 400, retryable: false },
+  invalid_request: { status: 400, retryable: false },
+  unauthorized: { status: 401, retryable: false },
+  tier_not_allowed: { status: 403, retryable: false },
+  not_found: { status: 404, retryable: false },
+  unknown_model: { status: 404, retryable: false },
+  unknown_policy: { status: 400, retryable: false },
+  payload_too_large: { status: 413, retryable: false },
+  unsupported_media_type: { status: 415, retryable: false },
+  no_node_available: { status: 503, retryable: true },
+  saturated: { status: 503, retryable: true },
+  upstream_unavailable: { status: 502, retryable: true },
+  upstream_timeout: { status: 504, retryable: true },
+  stream_interrupted: { status: 502, retryable: true },
+  bus_unavailable: { status: 503, retryable: true },
+  key_store_unavailable: { status: 503, retryable: true },
+  gateway_timeout: { status: 504, retryable: true },
+  internal_error: { status: 500, retryable: true },
+} as const;
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export const ErrorCodeSchema = z.enum(
+  Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]],
+);
+
+/** The error document sent over the bus and, wrapped OpenAI-style, to HTTP clients. */
+export const ErrorBodySchema = z.object({
+  code: ErrorCodeSchema,
+  message: z.string(),
+  /** The offending field, as a dotted path, when one input field caused the error. */
+  param: z.string().nullable().default(null),
+  /** Seconds a client should wait before retrying, for 503s. */
+  retry_after_s: z.number().int().positive().optional(),
+});
+export type ErrorBody = z.infer<typeof ErrorBodySchema>;
+
+/** An error that knows its code, offending field and HTTP mapping. */
+export class ZmlError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly retryable: boolean;
+  readonly param: string | null;
+  readonly retryAfterS: number | undefined;
+  constructor(code: ErrorCode, message: string, param: string | null = null, retryAfterS?: number) {
+    super(message);
+    this.name = "ZmlError";
+    this.code = code;
+    this.param = param;
+    this.retryAfterS = retryAfterS;
+    this.status = ERROR_CODES[code].status;
+    this.retryable = ERROR_CODES[code].retryable;
+  }
+
+  toBody(): ErrorBody {
+    const body: ErrorBody = { code: this.code, message: this.message, param: this.param };
+    if (this.retryAfterS !== undefined) body.retry_after_s = this.retryAfterS;
+    return body;
+  }
+
+  static fromBody(body: ErrorBody): ZmlError {
+    return new ZmlError(body.code, body.message, body.param, body.retry_after_s);
+  }
+}
+
+/** OpenAI error `type` for a status, so official SDKs raise their matching error class. */
+export function openAiErrorType(status: number): string {
+  if (status === 401) return "authentication_error";
+  if (status === 403) return "permission_error";
+  if (status === 404) return "not_found_error";
+  if (status === 413 || status === 400 || status === 415) return "invalid_request_error";
+  if (status === 429) return "rate_limit_error";
+  return "api_error";
+}
+
+/** The OpenAI error envelope: `{ error: { message, type, param, code } }`. */
+export function toOpenAiError(body: ErrorBody): {
+  error: { message: string; type: string; param: string | null; code: string };
+} {
+  return {
+    error: {
+      message: body.message,
+      type: openAiErrorType(ERROR_CODES[body.code].status),
+      param: body.param,
+      code: body.code,
+    },
+  };
+}

@@ -1,0 +1,78 @@
+import { z } from "zod";
+import { NODE_ID_PATTERN } from "./subjects.ts";
+
+/**
+ * Fleet configuration: what operators declare and apply, stored in NATS KV one document
+ * per key and watched into memory by every service.
+ */
+
+const Id = z.string().regex(NODE_ID_PATTERN, "letters, digits, '-' and '_', at most 64");
+export const TierSchema = z.number().int().min(1).max(4);
+export type Tier = z.infer<typeof TierSchema>;
+
+export const FRAMEWORKS = ["vllm", "tgi", "openai", "custom"] as const;
+export const FrameworkSchema = z.enum(FRAMEWORKS);
+export type Framework = z.infer<typeof FrameworkSchema>;
+
+export const COST_PRIORITIES = ["cost", "balanced", "latency"] as const;
+export const CostPrioritySchema = z.enum(COST_PRIORITIES);
+export type CostPriority = z.infer<typeof CostPrioritySchema>;
+
+export const NodeSpecSchema = z.strictObject({
+  id: Id,
+  /** Base URL of the serving framework, e.g. `http://10.0.0.5:8000`. */
+  endpoint: z.url({ protocol: /^https?$/ }),
+  framework: FrameworkSchema,
+  /** Accelerator family, e.g. `H100`, `MI300X`. */
+  accelerator_family: z.string().min(1).max(64),
+  tier: TierSchema,
+  /** Model ids this node serves. */
+  models: z.array(z.string().min(1)).min(1),
+  /** In-flight requests above which the node counts as full. */
+  max_concurrency: z.number().int().positive().default(16),
+  health_path: z.string().startsWith("/").default("/health"),
+  metrics_path: z.string().startsWith("/").default("/metrics"),
+  /** Registration order tie-breaker; set by `apply` from the order in the fleet file. */
+  registered_at: z.number().int().nonnegative().default(0),
+});
+export type NodeSpec = z.infer<typeof NodeSpecSchema>;
+
+export const ModelSpecSchema = z.strictObject({
+  id: z.string().min(1).max(256),
+  default_policy: z.string().min(1).optional(),
+});
+export type ModelSpec = z.infer<typeof ModelSpecSchema>;
+
+/** The routing policy, accepted verbatim in the walkthrough's YAML shape. */
+export const PolicySpecSchema = z.strictObject({
+  name: Id,
+  accelerator_preference: z
+    .array(z.strictObject({ family: z.string().min(1), priority: z.number().int() }))
+    .min(1),
+  latency_target_ms: z.number().int().positive(),
+  cost_priority: CostPrioritySchema,
+  queue_on_saturation: z.boolean().default(false),
+  max_queue_ms: z.number().int().nonnegative().default(0),
+});
+export type PolicySpec = z.infer<typeof PolicySpecSchema>;
+
+const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "lowercase hex SHA-256");
+
+export const AccountSpecSchema = z.strictObject({
+  id: Id,
+  /** SHA-256 (hex) of each API key; keys themselves are never stored. */
+  api_key_sha256: z.array(Sha256Hex).default([]),
+  allowed_tiers: z.array(TierSchema).min(1).default([1]),
+  default_policy: z.string().min(1).optional(),
+});
+export type AccountSpec = z.infer<typeof AccountSpecSchema>;
+
+/** A whole fleet document as applied with `zml apply -f`. */
+export const FleetDocumentSchema = z.strictObject({
+  apiVersion: z.literal("zml/v1"),
+  nodes: z.array(NodeSpecSchema).default([]),
+  models: z.array(ModelSpecSchema).default([]),
+  policies: z.array(PolicySpecSchema).default([]),
+  accounts: z.array(AccountSpecSchema).default([]),
+});
+export type FleetDocument = z.infer<typeof FleetDocumentSchema>;

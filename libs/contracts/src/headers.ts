@@ -1,0 +1,55 @@
+/**
+ * NATS header names. Intake extracts the routing fields from the client's body once and
+ * sends them as headers so the dispatcher never parses the body on the hot path.
+ */
+export const HEADERS = {
+  /** Versioned message type, e.g. `route.request.v1`. */
+  type: "Zml-Type",
+  requestId: "Zml-Request-Id",
+  model: "Zml-Model",
+  /** The OpenAI path the client called (`/v1/chat/completions` or `/v1/completions`). */
+  path: "Zml-Path",
+  stream: "Zml-Stream",
+  policy: "Zml-Policy",
+  tier: "Zml-Tier",
+  acceleratorHint: "Zml-Accelerator-Hint",
+  account: "Zml-Account",
+  /** Absolute deadline in epoch milliseconds. */
+  deadline: "Zml-Deadline",
+  /** Reply frames: `full`, `head`, `chunk`, `end` or `error` (see {@link REPLY_KINDS}). */
+  replyKind: "Zml-Reply",
+  /** Reply frame sequence number, from 0, so the receiver can detect a lost frame. */
+  seq: "Zml-Seq",
+  /** Upstream HTTP status on `full` and `head` frames. */
+  status: "Zml-Status",
+  contentType: "Zml-Content-Type",
+  /** RFC 8941 dictionary describing the routing decision (see `routing-header.ts`). */
+  routing: "Zml-Routing",
+} as const;
+
+/** W3C trace context header names, carried on every NATS message. */
+export const TRACE_HEADERS = { traceparent: "traceparent", tracestate: "tracestate" } as const;
+
+export const REPLY_KINDS = {
+  /** A whole non-streamed response: status, headers and body in one message. */
+  full: "full",
+  /** Start of a streamed response: status and routing, no body. */
+  head: "head",
+  /** A slice of the streamed body, forwarded as the node sent it. */
+  chunk: "chunk",
+  /** The stream completed normally. */
+  end: "end",
+  /** The request failed; the body is an {@link ErrorBody} JSON document. */
+  error: "error",
+} as const;
+export type ReplyKind = (typeof REPLY_KINDS)[keyof typeof REPLY_KINDS];
+
+/** HTTP response header that carries the routing metadata to the client. */
+export const ROUTING_HTTP_HEADER = "x-zml-routing";
+
+export const MESSAGE_TYPES = {
+  routeRequestV1: "route.request.v1",
+  routeReplyV1: "route.reply.v1",
+  nodeStateV1: "node.state.v1",
+  nodeObservationV1: "node.observation.v1",
+} as const;

@@ -1,0 +1,49 @@
+import { z } from "zod";
+import { TierSchema } from "./fleet.ts";
+
+/**
+ * HTTP request bodies. The OpenAI-compatible bodies are loose objects: unknown OpenAI
+ * parameters pass through to the node untouched. Only the fields routing needs are checked.
+ */
+
+const MessageSchema = z.looseObject({
+  role: z.string().min(1),
+  content: z.union([z.string(), z.array(z.unknown()), z.null()]).optional(),
+});
+
+/** ZML's routing fields, accepted alongside the OpenAI parameters. */
+const ZmlFields = {
+  stream: z.boolean().optional(),
+  policy: z.string().min(1).max(64).optional(),
+  accelerator_hint: z.string().min(1).max(64).optional(),
+  tier: TierSchema.optional(),
+  session_id: z.string().min(1).max(128).optional(),
+  provider: z.looseObject({ sort: z.enum(["quality", "price", "latency"]).optional() }).optional(),
+  /** Fallback models, tried in order after `model`. */
+  models: z.array(z.string().min(1).max(256)).max(8).optional(),
+};
+
+export const ChatCompletionRequestSchema = z.looseObject({
+  model: z.string().min(1).max(256),
+  messages: z.array(MessageSchema).min(1),
+  ...ZmlFields,
+});
+export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
+
+export const CompletionRequestSchema = z.looseObject({
+  model: z.string().min(1).max(256),
+  prompt: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
+  ...ZmlFields,
+});
+export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
+
+/** The OpenAI paths intake forwards, and the schema each body must satisfy. */
+export const INFERENCE_PATHS = {
+  "/v1/chat/completions": ChatCompletionRequestSchema,
+  "/v1/completions": CompletionRequestSchema,
+} as const;
+export type InferencePath = keyof typeof INFERENCE_PATHS;
+
+export function isInferencePath(path: string): path is InferencePath {
+  return Object.hasOwn(INFERENCE_PATHS, path);
+}

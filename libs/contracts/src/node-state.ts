@@ -1,0 +1,44 @@
+import { z } from "zod";
+import { NODE_ID_PATTERN } from "./subjects.ts";
+
+export const NODE_STATUSES = ["Active", "Degraded", "Isolated"] as const;
+export const NodeStatusSchema = z.enum(NODE_STATUSES);
+export type NodeStatus = z.infer<typeof NodeStatusSchema>;
+
+/** What the health aggregator knows about one node; broadcast and kept in KV. */
+export const NodeStateSchema = z.object({
+  type: z.literal("node.state.v1"),
+  node_id: z.string().regex(NODE_ID_PATTERN),
+  status: NodeStatusSchema,
+  probe_pending: z.boolean(),
+  /** Requests running plus waiting on the node, from its own metrics. */
+  queue_depth: z.number().int().nonnegative(),
+  running: z.number().int().nonnegative(),
+  waiting: z.number().int().nonnegative(),
+  /** KV-cache usage 0–1 where the framework reports it. */
+  kv_cache_usage: z.number().min(0).max(1).nullable(),
+  health_score: z.number().min(0).max(100),
+  consecutive_failures: z.number().int().nonnegative(),
+  /** Why the last probe failed, when it did. */
+  last_error: z.string().nullable(),
+  /** Epoch ms of the last probe and of the last successful one. */
+  checked_at: z.number().int(),
+  last_ok_at: z.number().int().nullable(),
+});
+export type NodeState = z.infer<typeof NodeStateSchema>;
+
+export const OBSERVATION_OUTCOMES = ["ok", "http_error", "network_error", "timeout"] as const;
+
+/** One dispatch attempt's outcome, published by the dispatcher for the aggregator. */
+export const NodeObservationSchema = z.object({
+  type: z.literal("node.observation.v1"),
+  node_id: z.string().regex(NODE_ID_PATTERN),
+  decision_id: z.string(),
+  outcome: z.enum(OBSERVATION_OUTCOMES),
+  /** Upstream HTTP status, when there was one. */
+  status: z.number().int().nullable(),
+  latency_ms: z.number().nonnegative(),
+  ttft_ms: z.number().nonnegative().nullable(),
+  at: z.number().int(),
+});
+export type NodeObservation = z.infer<typeof NodeObservationSchema>;

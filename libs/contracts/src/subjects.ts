@@ -1,0 +1,67 @@
+/**
+ * Every NATS subject, KV bucket and stream name the system uses. Services never spell a
+ * subject as a string literal; they build it here.
+ */
+
+/** Core NATS request-reply subject consumed by the dispatcher queue group. */
+export const ROUTE_REQUEST_SUBJECT = "zml.route.request";
+/** Queue group shared by every dispatcher replica. */
+export const DISPATCHER_QUEUE_GROUP = "zml-dispatchers";
+/** Prefix of per-node state broadcasts (`zml.node.state.<node>`). */
+export const NODE_STATE_PREFIX = "zml.node.state";
+/** Prefix of dispatcher outcome observations (`zml.node.observation.<node>`). */
+export const NODE_OBSERVATION_PREFIX = "zml.node.observation";
+/** Revocation-list broadcasts, captured by the revocation stream. */
+export const REVOCATION_SUBJECT = "zml.revocation";
+/** Attestation verification request-reply. */
+export const ATTESTATION_VERIFY_SUBJECT = "zml.attestation.verify";
+
+export const KV_BUCKETS = {
+  nodes: "zml_nodes",
+  models: "zml_models",
+  policies: "zml_policies",
+  accounts: "zml_accounts",
+  nodeState: "zml_node_state",
+} as const;
+export type KvBucketName = (typeof KV_BUCKETS)[keyof typeof KV_BUCKETS];
+
+export const STREAMS = {
+  revocations: "ZML_REVOCATIONS",
+} as const;
+
+/**
+ * Node ids become subject tokens and KV keys, so they are restricted to characters valid in
+ * both: letters, digits, `-` and `_`, 1–64 long.
+ */
+export const NODE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+export class InvalidSubjectTokenError extends Error {
+  readonly code = "invalid_subject_token";
+  readonly token: string;
+  constructor(token: string) {
+    super(`not a valid subject token: ${JSON.stringify(token)}`);
+    this.name = "InvalidSubjectTokenError";
+    this.token = token;
+  }
+}
+
+function token(value: string): string {
+  if (!NODE_ID_PATTERN.test(value)) throw new InvalidSubjectTokenError(value);
+  return value;
+}
+
+/** `zml.node.state.<node>`; throws {@link InvalidSubjectTokenError} on a bad node id. */
+export function nodeStateSubject(nodeId: string): string {
+  return `${NODE_STATE_PREFIX}.${token(nodeId)}`;
+}
+
+/** Wildcard for every node's state broadcasts. */
+export const NODE_STATE_ALL = `${NODE_STATE_PREFIX}.*`;
+
+/** `zml.node.observation.<node>`; throws {@link InvalidSubjectTokenError} on a bad node id. */
+export function nodeObservationSubject(nodeId: string): string {
+  return `${NODE_OBSERVATION_PREFIX}.${token(nodeId)}`;
+}
+
+/** Wildcard for every node's observations. */
+export const NODE_OBSERVATION_ALL = `${NODE_OBSERVATION_PREFIX}.*`;
