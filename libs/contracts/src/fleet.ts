@@ -37,8 +37,14 @@ export const NodeSpecSchema = z.strictObject({
 });
 export type NodeSpec = z.infer<typeof NodeSpecSchema>;
 
+/**
+ * Model ids are KV keys: letters, digits, `-`, `_`, `=`, `/` and inner dots (so
+ * `meta-llama/Llama-3.1-8B-Instruct` works; `llama3:8b` does not).
+ */
+export const MODEL_ID_PATTERN = /^[-/=\w]+(\.[-/=\w]+)*$/;
+
 export const ModelSpecSchema = z.strictObject({
-  id: z.string().min(1).max(256),
+  id: z.string().max(256).regex(MODEL_ID_PATTERN, "letters, digits, '-', '_', '=', '/' and inner '.'"),
   default_policy: z.string().min(1).optional(),
 });
 export type ModelSpec = z.infer<typeof ModelSpecSchema>;

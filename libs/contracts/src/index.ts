@@ -39,6 +39,7 @@ export {
   COST_PRIORITIES,
   CostPrioritySchema,
   NodeSpecSchema,
+  MODEL_ID_PATTERN,
   ModelSpecSchema,
   PolicySpecSchema,
   AccountSpecSchema,

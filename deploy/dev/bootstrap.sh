@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Makes a fresh machine ready: nats-server (Debian package) and the npm workspace, which
+# brings its own Node 24 (the `node` devDependency) ahead of the system Node on every npm
+# script's PATH. Safe to run again: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ] && [ -z "${NATS_URL:-}" ]; then
+  echo "› installing nats-server (Debian package)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "nats-server is missing and this user cannot install packages; install 'nats-server' or set NATS_URL" >&2
+    exit 1
+  fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nats-server >/dev/null
+fi
+
+if ! command -v npm >/dev/null 2>&1; then
+  echo "npm is missing: install Node.js (any version ≥ 20; the project brings its own Node 24)" >&2
+  exit 1
+fi
+
+# Reinstall when the lock file changed since the last install.
+stamp=node_modules/.zml-installed
+if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || [ ! -x node_modules/.bin/node ]; then
+  echo "› installing dependencies (npm ci)"
+  npm ci --no-audit --no-fund --loglevel=error
+  touch "$stamp"
+fi

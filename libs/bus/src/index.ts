@@ -1,0 +1,19 @@
+export { connectBus } from "./connection.ts";
+export type { Bus, BusLogger, ConnectBusOptions, ConnectionListener } from "./connection.ts";
+export { injectTraceContext, extractTraceContext } from "./trace-context.ts";
+export { encodeJson, decodeJson, MessageValidationError } from "./json-codec.ts";
+export { publishJson, subscribeJson } from "./typed.ts";
+export type { SubscribeJsonOptions } from "./typed.ts";
+export { openKv, watchKvIntoMap } from "./kv-map.ts";
+export type { KvMap, KvMapOptions } from "./kv-map.ts";
+export { createReplyWriter, createReplyMux, errorOfFrame } from "./route-reply.ts";
+export type {
+  RouteFrame,
+  ReplyWriter,
+  ReplyMux,
+  PendingReply,
+  MuxRequestOptions,
+} from "./route-reply.ts";
+export { headers as createHeaders } from "@nats-io/nats-core";
+export type { MsgHdrs, Msg, NatsConnection, Subscription } from "@nats-io/nats-core";
+export type { KV } from "@nats-io/kv";

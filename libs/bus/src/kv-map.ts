@@ -1,0 +1,73 @@
+import { Kvm } from "@nats-io/kv";
+import type { KV, KvWatchEntry } from "@nats-io/kv";
+import type { z } from "zod";
+import type { Bus, BusLogger } from "./connection.ts";
+import { decodeJson } from "./json-codec.ts";
+
+/** Opens a KV bucket, creating it (with the given history) if it does not exist yet. */
+export async function openKv(bus: Bus, bucket: string, history = 1): Promise<KV> {
+  return new Kvm(bus.nc).create(bucket, { history });
+}
+
+export interface KvMapOptions<S extends z.ZodType> {
+  schema: S;
+  log: BusLogger;
+  /** Called after every applied change (put or delete), with the key. */
+  onChange?: (key: string, value: z.output<S> | undefined) => void;
+}
+
+/** A KV bucket mirrored in memory: reads are map lookups, never network calls. */
+export interface KvMap<T> {
+  readonly map: ReadonlyMap<string, T>;
+  /** Revision of the last applied entry. */
+  revision(): number;
+  stop(): void;
+}
+
+/**
+ * Watches a bucket into an in-memory map: resolves once the current contents are loaded,
+ * then keeps applying live updates. An entry that fails its schema is logged and the key
+ * removed, so a bad write never leaves a stale-but-valid-looking value behind.
+ */
+export async function watchKvIntoMap<S extends z.ZodType>(
+  kv: KV,
+  options: KvMapOptions<S>,
+): Promise<KvMap<z.output<S>>> {
+  const map = new Map<string, z.output<S>>();
+  let revision = 0;
+  // The watcher replays the last value of every key, then live updates. The replay is over
+  // once an entry reports nothing pending; an empty bucket replays nothing at all.
+  const initiallyEmpty = (await kv.status()).values === 0;
+  const watcher = await kv.watch();
+  let markLoaded: () => void = () => {};
+  const loaded = new Promise<void>((resolve) => (markLoaded = resolve));
+  if (initiallyEmpty) markLoaded();
+
+  const apply = (e: KvWatchEntry) => {
+    revision = e.revision;
+    let value: z.output<S> | undefined;
+    if (e.operation === "PUT") {
+      try {
+        value = decodeJson(`${e.bucket}.${e.key}`, options.schema, e.value);
+        map.set(e.key, value);
+      } catch (err) {
+        options.log.warn({ bucket: e.bucket, key: e.key, err: String(err) }, "invalid kv entry");
+        map.delete(e.key);
+      }
+    } else {
+      map.delete(e.key);
+    }
+    options.onChange?.(e.key, value);
+    if (e.delta === 0) markLoaded();
+  };
+
+  void (async () => {
+    for await (const e of watcher) apply(e);
+  })();
+  await loaded;
+  return {
+    map,
+    revision: () => revision,
+    stop: () => watcher.stop(),
+  };
+}

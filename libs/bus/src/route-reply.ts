@@ -1,0 +1,213 @@
+import { createInbox, headers as natsHeaders } from "@nats-io/nats-core";
+import type { Msg, MsgHdrs, NatsConnection, Subscription } from "@nats-io/nats-core";
+import { HEADERS, REPLY_KINDS, ZmlError } from "@zml/contracts";
+import type { ErrorBody, ReplyKind } from "@zml/contracts";
+
+/**
+ * The reply side of `route.request`: a response travels back to the requester's inbox as
+ * numbered frames (`full`, or `head` → `chunk`* → `end` | `error`). Body bytes are sent as
+ * the node produced them, never re-encoded.
+ */
+
+export interface RouteFrame {
+  kind: ReplyKind;
+  seq: number;
+  /** Upstream HTTP status on `full` and `head` frames. */
+  status: number | undefined;
+  contentType: string | undefined;
+  routing: string | undefined;
+  data: Uint8Array;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const KINDS = new Set<string>(Object.values(REPLY_KINDS));
+
+/** Sends the frames of one reply. Not safe to use after `full`, `end` or `error`. */
+export interface ReplyWriter {
+  full(status: number, contentType: string, routing: string, body: Uint8Array): void;
+  head(status: number, contentType: string, routing: string): void;
+  chunk(data: Uint8Array): void;
+  end(): void;
+  error(body: ErrorBody, routing?: string): void;
+}
+
+export function createReplyWriter(nc: NatsConnection, replySubject: string): ReplyWriter {
+  let seq = 0;
+  const frame = (kind: ReplyKind, data: Uint8Array, h?: MsgHdrs) => {
+    const hdrs = h ?? natsHeaders();
+    hdrs.set(HEADERS.replyKind, kind);
+    hdrs.set(HEADERS.seq, String(seq++));
+    nc.publish(replySubject, data, { headers: hdrs });
+  };
+  const described = (status: number, contentType: string, routing: string) => {
+    const h = natsHeaders();
+    h.set(HEADERS.status, String(status));
+    h.set(HEADERS.contentType, contentType);
+    if (routing) h.set(HEADERS.routing, routing);
+    return h;
+  };
+  return {
+    full: (status, contentType, routing, body) =>
+      frame(REPLY_KINDS.full, body, described(status, contentType, routing)),
+    head: (status, contentType, routing) =>
+      frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing)),
+    chunk: (data) => frame(REPLY_KINDS.chunk, data),
+    end: () => frame(REPLY_KINDS.end, new Uint8Array(0)),
+    error: (body, routing) => {
+      const h = natsHeaders();
+      if (routing) h.set(HEADERS.routing, routing);
+      frame(REPLY_KINDS.error, encoder.encode(JSON.stringify(body)), h);
+    },
+  };
+}
+
+/** Decodes the ErrorBody of an `error` frame, tolerating a malformed one. */
+export function errorOfFrame(frame: RouteFrame): ZmlError {
+  try {
+    const body = JSON.parse(decoder.decode(frame.data)) as ErrorBody;
+    if (typeof body.code === "string" && typeof body.message === "string") {
+      return ZmlError.fromBody(body);
+    }
+  } catch {
+    // fall through to the generic error below
+  }
+  return new ZmlError("internal_error", "malformed error reply from dispatcher");
+}
+
+export interface PendingReply {
+  /** Stops delivering frames for this request (e.g. the client went away). */
+  cancel(): void;
+}
+
+export interface MuxRequestOptions {
+  /** Fails the request when no frame arrives for this long. */
+  idleTimeoutMs: number;
+}
+
+/**
+ * Many concurrent route requests over one wildcard inbox subscription, demultiplexed by the
+ * last inbox token: one SUB per process instead of one per request. Frames are checked for
+ * gaps; a gap, a timeout, no responders or a lost connection end the request with an
+ * `error` frame, never with silence.
+ */
+export interface ReplyMux {
+  request(
+    subject: string,
+    data: Uint8Array,
+    headers: MsgHdrs,
+    onFrame: (frame: RouteFrame) => void,
+    options: MuxRequestOptions,
+  ): PendingReply;
+  /** Ends every pending request with the given error (used on disconnect). */
+  failAll(error: ZmlError): void;
+  pendingCount(): number;
+  close(): void;
+}
+
+interface Pending {
+  onFrame: (frame: RouteFrame) => void;
+  nextSeq: number;
+  timer: NodeJS.Timeout;
+  idleTimeoutMs: number;
+}
+
+export function createReplyMux(nc: NatsConnection): ReplyMux {
+  const prefix = createInbox();
+  const pending = new Map<string, Pending>();
+  let counter = 0;
+
+  const finish = (id: string, p: Pending, frame: RouteFrame) => {
+    clearTimeout(p.timer);
+    pending.delete(id);
+    p.onFrame(frame);
+  };
+  const failOne = (id: string, p: Pending, error: ZmlError) =>
+    finish(id, p, errorFrame(error, p.nextSeq));
+
+  const onMessage = (msg: Msg) => {
+    const id = msg.subject.slice(prefix.length + 1);
+    const p = pending.get(id);
+    if (!p) return; // late frame of a cancelled or timed-out request
+    if (msg.headers?.hasError && msg.headers.code === 503) {
+      failOne(id, p, new ZmlError("bus_unavailable", "no dispatcher is serving route requests"));
+      return;
+    }
+    const frame = decodeFrame(msg);
+    if (!frame || frame.seq !== p.nextSeq) {
+      failOne(id, p, new ZmlError("stream_interrupted", "reply frames arrived out of order"));
+      return;
+    }
+    p.nextSeq++;
+    if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
+      finish(id, p, frame);
+      return;
+    }
+    p.timer.refresh();
+    p.onFrame(frame);
+  };
+
+  const sub: Subscription = nc.subscribe(`${prefix}.*`, {
+    callback: (err, msg) => {
+      if (!err) onMessage(msg);
+    },
+  });
+
+  return {
+    request(subject, data, headers, onFrame, options) {
+      const id = (counter++).toString(36);
+      const p: Pending = {
+        onFrame,
+        nextSeq: 0,
+        idleTimeoutMs: options.idleTimeoutMs,
+        timer: setTimeout(() => {
+          failOne(id, p, new ZmlError("gateway_timeout", "no reply from the dispatcher in time"));
+        }, options.idleTimeoutMs),
+      };
+      pending.set(id, p);
+      nc.publish(subject, data, { headers, reply: `${prefix}.${id}` });
+      return {
+        cancel() {
+          clearTimeout(p.timer);
+          pending.delete(id);
+        },
+      };
+    },
+    failAll(error) {
+      for (const [id, p] of pending) failOne(id, p, error);
+    },
+    pendingCount: () => pending.size,
+    close() {
+      sub.unsubscribe();
+      for (const p of pending.values()) clearTimeout(p.timer);
+      pending.clear();
+    },
+  };
+}
+
+function decodeFrame(msg: Msg): RouteFrame | null {
+  const h = msg.headers;
+  const kind = h?.get(HEADERS.replyKind);
+  const seq = Number(h?.get(HEADERS.seq));
+  if (!h || !kind || !KINDS.has(kind) || !Number.isInteger(seq)) return null;
+  const status = h.get(HEADERS.status);
+  return {
+    kind: kind as ReplyKind,
+    seq,
+    status: status ? Number(status) : undefined,
+    contentType: h.get(HEADERS.contentType) || undefined,
+    routing: h.get(HEADERS.routing) || undefined,
+    data: msg.data,
+  };
+}
+
+function errorFrame(error: ZmlError, seq: number): RouteFrame {
+  return {
+    kind: REPLY_KINDS.error,
+    seq,
+    status: undefined,
+    contentType: "application/json",
+    routing: undefined,
+    data: encoder.encode(JSON.stringify(error.toBody())),
+  };
+}

@@ -1,0 +1,34 @@
+import { context, propagation } from "@opentelemetry/api";
+import type { Context, TextMapGetter, TextMapSetter } from "@opentelemetry/api";
+import { headers as natsHeaders } from "@nats-io/nats-core";
+import type { MsgHdrs } from "@nats-io/nats-core";
+
+const setter: TextMapSetter<MsgHdrs> = {
+  set(carrier, key, value) {
+    carrier.set(key, value);
+  },
+};
+
+const getter: TextMapGetter<MsgHdrs | undefined> = {
+  get(carrier, key) {
+    return carrier?.get(key) || undefined;
+  },
+  keys(carrier) {
+    return carrier ? carrier.keys() : [];
+  },
+};
+
+/**
+ * Writes the W3C trace context of `ctx` (default: the active context) into NATS headers,
+ * creating them when absent. With no OpenTelemetry SDK registered this adds nothing.
+ */
+export function injectTraceContext(headers?: MsgHdrs, ctx: Context = context.active()): MsgHdrs {
+  const h = headers ?? natsHeaders();
+  propagation.inject(ctx, h, setter);
+  return h;
+}
+
+/** Reads the W3C trace context carried by a NATS message into an OpenTelemetry context. */
+export function extractTraceContext(headers: MsgHdrs | undefined): Context {
+  return propagation.extract(context.active(), headers, getter);
+}

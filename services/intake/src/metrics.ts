@@ -1,0 +1,20 @@
+import { Counter, Histogram } from "prom-client";
+import type { Registry } from "prom-client";
+
+export function createIntakeMetrics(registry: Registry) {
+  return {
+    requests: new Counter({
+      name: "zml_intake_requests_total",
+      help: "Inference requests by route and HTTP status",
+      labelNames: ["route", "status"] as const,
+      registers: [registry],
+    }),
+    duration: new Histogram({
+      name: "zml_intake_request_duration_seconds",
+      help: "Time from request to the end of the response, by route",
+      labelNames: ["route"] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers: [registry],
+    }),
+  };
+}

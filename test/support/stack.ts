@@ -1,0 +1,191 @@
+import { createHash } from "node:crypto";
+import { join } from "node:path";
+import { connectBus, openKv } from "@zml/bus";
+import type { Bus } from "@zml/bus";
+import { KV_BUCKETS, NodeStateSchema } from "@zml/contracts";
+import type { FleetDocument, NodeSpec, NodeStatus } from "@zml/contracts";
+import { applyFleet, parseFleetDocument } from "@zml/fleet";
+import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
+import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
+import { startSimNode } from "@zml/node-sim";
+import type { SimNode, SimNodeOptions } from "@zml/node-sim";
+
+export const API_KEY = "e2e-test-key-0123456789";
+export const quietLog = { info() {}, warn() {}, error() {} };
+
+export type SimSpec = Omit<SimNodeOptions, "models" | "flavour"> & {
+  family: string;
+  flavour?: SimNodeOptions["flavour"];
+  models?: string[];
+  tier?: number;
+  maxConcurrency?: number;
+};
+
+export interface StackOptions {
+  nodes: SimSpec[];
+  /** Extra fleet sections (policies, models) merged into the generated document. */
+  fleet?: Partial<Pick<FleetDocument, "policies" | "models">>;
+  /** Extra environment for every service. */
+  env?: Record<string, string>;
+}
+
+export interface Stack {
+  intakeUrl: string;
+  nats: NatsServerHandle;
+  sims: Map<string, SimNode>;
+  services: Map<string, ManagedProcess>;
+  bus: Bus;
+  fleet: FleetDocument;
+  /** Re-applies a changed fleet document (e.g. a new node or policy). */
+  apply(doc: FleetDocument): Promise<void>;
+  /** Scans the services' output (their JSON logs). */
+  logs(): string;
+  stop(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export const MODEL = "llama-3.1-8b-instruct";
+
+/** Node spec for a simulated node, as an operator would declare it. */
+export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
+  return {
+    id: sim.nodeId,
+    endpoint: sim.url,
+    framework: spec.flavour ?? "vllm",
+    accelerator_family: spec.family,
+    tier: spec.tier ?? 1,
+    models: spec.models ?? [MODEL],
+    max_concurrency: spec.maxConcurrency ?? 16,
+    health_path: "/health",
+    metrics_path: "/metrics",
+    registered_at: index,
+  };
+}
+
+/**
+ * A whole gateway for a test: a real nats-server, in-process simulated nodes speaking the
+ * real wire formats, the fleet applied to KV, and the four services as child processes.
+ */
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const nats = await startNatsServer();
+  const sims = new Map<string, SimNode>();
+  const services = new Map<string, ManagedProcess>();
+  const stop = async () => {
+    await Promise.allSettled([...services.values()].map((s) => s.stop("SIGTERM", 3_000)));
+    await Promise.allSettled([...sims.values()].map((s) => s.close()));
+    await bus?.drain().catch(() => undefined);
+    await nats.stop();
+  };
+  let bus: Bus | undefined;
+  try {
+    const nodes: NodeSpec[] = [];
+    for (const [i, spec] of options.nodes.entries()) {
+      const sim = await startSimNode({
+        ...spec,
+        flavour: spec.flavour ?? "vllm",
+        models: spec.models ?? [MODEL],
+      });
+      sims.set(sim.nodeId, sim);
+      nodes.push(nodeSpec(sim, spec, i));
+    }
+    const fleet = parseFleetDocument(
+      JSON.stringify({
+        apiVersion: "zml/v1",
+        nodes,
+        models: options.fleet?.models ?? [{ id: MODEL }],
+        policies: options.fleet?.policies ?? [],
+        accounts: [
+          {
+            id: "e2e",
+            api_key_sha256: [createHash("sha256").update(API_KEY).digest("hex")],
+            allowed_tiers: [1, 2],
+          },
+        ],
+      }),
+    );
+    bus = await connectBus({ servers: nats.url, name: "e2e", log: quietLog });
+    await applyFleet(bus, fleet);
+
+    const intakePort = await findFreePort();
+    const env = {
+      NATS_URL: nats.url,
+      LOG_LEVEL: "info",
+      POLL_INTERVAL_MS: "300",
+      PROBE_TIMEOUT_MS: "1000",
+      ...options.env,
+    };
+    const root = repoRoot();
+    const specs: Array<[string, Record<string, string>]> = [
+      ["health-aggregator", { AGGREGATOR_OPS_PORT: "0" }],
+      ["attestation", { ATTESTATION_OPS_PORT: "0" }],
+      ["dispatcher", { DISPATCHER_OPS_PORT: "0" }],
+      ["intake", { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1" }],
+    ];
+    await Promise.all(
+      specs.map(async ([name, extra]) => {
+        const proc = await startProcess({
+          name,
+          command: process.execPath,
+          args: [join(root, `services/${name}/src/main.ts`)],
+          env: { ...env, ...extra },
+          readyLine: /"msg":"[a-z-]+ ready"/,
+          readyTimeoutMs: 30_000,
+        });
+        services.set(name, proc);
+      }),
+    );
+    const intakeUrl = `http://127.0.0.1:${intakePort}`;
+    const stack: Stack = {
+      intakeUrl,
+      nats,
+      sims,
+      services,
+      bus,
+      fleet,
+      apply: async (doc) => {
+        await applyFleet(bus!, doc);
+      },
+      logs: () => [...services.values()].map((s) => s.output()).join("\n"),
+      stop,
+      [Symbol.asyncDispose]: stop,
+    };
+    return stack;
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** The status the health aggregator last published for a node, read from the KV snapshot. */
+export async function nodeStatus(stack: Stack, nodeId: string): Promise<NodeStatus | undefined> {
+  const kv = await openKv(stack.bus, KV_BUCKETS.nodeState);
+  const e = await kv.get(nodeId);
+  return e?.operation === "PUT" ? NodeStateSchema.parse(e.json()).status : undefined;
+}
+
+/** Waits until the given nodes (default: all) are Active in the published node state. */
+export async function waitForStatus(
+  stack: Stack,
+  status: NodeStatus,
+  nodeIds: string[] = [...stack.sims.keys()],
+): Promise<void> {
+  await pollUntil(
+    async () => {
+      for (const id of nodeIds) if ((await nodeStatus(stack, id)) !== status) return false;
+      return true;
+    },
+    { timeoutMs: 15_000, message: `${nodeIds.join(", ")} ${status}` },
+  );
+}
+
+export function chatBody(extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    model: MODEL,
+    messages: [{ role: "user", content: "Say hello" }],
+    ...extra,
+  });
+}
+
+export function authHeaders(key = API_KEY): Record<string, string> {
+  return { authorization: `Bearer ${key}`, "content-type": "application/json" };
+}
