@@ -12,8 +12,12 @@ export async function openKv(bus: Bus, bucket: string, history = 1): Promise<KV>
 export interface KvMapOptions<S extends z.ZodType> {
   schema: S;
   log: BusLogger;
-  /** Called after every applied change (put or delete), with the key. */
-  onChange?: (key: string, value: z.output<S> | undefined) => void;
+  /** Called after every applied change (put or delete), during the initial load too. */
+  onChange?: (
+    key: string,
+    value: z.output<S> | undefined,
+    map: ReadonlyMap<string, z.output<S>>,
+  ) => void;
 }
 
 /** A KV bucket mirrored in memory: reads are map lookups, never network calls. */
@@ -57,7 +61,7 @@ export async function watchKvIntoMap<S extends z.ZodType>(
     } else {
       map.delete(e.key);
     }
-    options.onChange?.(e.key, value);
+    options.onChange?.(e.key, value, map);
     if (e.delta === 0) markLoaded();
   };
 

@@ -1,11 +1,27 @@
 import type { NodeSpec } from "@zml/contracts";
-import { readMetrics } from "@zml/health";
-import type { ProbeResult } from "@zml/health";
+import { readCustomHealth, readMetrics } from "@zml/health";
+import type { MetricsReading, ProbeResult } from "@zml/health";
 import type { Dispatcher } from "undici";
 
 /**
- * Probes one node: its health endpoint, then (for vLLM and TGI) its Prometheus metrics.
- * Every failure becomes a failed ProbeResult with a reason; nothing throws.
+ * An OpenAI-compatible provider exposes no load metrics: its health answer is all a probe
+ * learns, and the dispatcher's observations carry the rest of the signal.
+ */
+const NO_METRICS: MetricsReading = {
+  running: 0,
+  waiting: 0,
+  queueDepth: 0,
+  kvCacheUsage: null,
+  freeMemoryGib: null,
+  promptTokensTotal: null,
+  generationTokensTotal: null,
+  instanceId: null,
+};
+
+/**
+ * Probes one node: its health endpoint, then (for vLLM and TGI) its Prometheus metrics;
+ * custom servers answer the JSON health format on their health path. Every failure becomes
+ * a failed ProbeResult with a reason; nothing throws.
  */
 export async function probeNode(
   agent: Dispatcher,
@@ -13,26 +29,20 @@ export async function probeNode(
   timeoutMs: number,
 ): Promise<ProbeResult> {
   const signal = AbortSignal.timeout(timeoutMs);
+  const get = (path: string) =>
+    agent.request({ origin: new URL(node.endpoint).origin, path: joinPath(node.endpoint, path), method: "GET", signal });
   try {
-    const health = await agent.request({
-      origin: new URL(node.endpoint).origin,
-      path: joinPath(node.endpoint, node.health_path),
-      method: "GET",
-      signal,
-    });
-    await health.body.dump();
+    const health = await get(node.health_path);
+    const healthText = await health.body.text();
     if (health.statusCode !== 200) {
       return { ok: false, error: `health endpoint answered ${health.statusCode}` };
     }
-    if (node.framework !== "vllm" && node.framework !== "tgi") {
-      return { ok: true, reading: null };
+    if (node.framework === "custom") {
+      const reading = readCustomHealth(JSON.parse(healthText));
+      return reading.healthy ? { ok: true, reading } : { ok: false, error: "node reports itself unhealthy" };
     }
-    const metrics = await agent.request({
-      origin: new URL(node.endpoint).origin,
-      path: joinPath(node.endpoint, node.metrics_path),
-      method: "GET",
-      signal,
-    });
+    if (node.framework === "openai") return { ok: true, reading: NO_METRICS };
+    const metrics = await get(node.metrics_path);
     const text = await metrics.body.text();
     if (metrics.statusCode !== 200) {
       return { ok: false, error: `metrics endpoint answered ${metrics.statusCode}` };

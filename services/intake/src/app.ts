@@ -67,6 +67,17 @@ export async function buildApp(deps: IntakeDeps): Promise<FastifyInstance> {
   app.setErrorHandler((err, req, reply) => {
     const error = toZmlError(err);
     if (error.code === "internal_error") req.log.error({ err }, "unhandled error");
+    if (error.code === "payload_too_large") {
+      // Read the rest of the oversize body into the void and close afterwards, so the client
+      // finishes its upload and sees the 413 instead of a broken pipe; an endless body is cut.
+      let drained = 0;
+      req.raw.on("data", (chunk: Buffer) => {
+        drained += chunk.length;
+        if (drained > 4 * deps.config.ZML_BODY_LIMIT_BYTES) req.raw.destroy();
+      });
+      req.raw.resume();
+      reply.header("connection", "close");
+    }
     return sendError(reply, error);
   });
   app.setNotFoundHandler((req, reply) =>

@@ -25,7 +25,7 @@ const auth = createAuthenticator();
 const accounts = await watchKvIntoMap(await openKv(bus, KV_BUCKETS.accounts), {
   schema: AccountSpecSchema,
   log,
-  onChange: () => auth.reindex(accounts.map.values()),
+  onChange: (_key, _value, map) => auth.reindex(map.values()),
 });
 auth.reindex(accounts.map.values());
 const [models, policies] = await Promise.all([

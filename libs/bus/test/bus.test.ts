@@ -1,0 +1,180 @@
+import { startNatsServer, pollUntil } from "@zml/harness";
+import type { NatsServerHandle } from "@zml/harness";
+import { HEADERS, ZmlError } from "@zml/contracts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  connectBus,
+  createHeaders,
+  createReplyMux,
+  createReplyWriter,
+  errorOfFrame,
+  openKv,
+  publishJson,
+  subscribeJson,
+  watchKvIntoMap,
+} from "../src/index.ts";
+import type { Bus, RouteFrame } from "../src/index.ts";
+
+const log = { info() {}, warn() {}, error() {} };
+let nats: NatsServerHandle;
+let bus: Bus;
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  bus = await connectBus({ servers: nats.url, name: "bus-test", log });
+});
+afterAll(async () => {
+  await bus?.drain();
+  await nats?.stop();
+});
+
+const Item = z.object({ name: z.string(), n: z.number().int() });
+
+describe("typed pub/sub", () => {
+  it("delivers valid messages and drops invalid ones without crashing", async () => {
+    const got: Array<z.infer<typeof Item>> = [];
+    const sub = subscribeJson(bus, "t.items", Item, (v) => void got.push(v), { log });
+    bus.nc.publish("t.items", "{not json");
+    bus.nc.publish("t.items", JSON.stringify({ name: "x", n: 1.5 }));
+    publishJson(bus, "t.items", Item, { name: "ok", n: 1 });
+    await pollUntil(() => got.length === 1);
+    await bus.nc.flush();
+    expect(got).toEqual([{ name: "ok", n: 1 }]);
+    sub.unsubscribe();
+  });
+
+  it("refuses to publish a message that breaks its schema", () => {
+    expect(() => publishJson(bus, "t.items", Item, { name: "x", n: "1" } as never)).toThrow(
+      /invalid message on t.items/,
+    );
+  });
+});
+
+describe("KV bucket watched into memory", () => {
+  it("loads existing entries before resolving, then applies live puts and deletes", async () => {
+    const kv = await openKv(bus, "test_watch");
+    await kv.put("a", JSON.stringify({ name: "a", n: 1 }));
+    await kv.put("b", JSON.stringify({ name: "b", n: 2 }));
+    await kv.put("bad", "{}");
+    const watched = await watchKvIntoMap(kv, { schema: Item, log });
+    expect([...watched.map.keys()].sort()).toEqual(["a", "b"]);
+
+    await kv.put("c", JSON.stringify({ name: "c", n: 3 }));
+    await kv.delete("a");
+    await pollUntil(() => watched.map.has("c") && !watched.map.has("a"));
+    await kv.put("b", "not json");
+    await pollUntil(() => !watched.map.has("b"));
+    watched.stop();
+  });
+
+  it("resolves at once for an empty bucket", async () => {
+    const watched = await watchKvIntoMap(await openKv(bus, "test_empty"), { schema: Item, log });
+    expect(watched.map.size).toBe(0);
+    watched.stop();
+  });
+});
+
+describe("route reply frames", () => {
+  it("carry a streamed reply in order to the right requester", async () => {
+    const sub = bus.nc.subscribe("t.route", {
+      callback: (_err, msg) => {
+        const w = createReplyWriter(bus.nc, msg.reply!);
+        const name = msg.headers?.get("x-name") ?? "";
+        w.head(200, "text/event-stream", `node="${name}"`);
+        for (let i = 0; i < 20; i++) w.chunk(new TextEncoder().encode(`${name}${i};`));
+        w.end();
+      },
+    });
+    const mux = createReplyMux(bus.nc);
+    const run = (name: string) =>
+      new Promise<{ frames: RouteFrame[]; text: string }>((resolve) => {
+        const frames: RouteFrame[] = [];
+        const h = createHeaders();
+        h.set("x-name", name);
+        mux.request("t.route", new Uint8Array(0), h, (f) => {
+          frames.push(f);
+          if (f.kind === "end" || f.kind === "error") {
+            resolve({ frames, text: frames.map((x) => new TextDecoder().decode(x.data)).join("") });
+          }
+        }, { idleTimeoutMs: 5_000 });
+      });
+    const [a, b] = await Promise.all([run("a"), run("b")]);
+    expect(a.frames[0]).toMatchObject({ kind: "head", status: 200, routing: 'node="a"' });
+    expect(a.frames.at(-1)!.kind).toBe("end");
+    expect(a.text).toBe(Array.from({ length: 20 }, (_, i) => `a${i};`).join(""));
+    expect(b.text).toBe(Array.from({ length: 20 }, (_, i) => `b${i};`).join(""));
+    expect(mux.pendingCount()).toBe(0);
+    sub.unsubscribe();
+    mux.close();
+  });
+
+  it("ends with an error frame when nobody serves the subject", async () => {
+    const mux = createReplyMux(bus.nc);
+    const frame = await new Promise<RouteFrame>((resolve) =>
+      mux.request("t.nobody", new Uint8Array(0), createHeaders(), resolve, { idleTimeoutMs: 5_000 }),
+    );
+    expect(frame.kind).toBe("error");
+    expect(errorOfFrame(frame).code).toBe("bus_unavailable");
+    mux.close();
+  });
+
+  it("ends with gateway_timeout when the responder goes silent", async () => {
+    const sub = bus.nc.subscribe("t.silent", { callback: () => {} });
+    const mux = createReplyMux(bus.nc);
+    const frame = await new Promise<RouteFrame>((resolve) =>
+      mux.request("t.silent", new Uint8Array(0), createHeaders(), resolve, { idleTimeoutMs: 200 }),
+    );
+    expect(errorOfFrame(frame).code).toBe("gateway_timeout");
+    sub.unsubscribe();
+    mux.close();
+  });
+
+  it("detects a lost frame as an interrupted stream", async () => {
+    const sub = bus.nc.subscribe("t.gap", {
+      callback: (_err, msg) => {
+        const h = createHeaders();
+        h.set(HEADERS.replyKind, "chunk");
+        h.set(HEADERS.seq, "1"); // frame 0 never sent
+        bus.nc.publish(msg.reply!, new Uint8Array(0), { headers: h });
+      },
+    });
+    const mux = createReplyMux(bus.nc);
+    const frame = await new Promise<RouteFrame>((resolve) =>
+      mux.request("t.gap", new Uint8Array(0), createHeaders(), resolve, { idleTimeoutMs: 5_000 }),
+    );
+    expect(errorOfFrame(frame).code).toBe("stream_interrupted");
+    sub.unsubscribe();
+    mux.close();
+  });
+
+  it("fails every pending request at once on failAll", async () => {
+    const sub = bus.nc.subscribe("t.hold", { callback: () => {} });
+    const mux = createReplyMux(bus.nc);
+    const frames = Promise.all(
+      [1, 2, 3].map(
+        () =>
+          new Promise<RouteFrame>((resolve) =>
+            mux.request("t.hold", new Uint8Array(0), createHeaders(), resolve, { idleTimeoutMs: 60_000 }),
+          ),
+      ),
+    );
+    await bus.nc.flush();
+    mux.failAll(new ZmlError("bus_unavailable", "lost"));
+    expect((await frames).map((f) => errorOfFrame(f).code)).toEqual(Array(3).fill("bus_unavailable"));
+    sub.unsubscribe();
+    mux.close();
+  });
+});
+
+describe("connection state", () => {
+  it("reports a disconnect and the reconnect after a server restart", async () => {
+    const changes: boolean[] = [];
+    const own = await connectBus({ servers: nats.url, name: "restart-test", log });
+    own.onConnectionChange((c) => changes.push(c));
+    await nats.restart();
+    await pollUntil(() => changes.includes(false) && own.isConnected(), { timeoutMs: 20_000 });
+    expect(changes[0]).toBe(false);
+    await own.drain();
+  });
+});

@@ -1,0 +1,42 @@
+import { describe, expect, it } from "vitest";
+import { FleetDocumentSchema, PolicySpecSchema } from "../src/index.ts";
+
+describe("fleet schemas", () => {
+  it("accept the walkthrough's policy YAML shape verbatim", () => {
+    const policy = PolicySpecSchema.parse({
+      name: "interactive",
+      accelerator_preference: [
+        { family: "H100", priority: 1 },
+        { family: "MI300X", priority: 2 },
+      ],
+      latency_target_ms: 2000,
+      cost_priority: "latency",
+    });
+    expect(policy.queue_on_saturation).toBe(false);
+    expect(policy.max_queue_ms).toBe(0);
+  });
+
+  it("name the offending field", () => {
+    const result = FleetDocumentSchema.safeParse({
+      apiVersion: "zml/v1",
+      nodes: [
+        {
+          id: "bad id",
+          endpoint: "ftp://x",
+          framework: "vllm",
+          accelerator_family: "H100",
+          tier: 5,
+          models: ["m"],
+        },
+      ],
+    });
+    expect(result.success).toBe(false);
+    const paths = result.error!.issues.map((i) => i.path.join("."));
+    expect(paths).toEqual(expect.arrayContaining(["nodes.0.id", "nodes.0.endpoint", "nodes.0.tier"]));
+  });
+
+  it("reject unknown keys so typos do not pass silently", () => {
+    const result = FleetDocumentSchema.safeParse({ apiVersion: "zml/v1", policy: [] });
+    expect(result.success).toBe(false);
+  });
+});
