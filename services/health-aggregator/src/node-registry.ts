@@ -30,8 +30,8 @@ export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): N
       !entry || entry.published !== fingerprint || now - entry.publishedAt >= heartbeatMs;
     table.set(nodeId, {
       health,
-      published: publish ? fingerprint : entry!.published,
-      publishedAt: publish ? now : entry!.publishedAt,
+      published: publish ? fingerprint : entry.published,
+      publishedAt: publish ? now : entry.publishedAt,
     });
     return { state, publish };
   };

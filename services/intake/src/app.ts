@@ -14,7 +14,7 @@ import {
 import type { AccountSpec, InferencePath, ModelSpec, PolicySpec } from "@zml/contracts";
 import type { Logger } from "@zml/telemetry";
 import Fastify from "fastify";
-import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Registry } from "prom-client";
 import type { Authenticator } from "./auth.ts";
 import type { IntakeConfig } from "./config.ts";
@@ -42,10 +42,9 @@ export interface IntakeDeps {
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
 
 /** Builds the intake HTTP app from injected parts; `main.ts` only starts it. */
-export async function buildApp(deps: IntakeDeps): Promise<FastifyInstance> {
+export async function buildApp(deps: IntakeDeps) {
   const app = Fastify({
-    // pino is what fastify uses; its own type is narrower than pino's full Logger.
-    loggerInstance: deps.log as FastifyBaseLogger,
+    loggerInstance: deps.log,
     disableRequestLogging: true,
     bodyLimit: deps.config.ZML_BODY_LIMIT_BYTES,
     requestTimeout: deps.config.ZML_REQUEST_TIMEOUT_MS + 5_000,
