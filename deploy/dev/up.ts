@@ -45,7 +45,9 @@ async function main(): Promise<void> {
         readyLine: /"event":"ready"/,
       }),
     );
-    console.log(`simulated node  ${node.id.padEnd(10)} ${node.accelerator_family.padEnd(7)} ${node.endpoint}`);
+    console.log(
+      `simulated node  ${node.id.padEnd(10)} ${node.accelerator_family.padEnd(7)} ${node.endpoint}`,
+    );
   }
 
   const bus = await connectBus({ servers: nats.url, name: "zml-dev-apply", log: quietLog });
@@ -54,11 +56,27 @@ async function main(): Promise<void> {
   console.log(`fleet applied   ${changes.length} change(s) from ${fleetFile}`);
 
   const env = { NATS_URL: nats.url, LOG_LEVEL: process.env.LOG_LEVEL || "warn" };
-  const services = [
-    { name: "health-aggregator", env: { AGGREGATOR_OPS_PORT: "9102", POLL_INTERVAL_MS: "2000" }, ready: "http://127.0.0.1:9102/readyz" },
-    { name: "attestation", env: { ATTESTATION_OPS_PORT: "9103" }, ready: "http://127.0.0.1:9103/readyz" },
-    { name: "dispatcher", env: { DISPATCHER_OPS_PORT: "9101" }, ready: "http://127.0.0.1:9101/readyz" },
-    { name: "intake", env: { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1" }, ready: `http://127.0.0.1:${intakePort}/readyz` },
+  const services: Array<{ name: string; env: Record<string, string>; ready: string }> = [
+    {
+      name: "health-aggregator",
+      env: { AGGREGATOR_OPS_PORT: "9102", POLL_INTERVAL_MS: "2000" },
+      ready: "http://127.0.0.1:9102/readyz",
+    },
+    {
+      name: "attestation",
+      env: { ATTESTATION_OPS_PORT: "9103" },
+      ready: "http://127.0.0.1:9103/readyz",
+    },
+    {
+      name: "dispatcher",
+      env: { DISPATCHER_OPS_PORT: "9101" },
+      ready: "http://127.0.0.1:9101/readyz",
+    },
+    {
+      name: "intake",
+      env: { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1" },
+      ready: `http://127.0.0.1:${intakePort}/readyz`,
+    },
   ];
   for (const s of services) {
     started.push(
@@ -82,7 +100,10 @@ async function main(): Promise<void> {
       const res = await fetch(`${intake}/v1/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "llama-3.1-8b-instruct", messages: [{ role: "user", content: "ping" }] }),
+        body: JSON.stringify({
+          model: "llama-3.1-8b-instruct",
+          messages: [{ role: "user", content: "ping" }],
+        }),
       });
       await res.arrayBuffer();
       return res.status === 200;

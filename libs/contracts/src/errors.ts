@@ -26,9 +26,7 @@ export const ERROR_CODES = {
 } as const;
 export type ErrorCode = keyof typeof ERROR_CODES;
 
-export const ErrorCodeSchema = z.enum(
-  Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]],
-);
+export const ErrorCodeSchema = z.enum(Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]]);
 
 /** The error document sent over the bus and, wrapped OpenAI-style, to HTTP clients. */
 export const ErrorBodySchema = z.object({

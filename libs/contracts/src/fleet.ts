@@ -44,7 +44,10 @@ export type NodeSpec = z.infer<typeof NodeSpecSchema>;
 export const MODEL_ID_PATTERN = /^[-/=\w]+(\.[-/=\w]+)*$/;
 
 export const ModelSpecSchema = z.strictObject({
-  id: z.string().max(256).regex(MODEL_ID_PATTERN, "letters, digits, '-', '_', '=', '/' and inner '.'"),
+  id: z
+    .string()
+    .max(256)
+    .regex(MODEL_ID_PATTERN, "letters, digits, '-', '_', '=', '/' and inner '.'"),
   default_policy: z.string().min(1).optional(),
 });
 export type ModelSpec = z.infer<typeof ModelSpecSchema>;

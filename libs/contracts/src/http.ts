@@ -32,7 +32,12 @@ export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
 
 export const CompletionRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
-  prompt: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
+  prompt: z.union([
+    z.string(),
+    z.array(z.string()),
+    z.array(z.number()),
+    z.array(z.array(z.number())),
+  ]),
   ...ZmlFields,
 });
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;

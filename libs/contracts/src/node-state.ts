@@ -24,6 +24,17 @@ export const NodeStateSchema = z.object({
   /** Epoch ms of the last probe and of the last successful one. */
   checked_at: z.number().int(),
   last_ok_at: z.number().int().nullable(),
+  /** Free accelerator memory in GiB, where the node reports it. */
+  free_memory_gib: z.number().nonnegative().nullable().default(null),
+  /** Epoch ms of the last successful inference the dispatchers observed. */
+  last_inference_at: z.number().int().nullable().default(null),
+  /** Generation throughput history (EWMA), for ranking by queue depth ÷ tokens per second. */
+  tokens_per_second: z.number().nonnegative().nullable().default(null),
+  /** Observed latency and time to first token (EWMA) from dispatch outcomes. */
+  latency_ewma_ms: z.number().nonnegative().nullable().default(null),
+  ttft_ewma_ms: z.number().nonnegative().nullable().default(null),
+  /** Identity the node reports; a new one means a new instance with no inherited history. */
+  instance_id: z.string().nullable().default(null),
 });
 export type NodeState = z.infer<typeof NodeStateSchema>;
 

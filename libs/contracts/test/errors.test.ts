@@ -12,12 +12,24 @@ describe("error codes", () => {
 
   it("round-trip through the bus body", () => {
     const e = ZmlError.fromBody(new ZmlError("no_node_available", "none", "model", 5).toBody());
-    expect([e.code, e.status, e.param, e.retryAfterS]).toEqual(["no_node_available", 503, "model", 5]);
+    expect([e.code, e.status, e.param, e.retryAfterS]).toEqual([
+      "no_node_available",
+      503,
+      "model",
+      5,
+    ]);
   });
 
   it("map to the OpenAI error envelope the SDKs understand", () => {
-    expect(toOpenAiError(new ZmlError("unauthorized", "bad key", "authorization").toBody())).toEqual({
-      error: { message: "bad key", type: "authentication_error", param: "authorization", code: "unauthorized" },
+    expect(
+      toOpenAiError(new ZmlError("unauthorized", "bad key", "authorization").toBody()),
+    ).toEqual({
+      error: {
+        message: "bad key",
+        type: "authentication_error",
+        param: "authorization",
+        code: "unauthorized",
+      },
     });
     expect(openAiErrorType(503)).toBe("api_error");
     expect(openAiErrorType(404)).toBe("not_found_error");

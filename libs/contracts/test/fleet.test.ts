@@ -32,7 +32,9 @@ describe("fleet schemas", () => {
     });
     expect(result.success).toBe(false);
     const paths = result.error!.issues.map((i) => i.path.join("."));
-    expect(paths).toEqual(expect.arrayContaining(["nodes.0.id", "nodes.0.endpoint", "nodes.0.tier"]));
+    expect(paths).toEqual(
+      expect.arrayContaining(["nodes.0.id", "nodes.0.endpoint", "nodes.0.tier"]),
+    );
   });
 
   it("reject unknown keys so typos do not pass silently", () => {

@@ -26,7 +26,9 @@ describe("x-zml-routing header", () => {
   });
 
   it("round-trips any printable ASCII strings and integers", () => {
-    const printable = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)) });
+    const printable = fc.string({
+      unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
+    });
     fc.assert(
       fc.property(
         printable,

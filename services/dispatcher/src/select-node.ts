@@ -27,7 +27,8 @@ export function selectNodes(
   for (const node of view.nodes()) {
     if (node.tier !== request.tier || !node.models.includes(request.model)) continue;
     const state = view.state(node.id);
-    if (!state || state.status !== "Active") continue;
+    // Only Active nodes with no probe pending take traffic (design §4).
+    if (!state || state.status !== "Active" || state.probe_pending) continue;
     servable++;
     if (request.exclude.has(node.id) || view.cooldownUntil(node.id) > now) continue;
     const inFlight = view.inFlight(node.id);

@@ -34,6 +34,12 @@ function state(id: string, extra: Partial<NodeState> = {}): NodeState {
     last_error: null,
     checked_at: 0,
     last_ok_at: 0,
+    free_memory_gib: null,
+    last_inference_at: null,
+    tokens_per_second: null,
+    latency_ewma_ms: null,
+    ttft_ewma_ms: null,
+    instance_id: null,
     ...extra,
   };
 }

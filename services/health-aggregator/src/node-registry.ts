@@ -20,9 +20,17 @@ export interface NodeRegistry {
 }
 
 export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): NodeRegistry {
-  const table = new Map<string, { health: NodeHealth; published: string; publishedAt: number }>();
+  const table = new Map<
+    string,
+    { health: NodeHealth; config: HealthConfig; published: string; publishedAt: number }
+  >();
 
-  const update = (nodeId: string, health: NodeHealth, now: number): HealthUpdate => {
+  const update = (
+    nodeId: string,
+    health: NodeHealth,
+    nodeConfig: HealthConfig,
+    now: number,
+  ): HealthUpdate => {
     const state = toNodeState(health, now);
     const entry = table.get(nodeId);
     const fingerprint = routingFingerprint(state);
@@ -30,6 +38,7 @@ export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): N
       !entry || entry.published !== fingerprint || now - entry.publishedAt >= heartbeatMs;
     table.set(nodeId, {
       health,
+      config: nodeConfig,
       published: publish ? fingerprint : entry.published,
       publishedAt: publish ? now : entry.publishedAt,
     });
@@ -39,12 +48,15 @@ export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): N
   return {
     onProbe(node, probe, now) {
       const health = table.get(node.id)?.health ?? createNodeHealth(node.id, now);
-      return update(node.id, applyProbe(health, probe, config, now), now);
+      // The score weighs queue depth against this node's own capacity.
+      const nodeConfig = { ...config, maxConcurrency: node.max_concurrency };
+      return update(node.id, applyProbe(health, probe, nodeConfig, now), nodeConfig, now);
     },
     onObservation(observation, now) {
       const entry = table.get(observation.node_id);
       if (!entry) return undefined; // not (yet) a node this aggregator polls
-      return update(observation.node_id, applyObservation(entry.health, observation, config, now), now);
+      const health = applyObservation(entry.health, observation, entry.config, now);
+      return update(observation.node_id, health, entry.config, now);
     },
     forget(nodeId) {
       table.delete(nodeId);

@@ -37,8 +37,7 @@ export function createPollScheduler(options: PollSchedulerOptions): PollSchedule
       waiting.shift()?.();
     }
   };
-  const delay = () =>
-    options.intervalMs * (1 + options.jitter * (2 * options.random() - 1));
+  const delay = () => options.intervalMs * (1 + options.jitter * (2 * options.random() - 1));
 
   const schedule = (id: string, waitMs: number) => {
     timers.set(

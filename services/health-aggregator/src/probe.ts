@@ -30,7 +30,12 @@ export async function probeNode(
 ): Promise<ProbeResult> {
   const signal = AbortSignal.timeout(timeoutMs);
   const get = (path: string) =>
-    agent.request({ origin: new URL(node.endpoint).origin, path: joinPath(node.endpoint, path), method: "GET", signal });
+    agent.request({
+      origin: new URL(node.endpoint).origin,
+      path: joinPath(node.endpoint, path),
+      method: "GET",
+      signal,
+    });
   try {
     const health = await get(node.health_path);
     const healthText = await health.body.text();
@@ -39,7 +44,9 @@ export async function probeNode(
     }
     if (node.framework === "custom") {
       const reading = readCustomHealth(JSON.parse(healthText));
-      return reading.healthy ? { ok: true, reading } : { ok: false, error: "node reports itself unhealthy" };
+      return reading.healthy
+        ? { ok: true, reading }
+        : { ok: false, error: "node reports itself unhealthy" };
     }
     if (node.framework === "openai") return { ok: true, reading: NO_METRICS };
     const metrics = await get(node.metrics_path);

@@ -29,7 +29,12 @@ describe("poll scheduler", () => {
         return node.id === "hang" ? new Promise<void>(() => {}) : Promise.resolve();
       },
     });
-    scheduler.sync(new Map([["hang", spec("hang")], ["fast", spec("fast")]]));
+    scheduler.sync(
+      new Map([
+        ["hang", spec("hang")],
+        ["fast", spec("fast")],
+      ]),
+    );
     await pollUntil(() => (polls.get("fast") ?? 0) >= 10, { timeoutMs: 5_000 });
     expect(polls.get("hang")).toBe(1);
     scheduler.stop();

@@ -1,0 +1,13 @@
+export { findFreePort } from "./free-port.ts";
+export { pollUntil, PollTimeoutError } from "./poll.ts";
+export type { PollOptions } from "./poll.ts";
+export {
+  startNatsServer,
+  findNatsServerBinary,
+  NatsServerUnavailableError,
+} from "./nats-server.ts";
+export type { NatsServerHandle, StartNatsServerOptions } from "./nats-server.ts";
+export { startProcess, ProcessExitedError, ProcessTimeoutError } from "./process.ts";
+export type { ManagedProcess, StartProcessOptions } from "./process.ts";
+export type { OutputStream } from "./output-log.ts";
+export { repoRoot } from "./repo-root.ts";

@@ -1,0 +1,24 @@
+export { readMetrics } from "./metrics-reading.ts";
+export type { MetricsFramework, MetricsReading } from "./metrics-reading.ts";
+export { CUSTOM_HEALTH_STATUSES, CustomHealthSchema, readCustomHealth } from "./custom-health.ts";
+export type { CustomHealth, CustomHealthReading, CustomHealthStatus } from "./custom-health.ts";
+export { healthScore } from "./score.ts";
+export type { ScoreInput } from "./score.ts";
+export { DEFAULT_HEALTH_CONFIG } from "./config.ts";
+export type { HealthConfig } from "./config.ts";
+export {
+  createNodeHealth,
+  applyProbe,
+  applyObservation,
+  toNodeState,
+  isRoutable,
+  errorRateOf,
+} from "./node-health.ts";
+export type {
+  NodeHealth,
+  ProbeResult,
+  ObservationMark,
+  TokensPerSecondSample,
+} from "./node-health.ts";
+export { MetricsReadError, NodeMismatchError } from "./errors.ts";
+export type { ReadingSource } from "./errors.ts";

@@ -1,0 +1,119 @@
+// Runs one simulated node as a process: `node libs/node-sim/src/cli.ts --id h100-a
+// --flavour vllm --model llama-3-8b`. Prints one JSON "ready" line on stdout once it listens
+// and closes on SIGTERM or SIGINT. Bad arguments: a message on stderr and exit code 2.
+import { parseArgs } from "node:util";
+import { startSimNode } from "./sim-node.ts";
+import { SIM_FLAVOURS } from "./types.ts";
+import type { SimFlavour, SimNodeOptions } from "./types.ts";
+import { SimInputError } from "./validate.ts";
+
+const USAGE = `usage: node libs/node-sim/src/cli.ts --id <node-id> --model <id> [--model <id> ...]
+  [--flavour vllm|tgi] (default vllm)   [--host 127.0.0.1] [--port 0]
+  [--ttft-ms 0] [--tps 0] [--max-concurrency 8] [--completion-tokens 16] [--instance-id <id>]
+`;
+
+class UsageError extends Error {}
+
+function numberArg(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const parsed = Number(value);
+  if (value.trim() === "" || !Number.isFinite(parsed)) {
+    throw new UsageError(`--${name}: expected a number, got ${JSON.stringify(value)}`);
+  }
+  return parsed;
+}
+
+function parseOptions(argv: string[]): SimNodeOptions | "help" {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        id: { type: "string" },
+        flavour: { type: "string", default: "vllm" },
+        model: { type: "string", multiple: true },
+        host: { type: "string", default: "127.0.0.1" },
+        port: { type: "string", default: "0" },
+        "ttft-ms": { type: "string" },
+        tps: { type: "string" },
+        "max-concurrency": { type: "string" },
+        "completion-tokens": { type: "string" },
+        "instance-id": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }));
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (values.help === true) return "help";
+  if (values.id === undefined) throw new UsageError("--id is required");
+  if (values.model === undefined || values.model.length === 0) {
+    throw new UsageError("at least one --model is required");
+  }
+  if (!SIM_FLAVOURS.includes(values.flavour as SimFlavour)) {
+    throw new UsageError(`--flavour: expected one of ${SIM_FLAVOURS.join(", ")}`);
+  }
+  const options: SimNodeOptions = {
+    nodeId: values.id,
+    flavour: values.flavour as SimFlavour,
+    models: values.model,
+    host: values.host,
+    port: numberArg("port", values.port) ?? 0,
+  };
+  const ttftMs = numberArg("ttft-ms", values["ttft-ms"]);
+  const tokensPerSecond = numberArg("tps", values.tps);
+  const maxConcurrency = numberArg("max-concurrency", values["max-concurrency"]);
+  const completionTokens = numberArg("completion-tokens", values["completion-tokens"]);
+  if (ttftMs !== undefined) options.ttftMs = ttftMs;
+  if (tokensPerSecond !== undefined) options.tokensPerSecond = tokensPerSecond;
+  if (maxConcurrency !== undefined) options.maxConcurrency = maxConcurrency;
+  if (completionTokens !== undefined) options.completionTokens = completionTokens;
+  if (values["instance-id"] !== undefined) options.instanceId = values["instance-id"];
+  return options;
+}
+
+async function main(): Promise<void> {
+  let options: SimNodeOptions | "help";
+  try {
+    options = parseOptions(process.argv.slice(2));
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`zml-node-sim: ${error.message}\n${USAGE}`);
+    process.exitCode = 2;
+    return;
+  }
+  if (options === "help") {
+    process.stdout.write(USAGE);
+    return;
+  }
+
+  let node;
+  try {
+    node = await startSimNode(options);
+  } catch (error) {
+    const usage = error instanceof SimInputError;
+    process.stderr.write(`zml-node-sim: ${(error as Error).message}\n${usage ? USAGE : ""}`);
+    process.exitCode = usage ? 2 : 1;
+    return;
+  }
+
+  const shutdown = (): void => {
+    // Once closed nothing keeps the event loop alive, so the process exits with code 0.
+    node.close().then(
+      () => {},
+      (error: unknown) => {
+        process.stderr.write(`zml-node-sim: close failed: ${String(error)}\n`);
+        process.exitCode = 1;
+      },
+    );
+  };
+  process.once("SIGTERM", shutdown);
+  process.once("SIGINT", shutdown);
+  process.stdout.write(
+    `${JSON.stringify({ event: "ready", node_id: node.nodeId, url: node.url, instance_id: node.instanceId })}\n`,
+  );
+}
+
+await main();

@@ -1,0 +1,428 @@
+import { createHash, randomUUID } from "node:crypto";
+import { once } from "node:events";
+import { createServer } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import { createConcurrencyGate } from "./concurrency-gate.ts";
+import { createFaultSlot } from "./fault-slot.ts";
+import { asGenerationFault, runGeneration } from "./generation.ts";
+import type { GenerationContext } from "./generation.ts";
+import { createSimMetrics } from "./metrics.ts";
+import { errorBodyJson, parseInferenceRequest } from "./openai-request.ts";
+import type { InferenceKind } from "./openai-request.ts";
+import { readBody } from "./read-body.ts";
+import { SIM_FLAVOURS } from "./types.ts";
+import type {
+  SimFault,
+  SimLastRequest,
+  SimNode,
+  SimNodeOptions,
+  SimRuntimeConfig,
+  SimStats,
+} from "./types.ts";
+import { parseSimConfigPatch, parseSimFault, SimInputError } from "./validate.ts";
+
+/** Inference bodies above this size are answered with 413, as a real node's proxy would. */
+export const SIM_BODY_LIMIT_BYTES = 8 * 1024 * 1024;
+const CONTROL_BODY_LIMIT_BYTES = 64 * 1024;
+
+const DEFAULTS: SimRuntimeConfig = {
+  ttftMs: 0,
+  tokensPerSecond: 0,
+  maxConcurrency: 8,
+  completionTokens: 16,
+};
+
+const JSON_TYPE = "application/json";
+
+function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: string,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, {
+    ...headers,
+    "content-type": JSON_TYPE,
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(body);
+}
+
+function sendControlError(res: ServerResponse, error: SimInputError): void {
+  const body = {
+    error: {
+      message: error.message,
+      type: "invalid_request_error",
+      param: error.field,
+      code: error.code,
+    },
+  };
+  sendJson(res, 400, JSON.stringify(body));
+}
+
+/** Headers as received, minus credentials, so tests can look at them without leaking any. */
+function visibleHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const visible: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || name === "authorization" || name === "proxy-authorization") {
+      continue;
+    }
+    visible[name] = value;
+  }
+  return visible;
+}
+
+function checkOptions(options: SimNodeOptions): void {
+  const fail = (field: string, message: string): never => {
+    throw new SimInputError("invalid_options", `options.${field}: ${message}`, `options.${field}`);
+  };
+  if (typeof options.nodeId !== "string" || options.nodeId.length === 0) {
+    fail("nodeId", "expected a non-empty string");
+  }
+  if (!SIM_FLAVOURS.includes(options.flavour)) {
+    fail("flavour", `expected one of ${SIM_FLAVOURS.join(", ")}`);
+  }
+  if (
+    !Array.isArray(options.models) ||
+    options.models.length === 0 ||
+    !options.models.every((m) => typeof m === "string" && m.length > 0)
+  ) {
+    fail("models", "expected at least one non-empty model id");
+  }
+  const port = options.port ?? 0;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    fail("port", "expected an integer from 0 to 65535");
+  }
+  if (options.instanceId !== undefined && options.instanceId.length === 0) {
+    fail("instanceId", "expected a non-empty string");
+  }
+}
+
+/**
+ * Starts a simulated vLLM or TGI node on `host:port` (port 0: a free one) and resolves once
+ * it listens. It serves the OpenAI-compatible inference API, `/health`, `/metrics` and the
+ * `/_sim/*` control API described in the README.
+ *
+ * @throws {SimInputError} with code `invalid_options` for bad options; rejects with the
+ *   listen error (e.g. `EADDRINUSE`) when the port is taken.
+ */
+export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
+  checkOptions(options);
+  const initial = parseSimConfigPatch(
+    {
+      ...(options.ttftMs === undefined ? {} : { ttftMs: options.ttftMs }),
+      ...(options.tokensPerSecond === undefined
+        ? {}
+        : { tokensPerSecond: options.tokensPerSecond }),
+      ...(options.maxConcurrency === undefined ? {} : { maxConcurrency: options.maxConcurrency }),
+      ...(options.completionTokens === undefined
+        ? {}
+        : { completionTokens: options.completionTokens }),
+    },
+    "options",
+    "invalid_options",
+  );
+  const config: SimRuntimeConfig = { ...DEFAULTS, ...initial };
+  const nodeId = options.nodeId;
+  const flavour = options.flavour;
+  const instanceId = options.instanceId ?? randomUUID();
+  const models = new Set(options.models);
+  const modelsBody = JSON.stringify({
+    object: "list",
+    data: options.models.map((id) => ({
+      id,
+      object: "model",
+      created: Math.floor(Date.now() / 1000),
+      owned_by: flavour === "vllm" ? "vllm" : "tgi",
+      root: id,
+      parent: null,
+    })),
+  });
+
+  const faults = createFaultSlot();
+  const gate = createConcurrencyGate(config.maxConcurrency);
+  const metrics = createSimMetrics(flavour, options.models[0] ?? "", instanceId);
+  let payloadsReceived = 0;
+  let inFlight = 0;
+  let completed = 0;
+  // The last body is kept as received and hashed only when someone asks for stats.
+  let last: { path: string; headers: IncomingHttpHeaders; body: Buffer } | null = null;
+  let lastSummary: SimLastRequest | null = null;
+
+  const ctx: GenerationContext = {
+    flavour,
+    config,
+    gate,
+    metrics,
+    batchTokens: 0,
+    closing: false,
+    onCompleted() {
+      completed += 1;
+    },
+  };
+
+  function stats(): SimStats {
+    if (last !== null && lastSummary === null) {
+      lastSummary = {
+        path: last.path,
+        headers: visibleHeaders(last.headers),
+        body_sha256: createHash("sha256").update(last.body).digest("hex"),
+      };
+    }
+    return {
+      node_id: nodeId,
+      instance_id: instanceId,
+      payloads_received: payloadsReceived,
+      in_flight: inFlight,
+      running: gate.running,
+      waiting: gate.waiting,
+      completed,
+      last_request: last === null ? null : lastSummary,
+    };
+  }
+
+  function configure(patch: Partial<SimRuntimeConfig>): void {
+    const checked = parseSimConfigPatch(patch);
+    Object.assign(config, checked);
+    if (checked.maxConcurrency !== undefined) gate.setLimit(checked.maxConcurrency);
+  }
+
+  function resetStats(): void {
+    payloadsReceived = 0;
+    completed = 0;
+    last = null;
+    lastSummary = null;
+  }
+
+  async function handleInference(
+    req: IncomingMessage,
+    res: ServerResponse,
+    kind: InferenceKind,
+    path: string,
+  ): Promise<void> {
+    const read = await readBody(req, SIM_BODY_LIMIT_BYTES);
+    if (!read.ok) {
+      if (read.reason === "too_large") {
+        const message = `request body exceeds ${SIM_BODY_LIMIT_BYTES} bytes`;
+        sendJson(res, 413, errorBodyJson({ status: 413, message, param: null }), {
+          connection: "close",
+        });
+      }
+      return;
+    }
+    payloadsReceived += 1;
+    last = { path, headers: req.headers, body: read.body };
+    lastSummary = null;
+    inFlight += 1;
+    res.once("close", () => {
+      inFlight -= 1;
+    });
+
+    const fault = faults.take("request");
+    if (fault !== null) {
+      applyRequestFault(req, res, fault);
+      return;
+    }
+    const parsed = parseInferenceRequest(kind, read.body, models);
+    if (!("kind" in parsed)) {
+      sendJson(res, parsed.status, errorBodyJson(parsed));
+      return;
+    }
+    runGeneration(ctx, res, parsed, asGenerationFault(faults.take("generation")));
+  }
+
+  function applyRequestFault(req: IncomingMessage, res: ServerResponse, fault: SimFault): void {
+    if (fault.kind === "reset") {
+      req.socket.resetAndDestroy();
+    } else if (fault.kind === "status") {
+      const retryAfter = fault.retryAfterS ?? (fault.status === 429 ? 1 : undefined);
+      const headers: Record<string, string> =
+        retryAfter === undefined ? {} : { "retry-after": String(retryAfter) };
+      const message = `simulated fault on node ${nodeId}: status ${fault.status}`;
+      sendJson(
+        res,
+        fault.status,
+        errorBodyJson({ status: fault.status, message, param: null }),
+        headers,
+      );
+    }
+    // `hang`: the request was read and is never answered; close() or the client ends it.
+  }
+
+  function handleHealth(res: ServerResponse): void {
+    if (faults.take("health") === null) {
+      res.writeHead(200, { "content-length": 0 });
+      res.end();
+    } else if (flavour === "tgi") {
+      sendJson(res, 503, '{"error":"unhealthy","error_type":"healthcheck"}');
+    } else {
+      res.writeHead(503, { "content-length": 0 });
+      res.end();
+    }
+  }
+
+  function handleMetrics(res: ServerResponse): void {
+    const text = metrics.render({
+      running: gate.running,
+      waiting: gate.waiting,
+      maxConcurrency: config.maxConcurrency,
+      batchTokens: ctx.batchTokens,
+    });
+    res.writeHead(200, {
+      "content-type": "text/plain; version=0.0.4; charset=utf-8",
+      "content-length": Buffer.byteLength(text),
+    });
+    res.end(text);
+  }
+
+  async function readControlJson(
+    req: IncomingMessage,
+    res: ServerResponse,
+    code: SimInputError["code"],
+  ): Promise<{ ok: true; value: unknown } | { ok: false }> {
+    const read = await readBody(req, CONTROL_BODY_LIMIT_BYTES);
+    if (!read.ok) {
+      if (read.reason === "too_large") {
+        sendControlError(res, new SimInputError(code, "control body too large", null));
+      }
+      return { ok: false };
+    }
+    try {
+      return { ok: true, value: JSON.parse(read.body.toString("utf8")) as unknown };
+    } catch {
+      sendControlError(res, new SimInputError(code, "body: expected JSON", null));
+      return { ok: false };
+    }
+  }
+
+  async function handleFault(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method === "GET") {
+      sendJson(res, 200, JSON.stringify({ fault: faults.current() }));
+    } else if (req.method === "DELETE") {
+      faults.set(null);
+      sendJson(res, 200, '{"fault":null}');
+    } else if (req.method === "PUT") {
+      const body = await readControlJson(req, res, "invalid_fault");
+      if (!body.ok) return;
+      try {
+        const fault = parseSimFault(body.value);
+        faults.set(fault);
+        sendJson(res, 200, JSON.stringify({ fault }));
+      } catch (error) {
+        if (!(error instanceof SimInputError)) throw error;
+        sendControlError(res, error);
+      }
+    } else {
+      methodNotAllowed(res);
+    }
+  }
+
+  async function handleConfig(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method === "GET") {
+      sendJson(res, 200, JSON.stringify({ config }));
+    } else if (req.method === "PUT") {
+      const body = await readControlJson(req, res, "invalid_config");
+      if (!body.ok) return;
+      try {
+        configure(body.value as Partial<SimRuntimeConfig>);
+        sendJson(res, 200, JSON.stringify({ config }));
+      } catch (error) {
+        if (!(error instanceof SimInputError)) throw error;
+        sendControlError(res, error);
+      }
+    } else {
+      methodNotAllowed(res);
+    }
+  }
+
+  function methodNotAllowed(res: ServerResponse): void {
+    sendJson(res, 405, '{"detail":"Method Not Allowed"}');
+  }
+
+  function route(req: IncomingMessage, res: ServerResponse): Promise<void> | void {
+    const url = req.url ?? "/";
+    const query = url.indexOf("?");
+    const path = query === -1 ? url : url.slice(0, query);
+    const method = req.method;
+    switch (path) {
+      case "/v1/chat/completions":
+      case "/v1/completions":
+        if (method !== "POST") return methodNotAllowed(res);
+        return handleInference(req, res, path === "/v1/completions" ? "completion" : "chat", path);
+      case "/health":
+        return method === "GET" ? handleHealth(res) : methodNotAllowed(res);
+      case "/metrics":
+        return method === "GET" ? handleMetrics(res) : methodNotAllowed(res);
+      case "/v1/models":
+        return method === "GET" ? sendJson(res, 200, modelsBody) : methodNotAllowed(res);
+      case "/_sim/fault":
+        return handleFault(req, res);
+      case "/_sim/config":
+        return handleConfig(req, res);
+      case "/_sim/stats":
+        return method === "GET"
+          ? sendJson(res, 200, JSON.stringify(stats()))
+          : methodNotAllowed(res);
+      case "/_sim/reset-stats":
+        if (method !== "POST") return methodNotAllowed(res);
+        resetStats();
+        return sendJson(res, 200, JSON.stringify(stats()));
+      default:
+        return sendJson(res, 404, '{"detail":"Not Found"}');
+    }
+  }
+
+  function failed(res: ServerResponse): void {
+    // A bug must cost one request, never the node.
+    if (res.headersSent) res.destroy();
+    else
+      sendJson(res, 500, errorBodyJson({ status: 500, message: "simulator error", param: null }));
+  }
+
+  const server = createServer({ noDelay: true }, (req, res) => {
+    res.setHeader("x-sim-node", nodeId);
+    try {
+      const pending = route(req, res);
+      if (pending !== undefined) pending.catch(() => failed(res));
+    } catch {
+      failed(res);
+    }
+  });
+
+  server.listen(options.port ?? 0, options.host ?? "127.0.0.1");
+  await once(server, "listening");
+  const address = server.address();
+  if (address === null || typeof address === "string") {
+    throw new Error("sim node: server has no TCP address");
+  }
+  const port = address.port;
+  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${port}`;
+
+  let closed: Promise<void> | undefined;
+  function close(): Promise<void> {
+    closed ??= new Promise<void>((resolve) => {
+      ctx.closing = true;
+      gate.clear();
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+    return closed;
+  }
+
+  return {
+    url,
+    port,
+    nodeId,
+    instanceId,
+    stats,
+    fault: () => faults.current(),
+    setFault(fault) {
+      faults.set(fault === null ? null : parseSimFault(fault));
+    },
+    configure,
+    resetStats,
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}

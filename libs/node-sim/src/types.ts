@@ -1,0 +1,121 @@
+/** Which serving framework the node imitates: it decides the metrics and small wire details. */
+export type SimFlavour = "vllm" | "tgi";
+
+/** The flavours a node can take, for argument parsing and validation. */
+export const SIM_FLAVOURS: readonly SimFlavour[] = ["vllm", "tgi"];
+
+/**
+ * A fault the node applies to the requests it receives until it is cleared, or until it has
+ * been applied `times` times (then it clears itself).
+ *
+ * - `status`: answer every inference request with `status` and an OpenAI error body; a 429
+ *   carries `Retry-After` (`retryAfterS`, default 1), any other status only when
+ *   `retryAfterS` is given.
+ * - `reset`: read the request, then reset the TCP connection without answering.
+ * - `hang`: read the request and never answer (the socket stays open).
+ * - `slow_first_token`: add `delayMs` before the first token.
+ * - `cut_stream`: send `afterChunks` SSE `data:` events, then destroy the socket (no `[DONE]`).
+ *   A non-streamed request gets its headers and half its body, then the socket is destroyed.
+ * - `stall_stream`: send `afterChunks` events, then send nothing more while keeping the
+ *   socket open. A non-streamed request gets its headers and half its body, then stalls.
+ * - `malformed_chunk`: after `afterChunks` events, send `data: {not json`, then carry on
+ *   normally. A non-streamed request gets a 200 whose body is not JSON.
+ * - `health_fail`: `GET /health` answers 503; inference is unaffected. `times` counts health
+ *   checks.
+ *
+ * `times` counts only requests the fault acts on: `status`, `reset` and `hang` act on every
+ * inference payload received; the others only on requests that passed validation.
+ */
+export type SimFault =
+  | { kind: "status"; status: number; retryAfterS?: number; times?: number }
+  | { kind: "reset"; times?: number }
+  | { kind: "hang"; times?: number }
+  | { kind: "slow_first_token"; delayMs: number; times?: number }
+  | { kind: "cut_stream"; afterChunks: number; times?: number }
+  | { kind: "stall_stream"; afterChunks: number; times?: number }
+  | { kind: "malformed_chunk"; afterChunks: number; times?: number }
+  | { kind: "health_fail"; times?: number };
+
+/** The fault kinds, in the order the README documents them. */
+export type SimFaultKind = SimFault["kind"];
+
+/** Settings that can change while the node runs (`PUT /_sim/config` or `configure()`). */
+export interface SimRuntimeConfig {
+  /** Delay from the start of generation to the first token, in milliseconds. */
+  ttftMs: number;
+  /** Pace of the tokens after the first; 0 sends them all at once. */
+  tokensPerSecond: number;
+  /** Requests generated at the same time; the rest wait in a FIFO queue. */
+  maxConcurrency: number;
+  /** Tokens generated per request unless `max_tokens` / `max_completion_tokens` is smaller. */
+  completionTokens: number;
+}
+
+/** What the last inference payload looked like, for tests that check what a node saw. */
+export interface SimLastRequest {
+  path: string;
+  /** Request headers, lowercased, without `authorization` and `proxy-authorization`. */
+  headers: Record<string, string | string[]>;
+  /** Hex SHA-256 of the body bytes exactly as received. */
+  body_sha256: string;
+}
+
+/** Counters tests read from `GET /_sim/stats` or `stats()`. */
+export interface SimStats {
+  node_id: string;
+  instance_id: string;
+  /** Inference payloads fully received on an inference path, whatever happened next. */
+  payloads_received: number;
+  /** Inference requests received and not yet answered or abandoned. */
+  in_flight: number;
+  /** Requests holding a generation slot. */
+  running: number;
+  /** Requests queued for a generation slot. */
+  waiting: number;
+  /** Inference requests answered in full with a 200 (streams ended with `[DONE]`). */
+  completed: number;
+  last_request: SimLastRequest | null;
+}
+
+/** Options of {@link startSimNode}. */
+export interface SimNodeOptions {
+  nodeId: string;
+  flavour: SimFlavour;
+  /** Model ids served; the first one labels the metrics, as vLLM does with served names. */
+  models: string[];
+  /** Default `127.0.0.1`. */
+  host?: string;
+  /** Default 0: a free port chosen by the system. */
+  port?: number;
+  /** Default 0. */
+  ttftMs?: number;
+  /** Default 0: instant. */
+  tokensPerSecond?: number;
+  /** Default 8. */
+  maxConcurrency?: number;
+  /** Default 16. */
+  completionTokens?: number;
+  /** Default: a random UUID, so a restarted node at the same port can be told apart. */
+  instanceId?: string;
+}
+
+/** A running simulated node. */
+export interface SimNode {
+  /** Base URL, e.g. `http://127.0.0.1:41234`, without a trailing slash. */
+  readonly url: string;
+  readonly port: number;
+  readonly nodeId: string;
+  readonly instanceId: string;
+  stats(): SimStats;
+  /** Current fault, or `null` when none is set (or the last one used up its `times`). */
+  fault(): SimFault | null;
+  /** Sets or clears (`null`) the fault. Throws {@link SimInputError} on an invalid fault. */
+  setFault(fault: SimFault | null): void;
+  /** Changes run-time settings. Throws {@link SimInputError} on an invalid patch. */
+  configure(patch: Partial<SimRuntimeConfig>): void;
+  /** Zeroes `payloads_received` and `completed` and forgets the last request. */
+  resetStats(): void;
+  /** Stops listening and ends every open connection, hanging and stalled ones included. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}

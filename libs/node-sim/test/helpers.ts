@@ -1,0 +1,123 @@
+import { setTimeout as sleep } from "node:timers/promises";
+
+/** Polls `probe` until `accept` holds, failing with the last value after `timeoutMs`. */
+export async function waitFor<T>(
+  probe: () => T | Promise<T>,
+  accept: (value: T) => boolean,
+  what: string,
+  timeoutMs = 5000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (accept(value)) return value;
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}; last value: ${JSON.stringify(value)}`);
+    }
+    await sleep(10);
+  }
+}
+
+/** The `data:` payloads of a complete SSE text, in order. */
+export function sseData(text: string): string[] {
+  return text
+    .split("\n\n")
+    .filter((event) => event.startsWith("data: "))
+    .map((event) => event.slice("data: ".length));
+}
+
+export const CHAT_BODY = {
+  model: "llama-3-8b",
+  messages: [{ role: "user", content: "Say something deterministic." }],
+};
+
+export function post(url: string, body: unknown, init: RequestInit = {}): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+    ...init,
+  });
+}
+
+/** A reader that collects an SSE stream as it arrives, for streams that never end. */
+export function collectStream(response: Response): {
+  text: () => string;
+  ended: Promise<"done" | "error">;
+} {
+  let text = "";
+  const decoder = new TextDecoder();
+  const reader: ReadableStreamDefaultReader<Uint8Array> = response.body!.getReader();
+  const ended = (async (): Promise<"done" | "error"> => {
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return "done";
+        text += decoder.decode(value, { stream: true });
+      }
+    } catch {
+      return "error";
+    }
+  })();
+  return { text: () => text, ended };
+}
+
+/** The value of one series (`name` plus exact label text) in a Prometheus exposition. */
+export function metricValue(text: string, series: string): number | undefined {
+  for (const line of text.split("\n")) {
+    if (line.startsWith(`${series} `)) return Number(line.slice(series.length + 1));
+  }
+  return undefined;
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: string;
+  created: number;
+  model: string;
+  system_fingerprint?: string;
+  choices: { index: number; message: { role: string; content: string }; finish_reason: string }[];
+  usage: Usage;
+}
+
+export interface TextCompletion {
+  id: string;
+  object: string;
+  model: string;
+  choices: { index: number; text: string; finish_reason: string }[];
+  usage: Usage;
+}
+
+/** A chat or text completion chunk. */
+export interface Chunk {
+  id: string;
+  object: string;
+  model: string;
+  choices: {
+    index: number;
+    delta?: { role?: string; content?: string };
+    text?: string;
+    finish_reason: string | null;
+  }[];
+  usage?: Usage | null;
+}
+
+export interface ErrorEnvelope {
+  error: { message: string; type: string; param: string | null; code: number | string };
+}
+
+/** The JSON body of `res`, typed by the caller (the test's assertions check the shape). */
+export async function readJson<T>(res: Response): Promise<T> {
+  return (await res.json()) as T;
+}
+
+/** Parses the JSON `data:` payloads of a stream, `[DONE]` excluded. */
+export function chunksOf(data: string[]): Chunk[] {
+  return data.filter((d) => d !== "[DONE]").map((d) => JSON.parse(d) as Chunk);
+}

@@ -1,0 +1,97 @@
+import { context, propagation, trace } from "@opentelemetry/api";
+import {
+  CompositePropagator,
+  W3CBaggagePropagator,
+  W3CTraceContextPropagator,
+  parseKeyPairsIntoRecord,
+} from "@opentelemetry/core";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { NodeSDK } from "@opentelemetry/sdk-node";
+import { BatchSpanProcessor, NoopSpanProcessor } from "@opentelemetry/sdk-trace";
+import type { SpanProcessor } from "@opentelemetry/sdk-trace";
+
+export interface TelemetryOptions {
+  /** Becomes the `service.name` resource attribute. */
+  serviceName: string;
+  /** The process environment (or a test's stand-in); only `OTEL_*` keys are read. */
+  env: Record<string, string | undefined>;
+}
+
+export interface Telemetry {
+  /** Flushes pending spans, stops the SDK and unregisters its global providers. */
+  shutdown(): Promise<void>;
+}
+
+/** The OTLP/HTTP traces URL the env asks for, resolved as the OTLP exporter spec says. */
+export function otlpTracesUrl(env: Record<string, string | undefined>): string | undefined {
+  const specific = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  if (specific) return specific;
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+  if (!base) return undefined;
+  return `${base.endsWith("/") ? base : `${base}/`}v1/traces`;
+}
+
+function otlpHeaders(env: Record<string, string | undefined>): Record<string, string> {
+  return {
+    ...parseKeyPairsIntoRecord(env.OTEL_EXPORTER_OTLP_HEADERS),
+    ...parseKeyPairsIntoRecord(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS),
+  };
+}
+
+/**
+ * Starts the OpenTelemetry SDK for this process. Call it first in a service's `main.ts`,
+ * before the app is built, and await `shutdown()` last when the process drains.
+ *
+ * - W3C trace-context and baggage propagators are always registered and spans always get
+ *   real ids, so trace context flows through the service even when nothing is exported.
+ * - Spans are exported over OTLP/HTTP (JSON) with a batch processor only when
+ *   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set in `env`;
+ *   `OTEL_EXPORTER_OTLP_HEADERS` / `OTEL_EXPORTER_OTLP_TRACES_HEADERS` are honoured.
+ * - No OTel metrics or logs pipeline is started whatever `OTEL_METRICS_EXPORTER` or
+ *   `OTEL_LOGS_EXPORTER` say: metrics go through prom-client, logs through pino.
+ * - No auto-instrumentation: spans are created by hand.
+ * - `OTEL_SDK_DISABLED=true` turns all of this off; `shutdown()` then does nothing.
+ */
+export function startTelemetry(options: TelemetryOptions): Telemetry {
+  const { env } = options;
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") {
+    return { shutdown: () => Promise.resolve() };
+  }
+
+  const url = otlpTracesUrl(env);
+  // Without an exporter a TracerProvider must still exist, or spans would be non-recording
+  // with all-zero ids and there would be nothing to propagate.
+  const spanProcessor: SpanProcessor =
+    url === undefined
+      ? new NoopSpanProcessor()
+      : new BatchSpanProcessor({
+          exporter: new OTLPTraceExporter({ url, headers: otlpHeaders(env) }),
+        });
+
+  const sdk = new NodeSDK({
+    serviceName: options.serviceName,
+    textMapPropagator: new CompositePropagator({
+      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()],
+    }),
+    spanProcessors: [spanProcessor],
+    // Explicit empty lists stop NodeSDK from building OTLP metric/log exporters from env.
+    metricReaders: [],
+    logRecordProcessors: [],
+    instrumentations: [],
+  });
+  sdk.start();
+
+  let stopped: Promise<void> | undefined;
+  return {
+    shutdown() {
+      stopped ??= sdk.shutdown().finally(() => {
+        // NodeSDK leaves its globals registered; clearing them lets a later start (tests,
+        // embedded use) register fresh ones instead of being refused as duplicates.
+        trace.disable();
+        propagation.disable();
+        context.disable();
+      });
+      return stopped;
+    },
+  };
+}
