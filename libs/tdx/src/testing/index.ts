@@ -1,0 +1,12 @@
+// Test-only helpers: synthetic Intel-shaped PKI, collateral and quotes. Never import from
+// production code; nothing here chains to Intel's root.
+export { buildTestQuoteV4 } from "./test-quote.ts";
+export type { TestQuoteOptions } from "./test-quote.ts";
+export { createTestPki, createTestCollateral, createTestCrl } from "./test-ca.ts";
+export type {
+  TestPki,
+  TestCert,
+  TestPlatform,
+  TestPkiOptions,
+  TestCollateralOptions,
+} from "./test-ca.ts";
