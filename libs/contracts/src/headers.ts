@@ -14,6 +14,14 @@ export const HEADERS = {
   tier: "Zml-Tier",
   acceleratorHint: "Zml-Accelerator-Hint",
   account: "Zml-Account",
+  /** Fallback models, comma-separated, tried in order after `model` (OpenAI `models`). */
+  fallbackModels: "Zml-Fallback-Models",
+  /** Tier 4 session the request belongs to. */
+  sessionId: "Zml-Session-Id",
+  /** `provider.sort` from the request (`quality`, `price`, `latency`). */
+  sort: "Zml-Sort",
+  /** On `route.cancel`: the reply inbox of the request to abort. */
+  cancelInbox: "Zml-Cancel-Inbox",
   /** Absolute deadline in epoch milliseconds. */
   deadline: "Zml-Deadline",
   /** Reply frames: `full`, `head`, `chunk`, `end` or `error` (see {@link REPLY_KINDS}). */

@@ -7,6 +7,11 @@
 export const ROUTE_REQUEST_SUBJECT = "zml.route.request";
 /** Queue group shared by every dispatcher replica. */
 export const DISPATCHER_QUEUE_GROUP = "zml-dispatchers";
+/**
+ * Client went away: intake publishes here with the abandoned request's reply inbox in the
+ * {@link HEADERS.cancelInbox} header; the dispatcher serving it aborts the node call.
+ */
+export const ROUTE_CANCEL_SUBJECT = "zml.route.cancel";
 /** Prefix of per-node state broadcasts (`zml.node.state.<node>`). */
 export const NODE_STATE_PREFIX = "zml.node.state";
 /** Prefix of dispatcher outcome observations (`zml.node.observation.<node>`). */
