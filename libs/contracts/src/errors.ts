@@ -14,6 +14,8 @@ export const ERROR_CODES = {
   unknown_policy: { status: 400, retryable: false },
   payload_too_large: { status: 413, retryable: false },
   unsupported_media_type: { status: 415, retryable: false },
+  request_timeout: { status: 408, retryable: true },
+  rate_limited: { status: 429, retryable: true },
   no_node_available: { status: 503, retryable: true },
   saturated: { status: 503, retryable: true },
   upstream_unavailable: { status: 502, retryable: true },

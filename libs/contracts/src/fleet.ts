@@ -32,6 +32,21 @@ export const NodeSpecSchema = z.strictObject({
   max_concurrency: z.number().int().positive().default(16),
   health_path: z.string().startsWith("/").default("/health"),
   metrics_path: z.string().startsWith("/").default("/metrics"),
+  /**
+   * Credential the dispatcher adds when calling the node (tier 1/2 providers). Only a
+   * reference is stored here: the secret itself comes from the dispatcher's secrets file
+   * and is never returned by the API or logged.
+   */
+  auth: z
+    .strictObject({
+      header: z
+        .string()
+        .regex(/^[A-Za-z0-9-]{1,64}$/)
+        .default("authorization"),
+      scheme: z.string().max(32).default("Bearer"),
+      secret_ref: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/),
+    })
+    .optional(),
   /** Registration order tie-breaker; set by `apply` from the order in the fleet file. */
   registered_at: z.number().int().nonnegative().default(0),
 });
@@ -67,12 +82,23 @@ export type PolicySpec = z.infer<typeof PolicySpecSchema>;
 
 const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "lowercase hex SHA-256");
 
+/**
+ * Per-account request rate: a token bucket holding `burst` requests (default
+ * `requests_per_minute`), refilled at `requests_per_minute`. Enforced per intake replica.
+ */
+export const RateLimitSchema = z.strictObject({
+  requests_per_minute: z.number().int().positive().max(1_000_000),
+  burst: z.number().int().positive().max(1_000_000).optional(),
+});
+export type RateLimit = z.infer<typeof RateLimitSchema>;
+
 export const AccountSpecSchema = z.strictObject({
   id: Id,
   /** SHA-256 (hex) of each API key; keys themselves are never stored. */
   api_key_sha256: z.array(Sha256Hex).default([]),
   allowed_tiers: z.array(TierSchema).min(1).default([1]),
   default_policy: z.string().min(1).optional(),
+  rate_limit: RateLimitSchema.optional(),
 });
 export type AccountSpec = z.infer<typeof AccountSpecSchema>;
 

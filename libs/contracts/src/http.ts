@@ -6,18 +6,31 @@ import { TierSchema } from "./fleet.ts";
  * parameters pass through to the node untouched. Only the fields routing needs are checked.
  */
 
-const MessageSchema = z.looseObject({
+export const MessageSchema = z.looseObject({
   role: z.string().min(1),
   content: z.union([z.string(), z.array(z.unknown()), z.null()]).optional(),
 });
+
+/**
+ * Accelerator families and session ids travel in NATS headers, so they are restricted to
+ * characters that cannot smuggle a header line.
+ */
+export const ACCELERATOR_HINT_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const SESSION_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
 /** ZML's routing fields, accepted alongside the OpenAI parameters. */
 const ZmlFields = {
   stream: z.boolean().optional(),
   policy: z.string().min(1).max(64).optional(),
-  accelerator_hint: z.string().min(1).max(64).optional(),
+  accelerator_hint: z
+    .string()
+    .regex(ACCELERATOR_HINT_PATTERN, "letters, digits, '.', '_' and '-', at most 64")
+    .optional(),
   tier: TierSchema.optional(),
-  session_id: z.string().min(1).max(128).optional(),
+  session_id: z
+    .string()
+    .regex(SESSION_ID_PATTERN, "letters, digits, '.', '_', ':' and '-', at most 128")
+    .optional(),
   provider: z.looseObject({ sort: z.enum(["quality", "price", "latency"]).optional() }).optional(),
   /** Fallback models, tried in order after `model`. */
   models: z.array(z.string().min(1).max(256)).max(8).optional(),

@@ -6,6 +6,7 @@ export {
   NODE_STATE_ALL,
   NODE_OBSERVATION_PREFIX,
   NODE_OBSERVATION_ALL,
+  NODE_COOLDOWN_SUBJECT,
   REVOCATION_SUBJECT,
   ATTESTATION_VERIFY_SUBJECT,
   KV_BUCKETS,
@@ -44,6 +45,7 @@ export {
   ModelSpecSchema,
   PolicySpecSchema,
   AccountSpecSchema,
+  RateLimitSchema,
   FleetDocumentSchema,
 } from "./fleet.ts";
 export type {
@@ -54,6 +56,7 @@ export type {
   ModelSpec,
   PolicySpec,
   AccountSpec,
+  RateLimit,
   FleetDocument,
 } from "./fleet.ts";
 export {
@@ -62,10 +65,14 @@ export {
   NodeStateSchema,
   OBSERVATION_OUTCOMES,
   NodeObservationSchema,
+  NodeCooldownSchema,
 } from "./node-state.ts";
-export type { NodeStatus, NodeState, NodeObservation } from "./node-state.ts";
+export type { NodeStatus, NodeState, NodeObservation, NodeCooldown } from "./node-state.ts";
 export {
   ChatCompletionRequestSchema,
+  MessageSchema,
+  ACCELERATOR_HINT_PATTERN,
+  SESSION_ID_PATTERN,
   CompletionRequestSchema,
   INFERENCE_PATHS,
   isInferencePath,
@@ -78,3 +85,64 @@ export {
   StructuredFieldParseError,
 } from "./routing-header.ts";
 export type { RoutingInfo } from "./routing-header.ts";
+export { AggregatorHeartbeatSchema } from "./aggregator-replica.ts";
+export type { AggregatorHeartbeat } from "./aggregator-replica.ts";
+export {
+  CONFIG_KEY_PATTERN,
+  ConfigKeySchema,
+  CloudSpotCostSchema,
+  OnPremCostSchema,
+  CostEntrySchema,
+  QualityScoreSchema,
+  ApprovedMeasurementSchema,
+  REVOCATION_MATCH_FIELDS,
+  RevocationSchema,
+} from "./admin.ts";
+export type {
+  CloudSpotCost,
+  OnPremCost,
+  CostEntry,
+  QualityScore,
+  ApprovedMeasurement,
+  Revocation,
+} from "./admin.ts";
+export { InferRequestSchema, INFER_GENERATION_FIELDS } from "./infer.ts";
+export type { InferRequest } from "./infer.ts";
+export {
+  ATTESTATION_RESULT_PREFIX,
+  ATTESTATION_RESULT_ALL,
+  ATTESTATION_QUEUE_GROUP,
+  ATTESTATION_RESULTS_BUCKET,
+  ATTESTATION_NONCE_BYTES,
+  ATTESTATION_FAILURES,
+  ATTESTATION_VERIFY_ERRORS,
+  ATTESTATION_UNUSABLE_REASONS,
+  NODE_QUOTE_PATH,
+  attestationResultSubject,
+  expectedReportData,
+  isTeeTier,
+  revocationMatches,
+  findRevocation,
+  attestationVerdict,
+  isAttestationUsable,
+  NonceHexSchema,
+  NodeQuoteResponseSchema,
+  TeeTierSchema,
+  TdMeasurementSchema,
+  AttestationCheckSchema,
+  AttestationResultSchema,
+  AttestationVerifyRequestSchema,
+  AttestationVerifyReplySchema,
+} from "./attestation.ts";
+export type {
+  NodeQuoteResponse,
+  TeeTier,
+  TdMeasurement,
+  RevocationSubject,
+  AttestationCheck,
+  AttestationResult,
+  AttestationVerifyRequest,
+  AttestationVerifyReply,
+  AttestationUnusableReason,
+  AttestationVerdict,
+} from "./attestation.ts";

@@ -53,3 +53,14 @@ export const NodeObservationSchema = z.object({
   at: z.number().int(),
 });
 export type NodeObservation = z.infer<typeof NodeObservationSchema>;
+
+/** A node taken out of rotation for a while after a failure, shared by all dispatchers. */
+export const NodeCooldownSchema = z.object({
+  type: z.literal("node.cooldown.v1"),
+  node_id: z.string().regex(NODE_ID_PATTERN),
+  /** Epoch ms until which no dispatcher sends the node traffic. */
+  until: z.number().int(),
+  /** e.g. `http_503`, `network_error`, `retry_after`. */
+  reason: z.string().max(64),
+});
+export type NodeCooldown = z.infer<typeof NodeCooldownSchema>;

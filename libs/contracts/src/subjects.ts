@@ -16,6 +16,8 @@ export const ROUTE_CANCEL_SUBJECT = "zml.route.cancel";
 export const NODE_STATE_PREFIX = "zml.node.state";
 /** Prefix of dispatcher outcome observations (`zml.node.observation.<node>`). */
 export const NODE_OBSERVATION_PREFIX = "zml.node.observation";
+/** A dispatcher cooled a node down; every replica skips it until `until`. */
+export const NODE_COOLDOWN_SUBJECT = "zml.node.cooldown";
 /** Revocation-list broadcasts, captured by the revocation stream. */
 export const REVOCATION_SUBJECT = "zml.revocation";
 /** Attestation verification request-reply. */
@@ -27,6 +29,19 @@ export const KV_BUCKETS = {
   policies: "zml_policies",
   accounts: "zml_accounts",
   nodeState: "zml_node_state",
+  /** Live health-aggregator replicas, one heartbeat key each; nodes are sharded among them. */
+  aggregators: "zml_aggregators",
+  /** Provider cost table entries (cloud spot prices, on-prem GPU-hour costs). */
+  costs: "zml_costs",
+  /** Third-party quality scores per model and node or family. */
+  qualityScores: "zml_quality_scores",
+  /** Code measurements approved per model and tier (tiers 3–4). */
+  measurements: "zml_measurements",
+  /**
+   * The revocation list. A KV bucket is a JetStream stream, so a watcher that starts late
+   * replays the whole list before it serves, then sees each change within milliseconds.
+   */
+  revocations: "zml_revocations",
 } as const;
 export type KvBucketName = (typeof KV_BUCKETS)[keyof typeof KV_BUCKETS];
 

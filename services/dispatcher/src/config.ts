@@ -14,8 +14,13 @@ const ConfigSchema = z.object({
   DISPATCH_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   /** Connections kept per node. */
   DISPATCH_POOL_CONNECTIONS: z.coerce.number().int().positive().default(64),
-  /** How long a node that failed an attempt is skipped by this dispatcher. */
+  /** How long a node that failed an attempt is skipped by every dispatcher. */
   NODE_COOLDOWN_MS: z.coerce.number().int().nonnegative().default(30_000),
+  /**
+   * JSON file of node credentials by reference (`{"provider-x": "sk-…"}`), for nodes whose
+   * spec has `auth.secret_ref`. Read once at start; never logged.
+   */
+  ZML_NODE_SECRETS_FILE: z.string().optional(),
 });
 
 export type DispatcherConfig = z.output<typeof ConfigSchema>;

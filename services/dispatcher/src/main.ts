@@ -1,52 +1,85 @@
 // Composition root: the only place that reads the environment, starts telemetry, connects
 // to NATS and wires the dispatcher together.
-import { connectBus, openKv, watchKvIntoMap } from "@zml/bus";
+import { connectBus, openKv, subscribeJson, watchKvIntoMap } from "@zml/bus";
+import type { Bus, KvMap } from "@zml/bus";
 import {
   DISPATCHER_QUEUE_GROUP,
+  HEADERS,
   KV_BUCKETS,
+  ModelSpecSchema,
+  NODE_COOLDOWN_SUBJECT,
+  NodeCooldownSchema,
   NodeSpecSchema,
   NodeStateSchema,
   PolicySpecSchema,
+  ROUTE_CANCEL_SUBJECT,
   ROUTE_REQUEST_SUBJECT,
 } from "@zml/contracts";
+import { CostEntrySchema, QualityScoreSchema } from "@zml/routing";
 import { onShutdownSignal } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
+import type { z } from "zod";
+import { createCancellations } from "./cancellations.ts";
+import { createCapacitySignal } from "./capacity-signal.ts";
 import { loadConfig } from "./config.ts";
-import { createFleetView } from "./fleet-view.ts";
 import { createRouteHandler } from "./handle-route.ts";
 import { createDispatcherMetrics } from "./metrics.ts";
 import { createNodePools } from "./node-pools.ts";
+import { createRoutingState } from "./routing-state.ts";
+import type { RoutingState } from "./routing-state.ts";
+import { loadNodeSecrets } from "./secrets.ts";
 
 // Tracing is instrumented by hand, so the SDK only has to be up before the first message.
 const telemetry = startTelemetry({ serviceName: "zml-dispatcher", env: process.env });
 const config = loadConfig(process.env);
 const log = createLogger({ service: "dispatcher", level: config.LOG_LEVEL });
+const secrets = loadNodeSecrets(config.ZML_NODE_SECRETS_FILE);
 const { registry } = createMetrics({ service: "dispatcher" });
 const bus = await connectBus({ servers: config.NATS_URL, name: "zml-dispatcher", log });
+const capacity = createCapacitySignal();
 
-const [nodes, states, policies] = await Promise.all([
-  openKv(bus, KV_BUCKETS.nodes).then((kv) => watchKvIntoMap(kv, { schema: NodeSpecSchema, log })),
-  openKv(bus, KV_BUCKETS.nodeState).then((kv) => watchKvIntoMap(kv, { schema: NodeStateSchema, log })),
-  openKv(bus, KV_BUCKETS.policies).then((kv) =>
-    watchKvIntoMap(kv, { schema: PolicySpecSchema, log }),
-  ),
+// Config buckets mark the routing snapshot stale; it is rebuilt on the next decision.
+let routing: RoutingState | undefined;
+const watchConfig = <S extends z.ZodType>(bucket: string, schema: S) =>
+  watch(bus, bucket, schema, () => routing?.configChanged());
+const [nodes, models, policies, costs, quality] = await Promise.all([
+  watchConfig(KV_BUCKETS.nodes, NodeSpecSchema),
+  watchConfig(KV_BUCKETS.models, ModelSpecSchema),
+  watchConfig(KV_BUCKETS.policies, PolicySpecSchema),
+  watchConfig(KV_BUCKETS.costs, CostEntrySchema),
+  watchConfig(KV_BUCKETS.qualityScores, QualityScoreSchema),
 ]);
-const view = createFleetView({ nodes: nodes.map, states: states.map, policies: policies.map });
+const states = await watch(bus, KV_BUCKETS.nodeState, NodeStateSchema, (key, state) => {
+  if (routing?.stateChanged(key, state)) capacity.notify();
+});
+routing = createRoutingState({
+  nodes: nodes.map,
+  models: models.map,
+  policies: policies.map,
+  costs: costs.map,
+  quality: quality.map,
+  states: states.map,
+});
+
 const pools = createNodePools({
   connections: config.DISPATCH_POOL_CONNECTIONS,
   connectTimeoutMs: config.DISPATCH_CONNECT_TIMEOUT_MS,
 });
+const cancellations = createCancellations();
 const handle = createRouteHandler({
   bus,
-  view,
+  routing,
   pools,
+  cancellations,
+  capacity,
+  secrets,
   config,
   log,
   metrics: createDispatcherMetrics(registry),
   clock: Date.now,
   random: Math.random,
 });
-const subscription = bus.nc.subscribe(ROUTE_REQUEST_SUBJECT, {
+const requests = bus.nc.subscribe(ROUTE_REQUEST_SUBJECT, {
   queue: DISPATCHER_QUEUE_GROUP,
   callback: (err, msg) => {
     if (err) {
@@ -56,6 +89,20 @@ const subscription = bus.nc.subscribe(ROUTE_REQUEST_SUBJECT, {
     handle(msg).catch((e: unknown) => log.error({ err: String(e) }, "route handler failed"));
   },
 });
+// Every replica hears every cancel; only the one serving the request acts on it.
+const cancels = bus.nc.subscribe(ROUTE_CANCEL_SUBJECT, {
+  callback: (_err, msg) => {
+    const inbox = msg.headers?.get(HEADERS.cancelInbox);
+    if (inbox) cancellations.cancel(inbox);
+  },
+});
+const cooldowns = subscribeJson(
+  bus,
+  NODE_COOLDOWN_SUBJECT,
+  NodeCooldownSchema,
+  (c) => void routing.current().live.coolDown(c.node_id, c.until),
+  { log },
+);
 
 const ops = await startOpsServer({
   host: config.DISPATCHER_OPS_HOST,
@@ -67,10 +114,21 @@ const ops = await startOpsServer({
 log.info({ ops: ops.url, nodes: nodes.map.size }, "dispatcher ready");
 
 onShutdownSignal(log, async () => {
-  await subscription.drain();
-  for (const w of [nodes, states, policies]) w.stop();
+  await requests.drain();
+  cancels.unsubscribe();
+  cooldowns.unsubscribe();
+  for (const w of [nodes, models, policies, costs, quality, states]) w.stop();
   await bus.drain();
   await pools.close();
   await ops.close();
   await telemetry.shutdown();
 });
+
+async function watch<S extends z.ZodType>(
+  b: Bus,
+  bucket: string,
+  schema: S,
+  onChange: (key: string, value: z.output<S> | undefined) => void,
+): Promise<KvMap<z.output<S>>> {
+  return watchKvIntoMap(await openKv(b, bucket), { schema, log, onChange });
+}

@@ -1,24 +1,48 @@
-import { Counter } from "prom-client";
-import type { Registry } from "prom-client";
+import { Counter } from "@zml/telemetry";
+import type { Registry } from "@zml/telemetry";
 
 export interface DispatcherMetrics {
   decisions: Counter<"outcome">;
   attempts: Counter<"node" | "outcome">;
+  retries: Counter<"kind">;
+  cooldowns: Counter<"node">;
+  saturation: Counter<"reason">;
+  queueTimeouts: Counter;
 }
 
 export function createDispatcherMetrics(registry: Registry): DispatcherMetrics {
+  const counter = <L extends string>(name: string, help: string, labelNames: L[]) =>
+    new Counter<L>({ name, help, labelNames, registers: [registry] });
   return {
-    decisions: new Counter({
-      name: "zml_dispatcher_decisions_total",
-      help: "Routing decisions by outcome (routed, saturated, no_node_available, ...)",
-      labelNames: ["outcome"],
-      registers: [registry],
-    }),
-    attempts: new Counter({
-      name: "zml_dispatcher_attempts_total",
-      help: "Dispatch attempts by node and outcome (relayed, retryable, broken)",
-      labelNames: ["node", "outcome"],
-      registers: [registry],
-    }),
+    decisions: counter(
+      "zml_dispatcher_decisions_total",
+      "Routing outcomes (routed, saturated, no_node_for_model_tier, attempts_exhausted, ...)",
+      ["outcome"],
+    ),
+    attempts: counter(
+      "zml_dispatcher_attempts_total",
+      "Dispatch attempts by node and outcome (relayed, retryable, broken)",
+      ["node", "outcome"],
+    ),
+    retries: counter(
+      "zml_dispatcher_retries_total",
+      "Attempts after the first: retry on another node or fallback to another model",
+      ["kind"],
+    ),
+    cooldowns: counter(
+      "zml_dispatcher_cooldowns_total",
+      "Nodes put into cooldown after a failure",
+      ["node"],
+    ),
+    saturation: counter(
+      "zml_dispatcher_saturation_total",
+      "Requests answered 503 because no node could take them",
+      ["reason"],
+    ),
+    queueTimeouts: counter(
+      "zml_dispatcher_queue_timeouts_total",
+      "Queued requests that found no capacity within max_queue_ms",
+      [],
+    ),
   };
 }

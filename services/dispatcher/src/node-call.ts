@@ -5,13 +5,14 @@ import type { Dispatcher } from "undici";
 /** How one attempt against a node ended. */
 export type AttemptOutcome =
   /** The node's answer (success or a non-retryable 4xx) went to the client. */
-  | { kind: "relayed"; status: number; ttftMs: number | null }
+  | { kind: "relayed"; status: number; ttftMs: number | null; retryAfterS: number | null }
   /** Failed before any byte reached the client: the request may go to another node. */
   | {
       kind: "retryable";
       status: number | null;
       outcome: "http_error" | "network_error" | "timeout";
       error: string;
+      retryAfterS: number | null;
     }
   /** Failed after bytes reached the client: the client got an explicit error frame. */
   | { kind: "broken"; status: number; error: string; ttftMs: number | null };
@@ -52,25 +53,32 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
       bodyTimeout: call.bodyIdleTimeoutMs,
     });
   } catch (err) {
-    return { kind: "retryable", status: null, ...classify(err) };
+    return { kind: "retryable", status: null, retryAfterS: null, ...classify(err) };
   }
   const status = response.statusCode;
+  const retryAfterS = parseRetryAfter(headerValue(response.headers["retry-after"]), call.clock());
   const ttftMs = call.clock() - call.startedAt;
   const contentType = headerValue(response.headers["content-type"]) ?? "application/json";
 
   if (status >= 500) {
     await response.body.dump().catch(() => undefined);
-    return { kind: "retryable", status, outcome: "http_error", error: `node answered ${status}` };
+    return {
+      kind: "retryable",
+      status,
+      outcome: "http_error",
+      error: `node answered ${status}`,
+      retryAfterS,
+    };
   }
   if (!call.stream || status !== 200 || !contentType.startsWith("text/event-stream")) {
     let body: Buffer;
     try {
       body = Buffer.from(await response.body.arrayBuffer());
     } catch (err) {
-      return { kind: "retryable", status, ...classify(err) };
+      return { kind: "retryable", status, retryAfterS: null, ...classify(err) };
     }
     call.writer.full(status, contentType, call.routing, body);
-    return { kind: "relayed", status, ttftMs };
+    return { kind: "relayed", status, ttftMs, retryAfterS };
   }
 
   call.writer.head(status, contentType, call.routing);
@@ -84,7 +92,10 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   } catch (err) {
     const { outcome, error } = classify(err);
     const code = outcome === "timeout" ? "upstream_timeout" : "stream_interrupted";
-    call.writer.error(new ZmlError(code, `stream from node broke: ${error}`).toBody(), call.routing);
+    call.writer.error(
+      new ZmlError(code, `stream from node broke: ${error}`).toBody(),
+      call.routing,
+    );
     return { kind: "broken", status, error, ttftMs };
   }
   if (tail.indexOf(DONE_MARKER) === -1) {
@@ -93,7 +104,15 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
     return { kind: "broken", status, error, ttftMs };
   }
   call.writer.end();
-  return { kind: "relayed", status, ttftMs };
+  return { kind: "relayed", status, ttftMs, retryAfterS: null };
+}
+
+/** `Retry-After` as seconds (delta-seconds or an HTTP date); null when absent or invalid. */
+export function parseRetryAfter(value: string | undefined, now: number): number | null {
+  if (!value) return null;
+  if (/^\d{1,9}$/.test(value.trim())) return Number(value.trim());
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, Math.ceil((at - now) / 1000));
 }
 
 function headerValue(v: string | string[] | undefined): string | undefined {

@@ -9,7 +9,10 @@ export interface NodePools {
   close(): Promise<void>;
 }
 
-export function createNodePools(options: { connections: number; connectTimeoutMs: number }): NodePools {
+export function createNodePools(options: {
+  connections: number;
+  connectTimeoutMs: number;
+}): NodePools {
   const pools = new Map<string, { endpoint: string; pool: Pool }>();
   const basePaths = new Map<string, string>();
   return {

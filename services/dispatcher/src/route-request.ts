@@ -8,9 +8,14 @@ export interface RouteRequest {
   path: string;
   stream: boolean;
   tier: number;
-  policy: string;
+  /** The policy intake resolved, when it resolved to a registered one. */
+  policy: string | undefined;
   account: string;
   acceleratorHint: string | undefined;
+  /** Models to fall back to, in order, after `model`. */
+  fallbackModels: string[];
+  sort: "quality" | "price" | "latency" | undefined;
+  sessionId: string | undefined;
   /** Epoch ms after which the client no longer waits. */
   deadline: number;
 }
@@ -33,15 +38,29 @@ export function readRouteRequest(h: MsgHdrs | undefined, now: number): RouteRequ
     throw new ZmlError("invalid_request", "tier must be 1-4", HEADERS.tier);
   }
   const deadlineHeader = Number(get(HEADERS.deadline));
+  const sort = get(HEADERS.sort);
+  if (sort && sort !== "quality" && sort !== "price" && sort !== "latency") {
+    throw new ZmlError(
+      "invalid_request",
+      "provider.sort must be quality, price or latency",
+      HEADERS.sort,
+    );
+  }
   return {
     requestId: get(HEADERS.requestId),
     model,
     path,
     stream: get(HEADERS.stream) === "1",
     tier,
-    policy: get(HEADERS.policy) || "balanced",
+    policy: get(HEADERS.policy) || undefined,
     account: get(HEADERS.account),
     acceleratorHint: get(HEADERS.acceleratorHint) || undefined,
+    fallbackModels: get(HEADERS.fallbackModels)
+      .split(",")
+      .map((m) => m.trim())
+      .filter(Boolean),
+    sort: (sort || undefined) as RouteRequest["sort"],
+    sessionId: get(HEADERS.sessionId) || undefined,
     deadline: Number.isFinite(deadlineHeader) && deadlineHeader > 0 ? deadlineHeader : now + 60_000,
   };
 }

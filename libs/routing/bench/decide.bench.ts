@@ -1,0 +1,136 @@
+// Latency of one routing decision for fleets of 16, 256 and 4096 nodes. Worst case on
+// purpose: every node serves the benchmarked model at the request's tier, so decide()
+// walks the whole fleet. Run with `npm run bench -w @zml/routing`.
+import type { NodeSpec, PolicySpec } from "@zml/contracts";
+import {
+  buildSnapshot,
+  compilePolicy,
+  createLiveTable,
+  decide,
+  type CostEntry,
+  type QualityScore,
+  type RouteRequest,
+} from "../src/index.ts";
+
+const FAMILIES = ["H100", "MI300X", "A100", "L40S"];
+const MODEL = "llama-3.1-70b";
+const NOW = 1_750_000_000_000;
+
+/** Small seeded PRNG (mulberry32) so every run measures the same fleet. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function fleet(size: number, rnd: () => number) {
+  const nodes: NodeSpec[] = [];
+  for (let i = 0; i < size; i++) {
+    nodes.push({
+      id: `node-${i}`,
+      endpoint: `http://10.0.${i >> 8}.${i & 255}:8000`,
+      framework: "vllm",
+      accelerator_family: FAMILIES[i % FAMILIES.length]!,
+      tier: 1,
+      models: [MODEL, "mistral-7b"],
+      max_concurrency: 16,
+      health_path: "/health",
+      metrics_path: "/metrics",
+      registered_at: i,
+    });
+  }
+  const costs: CostEntry[] = [
+    { kind: "on_prem", family: "A100", usd_per_gpu_hour: 1.1, gpus_per_node: 8 },
+    { kind: "on_prem", family: "L40S", usd_per_gpu_hour: 0.7, gpus_per_node: 4 },
+    {
+      kind: "cloud_spot",
+      cloud_account: "aws-prod",
+      family: "H100",
+      nodes: nodes.filter((n) => n.accelerator_family === "H100").map((n) => n.id),
+      usd_per_gpu_hour: 2.4,
+      gpus_per_node: 8,
+      updated_at: NOW - 60_000,
+    },
+  ];
+  const quality: QualityScore[] = FAMILIES.map((family, i) => ({
+    model: MODEL,
+    family,
+    score: 60 + i * 5,
+    source: "bench",
+    updated_at: NOW - 1000,
+  }));
+  const snapshot = buildSnapshot({ nodes, costs, quality });
+  const live = createLiveTable(snapshot);
+  for (const node of nodes) {
+    const roll = rnd();
+    live.applyState({
+      type: "node.state.v1",
+      node_id: node.id,
+      status: roll < 0.1 ? "Degraded" : "Active",
+      probe_pending: false,
+      queue_depth: roll > 0.9 ? 16 : Math.floor(rnd() * 12),
+      running: 0,
+      waiting: 0,
+      kv_cache_usage: null,
+      health_score: 50 + Math.floor(rnd() * 50),
+      consecutive_failures: 0,
+      last_error: null,
+      checked_at: NOW,
+      last_ok_at: NOW,
+      free_memory_gib: null,
+      last_inference_at: null,
+      tokens_per_second: 500 + rnd() * 2500,
+      latency_ewma_ms: rnd() < 0.5 ? 500 + rnd() * 4000 : null,
+      ttft_ewma_ms: null,
+      instance_id: null,
+    });
+    if (roll > 0.85 && roll <= 0.9) live.coolDown(node.id, NOW + 30_000);
+  }
+  return { snapshot, live };
+}
+
+function policy(costPriority: PolicySpec["cost_priority"]) {
+  return compilePolicy({
+    name: `bench-${costPriority}`,
+    accelerator_preference: FAMILIES.map((family, i) => ({ family, priority: i + 1 })),
+    latency_target_ms: 4000,
+    cost_priority: costPriority,
+    queue_on_saturation: false,
+    max_queue_ms: 0,
+  });
+}
+
+function measure(size: number, label: string, request: RouteRequest, pol = policy("balanced")) {
+  const { snapshot, live } = fleet(size, seeded(size));
+  const iterations = Math.max(20_000, Math.min(200_000, Math.floor(20_000_000 / size)));
+  let sink = 0;
+  for (let i = 0; i < Math.min(iterations, 20_000); i++) {
+    const d = decide(snapshot, live, request, pol, NOW);
+    if (d.ok) sink += d.viable;
+  }
+  const samples = new Float64Array(iterations);
+  for (let i = 0; i < iterations; i++) {
+    const t0 = process.hrtime.bigint();
+    const d = decide(snapshot, live, request, pol, NOW);
+    samples[i] = Number(process.hrtime.bigint() - t0) / 1000;
+    if (d.ok) sink += d.viable;
+  }
+  samples.sort();
+  const at = (q: number) => samples[Math.min(iterations - 1, Math.floor(q * iterations))]!;
+  console.log(
+    `${String(size).padStart(5)} nodes  ${label.padEnd(18)} p50 ${at(0.5).toFixed(2).padStart(8)} µs   p99 ${at(0.99).toFixed(2).padStart(8)} µs   (${iterations} runs${sink < 0 ? "" : ""})`,
+  );
+}
+
+const random = seeded(42);
+for (const size of [16, 256, 4096]) {
+  measure(size, "balanced", { model: MODEL, tier: 1, random });
+  measure(size, "cost", { model: MODEL, tier: 1, random }, policy("cost"));
+  measure(size, "latency", { model: MODEL, tier: 1, random }, policy("latency"));
+  measure(size, "quality", { model: MODEL, tier: 1, random, sort: "quality" });
+}

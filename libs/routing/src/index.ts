@@ -1,0 +1,54 @@
+export {
+  CloudSpotCostSchema,
+  OnPremCostSchema,
+  CostEntrySchema,
+  QualityScoreSchema,
+} from "./schemas.ts";
+export type { CloudSpotCost, OnPremCost, CostEntry, QualityScore } from "./schemas.ts";
+export { DEFAULT_ROUTING_OPTIONS, resolveOptions } from "./options.ts";
+export type { RoutingOptions } from "./options.ts";
+export { buildSnapshot } from "./snapshot.ts";
+export type {
+  RoutingSnapshot,
+  SnapshotInput,
+  NodeEntry,
+  FamilyGroup,
+  ModelTierBucket,
+} from "./snapshot.ts";
+export {
+  compilePolicy,
+  builtinDefaultPolicy,
+  resolvePolicy,
+  DEFAULT_POLICY_NAME,
+} from "./policy.ts";
+export type { ResolvedPolicy, PolicyResolution, PolicySource } from "./policy.ts";
+export { createLiveTable, LIVE_STATUS } from "./live-table.ts";
+export type { LiveTable } from "./live-table.ts";
+export { estimateResponseMs, estimateCostUsd } from "./estimate.ts";
+export { decide } from "./decide.ts";
+export {
+  MAX_ATTEMPTS,
+  nextAttempt,
+  classifyFailure,
+  shouldCoolDown,
+} from "./attempts.ts";
+export type {
+  AttemptFailure,
+  FailedAttempt,
+  NextAttempt,
+  NextAttemptInput,
+  StopReason,
+} from "./attempts.ts";
+export { RoutingError, ROUTING_ERROR_CODES } from "./errors.ts";
+export type { RoutingErrorCode } from "./errors.ts";
+export type {
+  RouteRequest,
+  ProviderSort,
+  RankingMode,
+  Decision,
+  RankedCandidate,
+  PassedOver,
+  PassOverReason,
+  Rejection,
+  RejectionReason,
+} from "./types.ts";

@@ -1,0 +1,62 @@
+/** Tunables of the routing core; every field has a default (see {@link DEFAULT_ROUTING_OPTIONS}). */
+export interface RoutingOptions {
+  /** Output tokens assumed for a request that does not say how many it expects. */
+  expectedTokens: number;
+  /** Throughput assumed for a node with no tokens-per-second history yet. */
+  defaultTokensPerSecond: number;
+  /** Weight (0–1) of the observed latency EWMA in the response-time estimate. */
+  latencyBias: number;
+  /** Smoothing factor (0–1] of the latency EWMA kept by the live table. */
+  latencyEwmaAlpha: number;
+  /**
+   * Relative width (0–1) of the random jitter applied to the main ranking key, so that
+   * candidates within about this fraction of each other are picked in random order and
+   * several dispatchers do not pile onto the same node.
+   */
+  jitter: number;
+  /** Quality scores older than this no longer rank candidates. */
+  qualityStalenessMs: number;
+  /** How many ranked candidates a decision lists (the rest only appear in `passedOver`). */
+  maxCandidates: number;
+  /** Latency target of the built-in `balanced` policy. */
+  defaultLatencyTargetMs: number;
+  /** `Retry-After` for "no node for this model and tier" rejections. */
+  noNodeRetryAfterS: number;
+  /** Upper bound of the `Retry-After` computed for saturation. */
+  maxRetryAfterS: number;
+}
+
+export const DEFAULT_ROUTING_OPTIONS: Readonly<RoutingOptions> = Object.freeze({
+  expectedTokens: 256,
+  defaultTokensPerSecond: 100,
+  latencyBias: 0.3,
+  latencyEwmaAlpha: 0.2,
+  jitter: 0.05,
+  qualityStalenessMs: 6 * 60 * 60 * 1000,
+  maxCandidates: 3,
+  defaultLatencyTargetMs: 30_000,
+  noNodeRetryAfterS: 5,
+  maxRetryAfterS: 60,
+});
+
+function clamp(value: number | undefined, min: number, max: number, fallback: number): number {
+  if (value === undefined || !Number.isFinite(value)) return fallback;
+  return Math.min(max, Math.max(min, value));
+}
+
+/** Fills defaults and clamps every option into its meaningful range. */
+export function resolveOptions(partial: Partial<RoutingOptions> = {}): Readonly<RoutingOptions> {
+  const d = DEFAULT_ROUTING_OPTIONS;
+  return Object.freeze({
+    expectedTokens: clamp(partial.expectedTokens, 1, 1e7, d.expectedTokens),
+    defaultTokensPerSecond: clamp(partial.defaultTokensPerSecond, 1e-3, 1e9, d.defaultTokensPerSecond),
+    latencyBias: clamp(partial.latencyBias, 0, 1, d.latencyBias),
+    latencyEwmaAlpha: clamp(partial.latencyEwmaAlpha, 1e-3, 1, d.latencyEwmaAlpha),
+    jitter: clamp(partial.jitter, 0, 0.5, d.jitter),
+    qualityStalenessMs: clamp(partial.qualityStalenessMs, 0, Number.MAX_SAFE_INTEGER, d.qualityStalenessMs),
+    maxCandidates: Math.trunc(clamp(partial.maxCandidates, 1, 64, d.maxCandidates)),
+    defaultLatencyTargetMs: clamp(partial.defaultLatencyTargetMs, 1, 1e9, d.defaultLatencyTargetMs),
+    noNodeRetryAfterS: Math.ceil(clamp(partial.noNodeRetryAfterS, 1, 3600, d.noNodeRetryAfterS)),
+    maxRetryAfterS: Math.ceil(clamp(partial.maxRetryAfterS, 1, 3600, d.maxRetryAfterS)),
+  });
+}

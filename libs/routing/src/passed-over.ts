@@ -1,0 +1,45 @@
+import type { NodeEntry } from "./snapshot.ts";
+import type { PassedOver, PassOverReason } from "./types.ts";
+
+/*
+ * A decision records why each other node lost as one packed integer per node
+ * (`index * 8 + reason`) and builds the objects only when someone reads them, so the hot
+ * path does not allocate an object per node.
+ */
+
+const REASONS: readonly PassOverReason[] = [
+  "excluded",
+  "no_state",
+  "not_active",
+  "cooling_down",
+  "not_attested",
+  "at_capacity",
+  "over_latency_target",
+  "ranked_lower",
+];
+
+/** Reason codes, the positions in `REASONS`. */
+export const R = {
+  excluded: 0,
+  no_state: 1,
+  not_active: 2,
+  cooling_down: 3,
+  not_attested: 4,
+  at_capacity: 5,
+  over_latency_target: 6,
+  ranked_lower: 7,
+} as const;
+
+export function pack(nodeIndex: number, reason: number): number {
+  return nodeIndex * 8 + reason;
+}
+
+export function expandPassedOver(nodes: readonly NodeEntry[], packed: Int32Array): PassedOver[] {
+  const out = new Array<PassedOver>(packed.length);
+  for (let p = 0; p < packed.length; p++) {
+    const code = packed[p]!;
+    const spec = nodes[code >>> 3]!.spec;
+    out[p] = { nodeId: spec.id, family: spec.accelerator_family, reason: REASONS[code & 7]! };
+  }
+  return out;
+}

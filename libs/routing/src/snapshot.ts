@@ -1,0 +1,260 @@
+import type { ModelSpec, NodeSpec, PolicySpec, Tier } from "@zml/contracts";
+import { resolveOptions, type RoutingOptions } from "./options.ts";
+import {
+  builtinDefaultPolicy,
+  compilePolicy,
+  DEFAULT_POLICY_NAME,
+  type ResolvedPolicy,
+} from "./policy.ts";
+import type { CostEntry, QualityScore } from "./schemas.ts";
+
+/** One registered node with everything about it that does not change between polls. */
+export interface NodeEntry {
+  /** Dense index into the {@link LiveTable} arrays; registration order. */
+  readonly index: number;
+  readonly spec: NodeSpec;
+  /** Node-hour price (`usd_per_gpu_hour × gpus_per_node`); `null` without a cost entry. */
+  readonly usdPerHour: number | null;
+  readonly cost: CostEntry | null;
+}
+
+/** The nodes of one family that serve one model at one tier, in registration order. */
+export interface FamilyGroup {
+  readonly family: string;
+  readonly nodes: readonly NodeEntry[];
+  /** Quality score for this model, aligned with `nodes`; node scores beat family scores. */
+  readonly quality: readonly (QualityScore | null)[];
+  /** `nodes[j].index`, flat for the decision loop. */
+  readonly indices: Int32Array;
+  /** `quality[j]` score and `updated_at`, NaN when there is none. */
+  readonly qualityScore: Float64Array;
+  readonly qualityAt: Float64Array;
+}
+
+/** Every node serving one model at one tier, grouped by family. */
+export interface ModelTierBucket {
+  readonly model: string;
+  readonly tier: Tier;
+  readonly families: ReadonlyMap<string, FamilyGroup>;
+  readonly size: number;
+}
+
+/**
+ * Everything the routing decision needs from configuration, indexed once per change so
+ * that {@link decide} does a couple of map reads and then walks arrays.
+ */
+export interface RoutingSnapshot {
+  readonly nodes: readonly NodeEntry[];
+  readonly nodeIndex: ReadonlyMap<string, number>;
+  /** Per node index: `max_concurrency`, and the node-hour price (NaN when unpriced). */
+  readonly maxConcurrency: Float64Array;
+  readonly usdPerHour: Float64Array;
+  readonly models: ReadonlyMap<string, ModelSpec>;
+  readonly policies: ReadonlyMap<string, ResolvedPolicy>;
+  /** `balanced`: the registered policy of that name, else the built-in one. */
+  readonly defaultPolicy: ResolvedPolicy;
+  /** Accelerator families in the order their first node was registered. */
+  readonly families: readonly string[];
+  /** model → tier (1–4) → bucket. */
+  readonly buckets: ReadonlyMap<string, readonly (ModelTierBucket | undefined)[]>;
+  /**
+   * Node-hour price assumed for unpriced nodes when ranking: the highest known price, so
+   * that a node without a cost entry never looks cheaper than a priced one. 0 when nothing
+   * is priced.
+   */
+  readonly fallbackUsdPerHour: number;
+  readonly options: Readonly<RoutingOptions>;
+  /** Configuration problems that were tolerated (dangling references, conflicts). */
+  readonly warnings: readonly string[];
+}
+
+export interface SnapshotInput {
+  nodes: readonly NodeSpec[];
+  models?: readonly ModelSpec[] | undefined;
+  policies?: readonly PolicySpec[] | undefined;
+  costs?: readonly CostEntry[] | undefined;
+  quality?: readonly QualityScore[] | undefined;
+}
+
+const key2 = (a: string, b: string): string => `${a}\u0000${b}`;
+
+function priceOf(entry: CostEntry): number {
+  return entry.usd_per_gpu_hour * entry.gpus_per_node;
+}
+
+function indexCosts(
+  nodes: readonly NodeSpec[],
+  costs: readonly CostEntry[],
+  warnings: string[],
+): { byNode: Map<string, CostEntry>; byFamily: Map<string, CostEntry> } {
+  const familyOf = new Map(nodes.map((n) => [n.id, n.accelerator_family]));
+  const byNode = new Map<string, CostEntry>();
+  const byFamily = new Map<string, CostEntry>();
+  const setNode = (nodeId: string, entry: CostEntry): void => {
+    if (byNode.has(nodeId)) warnings.push(`cost: node ${nodeId} priced twice; the later entry wins`);
+    byNode.set(nodeId, entry);
+  };
+  for (const entry of costs) {
+    if (entry.kind === "cloud_spot") {
+      for (const nodeId of entry.nodes) {
+        const family = familyOf.get(nodeId);
+        if (family === undefined) {
+          warnings.push(`cost: cloud_spot ${entry.cloud_account} names unknown node ${nodeId}`);
+        } else if (family !== entry.family) {
+          warnings.push(
+            `cost: cloud_spot ${entry.cloud_account} prices ${entry.family} but node ${nodeId} is ${family}; ignored`,
+          );
+        } else setNode(nodeId, entry);
+      }
+    } else if (entry.node_id !== undefined) {
+      if (!familyOf.has(entry.node_id)) warnings.push(`cost: on_prem names unknown node ${entry.node_id}`);
+      else setNode(entry.node_id, entry);
+    } else if (entry.family !== undefined) {
+      if (byFamily.has(entry.family)) {
+        warnings.push(`cost: family ${entry.family} priced twice; the later entry wins`);
+      }
+      byFamily.set(entry.family, entry);
+    }
+  }
+  return { byNode, byFamily };
+}
+
+function indexQuality(quality: readonly QualityScore[]): {
+  byNode: Map<string, QualityScore>;
+  byFamily: Map<string, QualityScore>;
+} {
+  const byNode = new Map<string, QualityScore>();
+  const byFamily = new Map<string, QualityScore>();
+  // Several sources may score the same target; the most recent measurement wins.
+  const keep = (map: Map<string, QualityScore>, key: string, score: QualityScore): void => {
+    const prior = map.get(key);
+    if (!prior || score.updated_at >= prior.updated_at) map.set(key, score);
+  };
+  for (const score of quality) {
+    if (score.node_id !== undefined) keep(byNode, key2(score.model, score.node_id), score);
+    else if (score.family !== undefined) keep(byFamily, key2(score.model, score.family), score);
+  }
+  return { byNode, byFamily };
+}
+
+/**
+ * Builds the routing snapshot from parsed configuration. Call it again whenever nodes,
+ * models, policies, costs or quality scores change, then {@link LiveTable.rebind} the live
+ * table. Never throws on consistent-typed input: duplicates and dangling references are
+ * resolved as documented and reported in `warnings`.
+ */
+export function buildSnapshot(
+  input: SnapshotInput,
+  options: Partial<RoutingOptions> = {},
+): RoutingSnapshot {
+  const opts = resolveOptions(options);
+  const warnings: string[] = [];
+
+  const unique: NodeSpec[] = [];
+  const seen = new Set<string>();
+  for (const node of input.nodes) {
+    if (seen.has(node.id)) {
+      warnings.push(`node ${node.id} registered twice; the first one is kept`);
+      continue;
+    }
+    seen.add(node.id);
+    unique.push(node);
+  }
+  // Registration order drives the default policy's chain and the final tie-break.
+  const ordered = unique
+    .map((node, i) => ({ node, i }))
+    .sort((a, b) => a.node.registered_at - b.node.registered_at || a.i - b.i)
+    .map(({ node }) => node);
+
+  const costs = indexCosts(ordered, input.costs ?? [], warnings);
+  const quality = indexQuality(input.quality ?? []);
+
+  const families: string[] = [];
+  const nodeIndex = new Map<string, number>();
+  const nodes: NodeEntry[] = [];
+  let fallbackUsdPerHour = 0;
+  for (const spec of ordered) {
+    if (!families.includes(spec.accelerator_family)) families.push(spec.accelerator_family);
+    const cost = costs.byNode.get(spec.id) ?? costs.byFamily.get(spec.accelerator_family) ?? null;
+    const usdPerHour = cost === null ? null : priceOf(cost);
+    if (usdPerHour !== null) fallbackUsdPerHour = Math.max(fallbackUsdPerHour, usdPerHour);
+    nodeIndex.set(spec.id, nodes.length);
+    nodes.push(Object.freeze({ index: nodes.length, spec, usdPerHour, cost }));
+  }
+
+  const groups = new Map<string, Map<string, { nodes: NodeEntry[]; quality: (QualityScore | null)[] }>>();
+  for (const entry of nodes) {
+    const { spec } = entry;
+    for (const model of new Set(spec.models)) {
+      const bucketKey = key2(model, String(spec.tier));
+      let byFamily = groups.get(bucketKey);
+      if (!byFamily) groups.set(bucketKey, (byFamily = new Map()));
+      let group = byFamily.get(spec.accelerator_family);
+      if (!group) byFamily.set(spec.accelerator_family, (group = { nodes: [], quality: [] }));
+      group.nodes.push(entry);
+      group.quality.push(
+        quality.byNode.get(key2(model, spec.id)) ??
+          quality.byFamily.get(key2(model, spec.accelerator_family)) ??
+          null,
+      );
+    }
+  }
+  const buckets = new Map<string, (ModelTierBucket | undefined)[]>();
+  for (const entry of nodes) {
+    for (const model of entry.spec.models) {
+      let byTier = buckets.get(model);
+      if (!byTier) buckets.set(model, (byTier = [undefined, undefined, undefined, undefined, undefined]));
+      const tier = entry.spec.tier;
+      if (byTier[tier]) continue;
+      const byFamily = groups.get(key2(model, String(tier)))!;
+      const families = new Map<string, FamilyGroup>();
+      let size = 0;
+      for (const [family, g] of byFamily) {
+        families.set(
+          family,
+          Object.freeze({
+            family,
+            nodes: g.nodes,
+            quality: g.quality,
+            indices: Int32Array.from(g.nodes, (e) => e.index),
+            qualityScore: Float64Array.from(g.quality, (q) => q?.score ?? Number.NaN),
+            qualityAt: Float64Array.from(g.quality, (q) => q?.updated_at ?? Number.NaN),
+          }),
+        );
+        size += g.nodes.length;
+      }
+      byTier[tier] = Object.freeze({ model, tier, families, size });
+    }
+  }
+
+  const models = new Map<string, ModelSpec>();
+  for (const model of input.models ?? []) models.set(model.id, model);
+  const policies = new Map<string, ResolvedPolicy>();
+  for (const spec of input.policies ?? []) {
+    if (policies.has(spec.name)) warnings.push(`policy ${spec.name} defined twice; the later one wins`);
+    policies.set(spec.name, compilePolicy(spec));
+  }
+  const defaultPolicy =
+    policies.get(DEFAULT_POLICY_NAME) ?? builtinDefaultPolicy(families, opts.defaultLatencyTargetMs);
+  policies.set(DEFAULT_POLICY_NAME, defaultPolicy);
+  for (const model of models.values()) {
+    if (model.default_policy !== undefined && !policies.has(model.default_policy)) {
+      warnings.push(`model ${model.id} defaults to unknown policy ${model.default_policy}`);
+    }
+  }
+
+  return Object.freeze({
+    nodes: Object.freeze(nodes),
+    nodeIndex,
+    maxConcurrency: Float64Array.from(nodes, (e) => e.spec.max_concurrency),
+    usdPerHour: Float64Array.from(nodes, (e) => e.usdPerHour ?? Number.NaN),
+    models,
+    policies,
+    defaultPolicy,
+    families: Object.freeze(families),
+    buckets,
+    fallbackUsdPerHour,
+    options: opts,
+    warnings: Object.freeze(warnings),
+  });
+}

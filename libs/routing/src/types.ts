@@ -1,0 +1,108 @@
+import type { ErrorCode, NodeSpec, Tier } from "@zml/contracts";
+
+/** How candidates are ordered: the policy's `cost_priority`, or the client's `provider.sort`. */
+export type RankingMode = "latency" | "cost" | "balanced" | "quality" | "fastest";
+
+/** The `provider.sort` values a client may send. */
+export type ProviderSort = "quality" | "price" | "latency";
+
+/** The routing fields of one request, as intake extracted them. */
+export interface RouteRequest {
+  model: string;
+  /** The request's trust tier; only nodes of exactly this tier are considered. */
+  tier: Tier;
+  /** Preferred accelerator family; ignored when the policy's chain does not contain it. */
+  acceleratorHint?: string | undefined;
+  /** `provider.sort`: overrides the policy's ranking (`price` ≙ `cost`). */
+  sort?: ProviderSort | undefined;
+  /** Output tokens the request is expected to produce (e.g. its `max_tokens`). */
+  expectedTokens?: number | undefined;
+  /** Nodes already tried and failed during this request. */
+  exclude?: ReadonlySet<string> | undefined;
+  /**
+   * Source of randomness in [0, 1) for tie-breaking among near-equal candidates. Without
+   * it the decision is fully deterministic (no jitter).
+   */
+  random?: (() => number) | undefined;
+}
+
+/** Why a node of the policy's families was not chosen. */
+export type PassOverReason =
+  /** The node failed earlier in this request. */
+  | "excluded"
+  /** The health aggregator has not reported on the node yet. */
+  | "no_state"
+  /** `Degraded`, `Isolated`, or `Active` with a probe still pending. */
+  | "not_active"
+  | "cooling_down"
+  /** Tier 3/4 node without a valid attestation at `now`. */
+  | "not_attested"
+  | "at_capacity"
+  /** Viable, but its estimated response time exceeds the policy's latency target. */
+  | "over_latency_target"
+  /** Viable, but other candidates ranked higher and the candidate list is full. */
+  | "ranked_lower";
+
+export interface PassedOver {
+  nodeId: string;
+  family: string;
+  reason: PassOverReason;
+}
+
+/** A viable node with the estimates it was ranked by. */
+export interface RankedCandidate {
+  node: NodeSpec;
+  /** Effective queue depth used for the estimate (polled depth + dispatched since). */
+  queueDepth: number;
+  /** Estimated response time (see README, "Response time"). */
+  responseMs: number;
+  /** Estimated cost of this request; `null` when the node has no cost entry. */
+  costUsd: number | null;
+  /** Fresh quality score when quality routing is on and one exists, else `null`. */
+  quality: number | null;
+  withinLatencyTarget: boolean;
+}
+
+/** A routing decision: the chosen node first, then its ranked fallbacks. */
+export interface Decision {
+  ok: true;
+  model: string;
+  tier: Tier;
+  policy: string;
+  ranking: RankingMode;
+  /** Never empty; at most `maxCandidates` long. */
+  candidates: RankedCandidate[];
+  /** Number of viable nodes, listed or not. */
+  viable: number;
+  /** Every other node of the policy's families, with why it was not chosen. */
+  readonly passedOver: PassedOver[];
+  /** Estimates for the chosen node (`candidates[0]`). */
+  estimates: { costUsd: number | null; responseMs: number };
+  /** False when every viable node is over the latency target and the fastest was taken. */
+  latencyTargetMet: boolean;
+  /** Whether the request's accelerator hint named a family of the policy's chain. */
+  hintApplied: boolean;
+  /** Quality routing only: whether any candidate had a fresh score; `null` otherwise. */
+  qualityFresh: boolean | null;
+}
+
+export type RejectionReason =
+  | "unknown_model"
+  | "unknown_policy"
+  /** No node serves the model at this tier in the policy's families, or none is usable. */
+  | "no_node_for_model_tier"
+  /** Nodes exist but every one is full, cooling down or already failed in this request. */
+  | "saturated";
+
+/** Why no node can take the request, with the API error code it maps to. */
+export interface Rejection {
+  ok: false;
+  reason: RejectionReason;
+  code: ErrorCode;
+  /** Seconds to send as `Retry-After`; set for the 503 reasons only. */
+  retryAfterS?: number;
+  detail: string;
+  readonly passedOver: PassedOver[];
+  /** How long the dispatcher may queue the request (policy `queue_on_saturation`); 0 = fail fast. */
+  queueForMs: number;
+}
