@@ -82,7 +82,8 @@ describe("a request routed end to end", () => {
 });
 
 describe("the official openai SDK against the gateway", () => {
-  const client = () => new OpenAI({ apiKey: API_KEY, baseURL: `${stack.intakeUrl}/v1`, maxRetries: 0 });
+  const client = () =>
+    new OpenAI({ apiKey: API_KEY, baseURL: `${stack.intakeUrl}/v1`, maxRetries: 0 });
 
   it("creates a chat completion and exposes the routing header", async () => {
     const { data, response } = await client()
@@ -117,18 +118,69 @@ describe("the official openai SDK against the gateway", () => {
 });
 
 describe("bad input gets a clear error and reaches no node", () => {
-  const cases: Array<[string, string, Record<string, string> | undefined, number, string, string | null]> = [
+  const cases: Array<
+    [string, string, Record<string, string> | undefined, number, string, string | null]
+  > = [
     ["malformed JSON", "{not json", undefined, 400, "invalid_json", "body"],
-    ["missing model", JSON.stringify({ messages: [{ role: "user", content: "x" }] }), undefined, 400, "invalid_request", "model"],
-    ["missing messages", JSON.stringify({ model: MODEL }), undefined, 400, "invalid_request", "messages"],
-    ["wrong type", JSON.stringify({ model: MODEL, messages: "hi" }), undefined, 400, "invalid_request", "messages"],
+    [
+      "missing model",
+      JSON.stringify({ messages: [{ role: "user", content: "x" }] }),
+      undefined,
+      400,
+      "invalid_request",
+      "model",
+    ],
+    [
+      "missing messages",
+      JSON.stringify({ model: MODEL }),
+      undefined,
+      400,
+      "invalid_request",
+      "messages",
+    ],
+    [
+      "wrong type",
+      JSON.stringify({ model: MODEL, messages: "hi" }),
+      undefined,
+      400,
+      "invalid_request",
+      "messages",
+    ],
     ["bad tier", chatBody({ tier: 9 }), undefined, 400, "invalid_request", "tier"],
-    ["unknown model", chatBody({ model: "no-such-model" }), undefined, 404, "unknown_model", "model"],
-    ["unknown policy", chatBody({ policy: "no-such-policy" }), undefined, 400, "unknown_policy", "policy"],
+    [
+      "unknown model",
+      chatBody({ model: "no-such-model" }),
+      undefined,
+      404,
+      "unknown_model",
+      "model",
+    ],
+    [
+      "unknown policy",
+      chatBody({ policy: "no-such-policy" }),
+      undefined,
+      400,
+      "unknown_policy",
+      "policy",
+    ],
     ["tier not allowed", chatBody({ tier: 3 }), undefined, 403, "tier_not_allowed", "tier"],
-    ["missing API key", chatBody(), { "content-type": "application/json" }, 401, "unauthorized", "authorization"],
+    [
+      "missing API key",
+      chatBody(),
+      { "content-type": "application/json" },
+      401,
+      "unauthorized",
+      "authorization",
+    ],
     ["wrong API key", chatBody(), authHeaders("not-the-key"), 401, "unauthorized", "authorization"],
-    ["malformed Authorization", chatBody(), { authorization: "Basic abc", "content-type": "application/json" }, 401, "unauthorized", "authorization"],
+    [
+      "malformed Authorization",
+      chatBody(),
+      { authorization: "Basic abc", "content-type": "application/json" },
+      401,
+      "unauthorized",
+      "authorization",
+    ],
   ];
 
   it.each(cases)("%s", async (_name, body, headers, status, code, param) => {
@@ -166,7 +218,9 @@ describe("node health drives routing", () => {
       for (let i = 0; i < 10; i++) {
         const res = await chat(chatBody());
         expect(res.status).toBe(200);
-        expect(parseRoutingHeader(String(res.headers[ROUTING_HTTP_HEADER])).node).not.toBe("h100-a");
+        expect(parseRoutingHeader(String(res.headers[ROUTING_HTTP_HEADER])).node).not.toBe(
+          "h100-a",
+        );
       }
       expect(sick.stats().payloads_received).toBe(before);
     } finally {
@@ -188,7 +242,9 @@ describe("nats-server restart while idle", () => {
     );
     expect([...stack.services.values()].map((s) => s.pid)).toEqual(pids);
     for (const s of stack.services.values()) {
-      expect(await Promise.race([s.exited.then(() => "exited"), Promise.resolve("running")])).toBe("running");
+      expect(await Promise.race([s.exited.then(() => "exited"), Promise.resolve("running")])).toBe(
+        "running",
+      );
     }
   });
 });

@@ -27,6 +27,8 @@ export interface StackOptions {
   fleet?: Partial<Pick<FleetDocument, "policies" | "models">>;
   /** Extra environment for every service. */
   env?: Record<string, string>;
+  /** Dispatcher replicas to start (default 1); extra ones are named `dispatcher-2`, …. */
+  dispatchers?: number;
 }
 
 export interface Stack {
@@ -119,6 +121,13 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       ["health-aggregator", { AGGREGATOR_OPS_PORT: "0" }],
       ["attestation", { ATTESTATION_OPS_PORT: "0" }],
       ["dispatcher", { DISPATCHER_OPS_PORT: "0" }],
+      ...Array.from(
+        { length: (options.dispatchers ?? 1) - 1 },
+        (_, i): [string, Record<string, string>] => [
+          `dispatcher-${i + 2}`,
+          { DISPATCHER_OPS_PORT: "0" },
+        ],
+      ),
       ["intake", { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1" }],
     ];
     await Promise.all(
@@ -126,7 +135,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         const proc = await startProcess({
           name,
           command: process.execPath,
-          args: [join(root, `services/${name}/src/main.ts`)],
+          args: [join(root, `services/${name.replace(/-\d+$/, "")}/src/main.ts`)],
           env: { ...env, ...extra },
           readyLine: /"msg":"[a-z-]+ ready"/,
           readyTimeoutMs: 30_000,

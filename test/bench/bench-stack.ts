@@ -1,0 +1,205 @@
+// The gateway under benchmark: its own nats-server, simulated nodes as separate processes
+// (so that they never compete with the coordinator's event loop), the fleet applied to KV and
+// the four services as child processes logging at `warn`.
+import { createHash } from "node:crypto";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { connectBus } from "@zml/bus";
+import type { Bus } from "@zml/bus";
+import type { NodeSpec } from "@zml/contracts";
+import { applyFleet, parseFleetDocument } from "@zml/fleet";
+import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
+import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
+import { request } from "undici";
+import { childPidByName } from "./proc.ts";
+
+export const BENCH_API_KEY = "bench-key-0123456789abcdef";
+
+/** One simulated node; each serves its own model so the gateway routes only to it. */
+export interface BenchNodeSpec {
+  model: string;
+  ttftMs?: number;
+  tokensPerSecond?: number;
+  completionTokens?: number;
+}
+
+export interface BenchNode {
+  model: string;
+  url: string;
+  process: ManagedProcess;
+}
+
+export interface BenchStack {
+  intakeUrl: string;
+  nodes: Map<string, BenchNode>;
+  /** intake, dispatcher, health-aggregator, attestation. */
+  services: Map<string, ManagedProcess>;
+  natsPid: number | undefined;
+  stop(): Promise<void>;
+}
+
+export interface BenchStackOptions {
+  nodes: BenchNodeSpec[];
+  /** Services run with `--cpu-prof`, each writing its profile under `profileDir/<service>`. */
+  profile?: { services: string[]; dir: string };
+}
+
+const quietLog = { info() {}, warn() {}, error() {} };
+// Far above any benchmark's concurrency: neither the node nor the dispatcher ever queues.
+const NODE_CAPACITY = 4096;
+
+export async function startBenchStack(options: BenchStackOptions): Promise<BenchStack> {
+  const root = repoRoot();
+  // Always a fresh server of our own, never a shared one from NATS_URL.
+  const nats: NatsServerHandle = await startNatsServer({
+    env: { ...process.env, NATS_URL: undefined },
+  });
+  const nodes = new Map<string, BenchNode>();
+  const services = new Map<string, ManagedProcess>();
+  let bus: Bus | undefined;
+  const stop = async () => {
+    // SIGTERM and a long grace: profiled services write their profile on a clean exit.
+    await Promise.allSettled([...services.values()].map((s) => s.stop("SIGTERM", 10_000)));
+    await Promise.allSettled([...nodes.values()].map((n) => n.process.stop("SIGTERM", 3_000)));
+    await bus?.drain().catch(() => undefined);
+    await nats.stop();
+  };
+  try {
+    const specs: NodeSpec[] = [];
+    await Promise.all(
+      options.nodes.map(async (spec, i) => {
+        const node = await startSimNodeProcess(root, spec);
+        nodes.set(spec.model, node);
+        specs[i] = {
+          id: spec.model,
+          endpoint: node.url,
+          framework: "vllm",
+          accelerator_family: "H100",
+          tier: 1,
+          models: [spec.model],
+          max_concurrency: NODE_CAPACITY,
+          health_path: "/health",
+          metrics_path: "/metrics",
+          registered_at: i,
+        };
+      }),
+    );
+    const fleet = parseFleetDocument(
+      JSON.stringify({
+        apiVersion: "zml/v1",
+        nodes: specs,
+        models: options.nodes.map((n) => ({ id: n.model })),
+        accounts: [
+          {
+            id: "bench",
+            api_key_sha256: [createHash("sha256").update(BENCH_API_KEY).digest("hex")],
+            allowed_tiers: [1],
+          },
+        ],
+      }),
+    );
+    bus = await connectBus({ servers: nats.url, name: "zml-bench", log: quietLog });
+    await applyFleet(bus, fleet);
+
+    const env = {
+      NATS_URL: nats.url,
+      LOG_LEVEL: "warn",
+      POLL_INTERVAL_MS: "2000",
+    };
+    const [intakePort, dispatcherOps, aggregatorOps, attestationOps] = await Promise.all([
+      findFreePort(),
+      findFreePort(),
+      findFreePort(),
+      findFreePort(),
+    ]);
+    const ops = (port: number) => `http://127.0.0.1:${port}/readyz`;
+    const serviceSpecs: Array<[string, Record<string, string>, string]> = [
+      ["health-aggregator", { AGGREGATOR_OPS_PORT: String(aggregatorOps) }, ops(aggregatorOps)],
+      ["attestation", { ATTESTATION_OPS_PORT: String(attestationOps) }, ops(attestationOps)],
+      ["dispatcher", { DISPATCHER_OPS_PORT: String(dispatcherOps) }, ops(dispatcherOps)],
+      ["intake", { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1" }, ops(intakePort)],
+    ];
+    await Promise.all(
+      serviceSpecs.map(async ([name, extra, readyUrl]) => {
+        const proc = await startProcess({
+          name,
+          command: process.execPath,
+          args: [join(root, `services/${name}/src/main.ts`)],
+          env: { ...env, ...extra, ...profileEnv(options.profile, name) },
+          readyUrl,
+          readyTimeoutMs: 30_000,
+        });
+        services.set(name, proc);
+      }),
+    );
+    const intakeUrl = `http://127.0.0.1:${intakePort}`;
+    try {
+      await waitUntilRoutable(intakeUrl, [...nodes.keys()]);
+    } catch (error) {
+      const logs = [...services.values()]
+        .map((s) => `--- ${s.name}\n${s.output().split("\n").slice(-15).join("\n")}`)
+        .join("\n");
+      throw new Error(`${(error as Error).message}\nservice output:\n${logs}`, { cause: error });
+    }
+    return { intakeUrl, nodes, services, natsPid: childPidByName("nats-server"), stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+function profileEnv(
+  profile: BenchStackOptions["profile"],
+  service: string,
+): Record<string, string> {
+  if (profile === undefined || !profile.services.includes(service)) return {};
+  const dir = join(profile.dir, service);
+  mkdirSync(dir, { recursive: true });
+  return { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` };
+}
+
+async function startSimNodeProcess(root: string, spec: BenchNodeSpec): Promise<BenchNode> {
+  const args = [
+    join(root, "libs/node-sim/src/cli.ts"),
+    ...["--id", spec.model, "--model", spec.model],
+    ...["--max-concurrency", String(NODE_CAPACITY)],
+    ...["--ttft-ms", String(spec.ttftMs ?? 0), "--tps", String(spec.tokensPerSecond ?? 0)],
+    ...["--completion-tokens", String(spec.completionTokens ?? 16)],
+  ];
+  const proc = await startProcess({
+    name: `node ${spec.model}`,
+    command: process.execPath,
+    args,
+    readyLine: /"event":"ready"/,
+  });
+  const ready = await proc.waitForOutput(/"url":"([^"]+)"/);
+  return { model: spec.model, url: ready[1]!, process: proc };
+}
+
+/** Polls each model through the gateway until it answers 200 (its node is Active). */
+async function waitUntilRoutable(intakeUrl: string, models: string[]): Promise<void> {
+  for (const model of models) {
+    let last = "no answer";
+    try {
+      await pollUntil(
+        async () => {
+          const res = await request(`${intakeUrl}/v1/chat/completions`, {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${BENCH_API_KEY}`,
+              "content-type": "application/json",
+            },
+            body: JSON.stringify({ model, messages: [{ role: "user", content: "ready?" }] }),
+          });
+          last = `${res.statusCode} ${(await res.body.text()).slice(0, 300)}`;
+          return res.statusCode === 200;
+        },
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+    } catch (error) {
+      throw new Error(`the gateway did not route model ${model} in time; last answer: ${last}`, {
+        cause: error,
+      });
+    }
+  }
+}

@@ -1,0 +1,49 @@
+// The protocol between the bench coordinator (run.ts) and the load generator (load.ts): one
+// JSON plan per stdin line, one JSON result per stdout line, in order.
+
+/** One closed-loop load round against one origin. */
+export interface LoadPlan {
+  id: number;
+  /** Origin, e.g. `http://127.0.0.1:8080`. */
+  origin: string;
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  /** Requests kept in flight; each worker sends its next request when the last one ends. */
+  concurrency: number;
+  /** No request starts after this; in-flight ones finish and count. */
+  durationMs: number;
+  stream: boolean;
+  /** Streams: token-bearing events each stream must carry before `[DONE]`. */
+  expectTokens?: number;
+}
+
+/** Nearest-rank percentiles in milliseconds. */
+export interface Percentiles {
+  p50: number;
+  p99: number;
+  count: number;
+}
+
+export interface StreamFigures {
+  /** Request sent → first body bytes (the first token event). */
+  ttft: Percentiles;
+  /** Time between two successive body reads of one stream. */
+  gap: Percentiles;
+  /** Streams that lost, garbled or truncated events, or ended with an error event. */
+  broken: number;
+}
+
+export interface LoadResult {
+  id: number;
+  completed: number;
+  failed: number;
+  /** A few failure descriptions, for the report. */
+  failures: string[];
+  elapsedMs: number;
+  /** Completed requests per second over the round. */
+  rps: number;
+  /** Whole-request latency (streams: until `[DONE]`). */
+  latency: Percentiles;
+  stream?: StreamFigures;
+}

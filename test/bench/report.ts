@@ -1,0 +1,190 @@
+// One rendering for the terminal and for bench-results/latest.md: markdown tables with padded
+// columns read well in both.
+import type { BenchSummary, ScenarioSummary } from "./summary.ts";
+
+function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ")} |`;
+  const rule = `|${widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`;
+  return [line(header), rule, ...rows.map(line)].join("\n");
+}
+
+function num(value: number | undefined, digits: number): string {
+  return value === undefined || !Number.isFinite(value) ? "–" : value.toFixed(digits);
+}
+
+function ms(value: number | undefined): string {
+  if (value === undefined || !Number.isFinite(value)) return "–";
+  return Math.abs(value) >= 100
+    ? value.toFixed(0)
+    : Math.abs(value) >= 10
+      ? value.toFixed(1)
+      : value.toFixed(2);
+}
+
+function signed(value: number | undefined): string {
+  const text = ms(value);
+  return value !== undefined && value > 0 ? `+${text}` : text;
+}
+
+function ratio(value: number | undefined): string {
+  return value === undefined || !Number.isFinite(value) ? "–" : `${value.toFixed(2)}×`;
+}
+
+function latencyTable(scenarios: ScenarioSummary[]): string {
+  return table(
+    [
+      "scenario",
+      "direct p50",
+      "ZML p50",
+      "added p50",
+      "p50 ×",
+      "direct p99",
+      "ZML p99",
+      "added p99",
+      "p99 ×",
+      "direct req/s",
+      "ZML req/s",
+      "req/s ×",
+    ],
+    scenarios.map((s) => [
+      s.title,
+      ms(s.direct.p50Ms),
+      ms(s.gateway.p50Ms),
+      signed(s.addedMs.p50),
+      ratio(s.ratio.p50),
+      ms(s.direct.p99Ms),
+      ms(s.gateway.p99Ms),
+      signed(s.addedMs.p99),
+      ratio(s.ratio.p99),
+      num(s.direct.rps, 0),
+      num(s.gateway.rps, 0),
+      ratio(s.ratio.rps),
+    ]),
+  );
+}
+
+function streamTable(scenarios: ScenarioSummary[]): string {
+  return table(
+    [
+      "scenario",
+      "direct TTFT p50",
+      "ZML TTFT p50",
+      "added TTFT p50",
+      "added TTFT p99",
+      "direct gap p99",
+      "ZML gap p99",
+      "added gap p99",
+      "streams ok",
+      "broken",
+    ],
+    scenarios.map((s) => [
+      s.title,
+      ms(s.direct.ttftP50Ms),
+      ms(s.gateway.ttftP50Ms),
+      signed(s.addedMs.ttftP50),
+      signed(s.addedMs.ttftP99),
+      ms(s.direct.gapP99Ms),
+      ms(s.gateway.gapP99Ms),
+      signed(s.addedMs.gapP99),
+      String(s.completed),
+      String(s.brokenStreams ?? 0),
+    ]),
+  );
+}
+
+function cpuTable(scenarios: ScenarioSummary[]): string {
+  const names = ["load", "intake", "dispatcher", "nats-server", "node"];
+  const rows: string[][] = [];
+  for (const s of scenarios) {
+    for (const [label, cpu] of [
+      ["direct", s.cpuUsPerRequest.direct],
+      ["ZML", s.cpuUsPerRequest.gateway],
+    ] as const) {
+      const total = names.reduce((n, k) => n + (Number.isFinite(cpu[k]) ? cpu[k]! : 0), 0);
+      rows.push([`${s.key} ${label}`, ...names.map((k) => num(cpu[k], 0)), num(total, 0)]);
+    }
+  }
+  return table(["round", ...names, "total"], rows);
+}
+
+export function renderReport(summary: BenchSummary, command: string): string {
+  const { machine, settings } = summary;
+  const plain = summary.scenarios.filter((s) => !s.stream);
+  const streams = summary.scenarios.filter((s) => s.stream);
+  const out: string[] = [
+    "# ZML gateway benchmark",
+    "",
+    `- date: ${summary.date}`,
+    `- machine: ${machine.cpus} CPUs (${machine.cpuModel}), ${machine.platform}, Node ${machine.node}`,
+    `- command: \`${command}\``,
+    `- ${settings.rounds} interleaved direct/ZML round pairs per scenario, ${settings.durationMs} ms each ` +
+      `(after a ${settings.warmupMs} ms warm-up per side); medians over rounds; ratios and added ` +
+      `times are medians over pairs. Latencies in ms.`,
+    `- total time: ${summary.elapsedS.toFixed(0)} s`,
+    "",
+    "## Latency and throughput, direct vs through ZML",
+    "",
+    latencyTable(plain),
+    "",
+    "## Streaming",
+    "",
+    streamTable(streams),
+    "",
+    "## Routing decision alone (libs/routing, one decision, in-process)",
+    "",
+  ];
+  if (summary.routing.available) {
+    out.push(
+      table(
+        ["nodes", "variant", "p50 µs", "p99 µs"],
+        summary.routing.rows.map((r) => [
+          String(r.nodes),
+          r.variant,
+          num(r.p50Us, 2),
+          num(r.p99Us, 2),
+        ]),
+      ),
+    );
+  } else {
+    out.push(`not available: ${summary.routing.reason}`);
+  }
+  out.push(
+    "",
+    "## Memory of each service after the run",
+    "",
+    table(
+      ["process", "RSS MiB", "peak RSS MiB"],
+      Object.entries(summary.memory).map(([name, m]) => [
+        name,
+        num(m?.rssMiB, 1),
+        num(m?.peakMiB, 1),
+      ]),
+    ),
+    "",
+    "## CPU time per request (µs, median over rounds; 10 ms clock resolution)",
+    "",
+    cpuTable(summary.scenarios),
+    "",
+    "## Targets (2 cores)",
+    "",
+    table(
+      ["target", "measured", "limit", "result"],
+      summary.targets.map((t) => [
+        t.name,
+        num(t.value, 2),
+        `${t.comparison} ${t.limit}`,
+        t.pass ? "met" : "MISSED",
+      ]),
+    ),
+    "",
+    "## Requests",
+    "",
+    `${summary.requests.completed} completed, ${summary.requests.failed} failed.`,
+  );
+  for (const s of summary.scenarios) {
+    if (s.failed > 0) out.push(`- ${s.key}: ${s.failed} failed, e.g. ${s.failures.join("; ")}`);
+  }
+  return `${out.join("\n")}\n`;
+}

@@ -1,0 +1,60 @@
+// Figure 6: the routing decision alone. libs/routing owns that micro-benchmark; this runs it
+// as a child process on a quiet machine (after the gateway stack has stopped) and reads its
+// lines, e.g. `  256 nodes  balanced   p50   9.85 µs   p99  17.59 µs   (78125 runs)`.
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { repoRoot } from "@zml/harness";
+
+export interface DecisionFigure {
+  nodes: number;
+  /** The policy variant measured (balanced, cost, latency, quality, ...). */
+  variant: string;
+  p50Us: number;
+  p99Us: number;
+}
+
+export type RoutingFigures =
+  { available: true; rows: DecisionFigure[] } | { available: false; reason: string };
+
+export const ROUTING_BENCH_PATH = "libs/routing/bench/decide.bench.ts";
+
+const LINE = /^\s*(\d+)\s+nodes\s+(\S+)\s+p50\s+([\d.]+)\s*µs\s+p99\s+([\d.]+)\s*µs/;
+
+/** Parses the decision benchmark's output; lines it does not recognise are skipped. */
+export function parseDecisionOutput(output: string): DecisionFigure[] {
+  const rows: DecisionFigure[] = [];
+  for (const line of output.split("\n")) {
+    const m = LINE.exec(line);
+    if (m)
+      rows.push({ nodes: Number(m[1]), variant: m[2]!, p50Us: Number(m[3]), p99Us: Number(m[4]) });
+  }
+  return rows;
+}
+
+export async function runRoutingBench(timeoutMs = 120_000): Promise<RoutingFigures> {
+  const script = join(repoRoot(), ROUTING_BENCH_PATH);
+  if (!existsSync(script)) return { available: false, reason: `${ROUTING_BENCH_PATH} not found` };
+  let stdout: string;
+  try {
+    ({ stdout } = await promisify(execFile)(process.execPath, [script], {
+      timeout: timeoutMs,
+      maxBuffer: 4 * 1024 * 1024,
+    }));
+  } catch (error) {
+    const e = error as { stderr?: string; message?: string };
+    const detail = (e.stderr ?? "").trim().split("\n").slice(-3).join(" / ") || e.message;
+    return {
+      available: false,
+      reason: `${ROUTING_BENCH_PATH} failed: ${detail ?? "unknown error"}`,
+    };
+  }
+  const rows = parseDecisionOutput(stdout);
+  return rows.length > 0
+    ? { available: true, rows }
+    : {
+        available: false,
+        reason: `${ROUTING_BENCH_PATH} printed no figures this harness understands`,
+      };
+}

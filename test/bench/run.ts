@@ -1,0 +1,180 @@
+// `npm run bench`: starts its own nats-server, the four services and simulated nodes, measures
+// the gateway against direct calls to the same nodes, and prints the figures (markdown
+// tables; `--json` for one JSON document). Writes bench-results/latest.md and latest.json.
+// Exits 1 when any request failed, 2 when the harness itself broke.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { arch, availableParallelism, cpus, release, type } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { parseArgs } from "node:util";
+import { repoRoot } from "@zml/harness";
+import { startBenchStack } from "./bench-stack.ts";
+import type { BenchNodeSpec, BenchStack } from "./bench-stack.ts";
+import { startLoadGenerator } from "./load-client.ts";
+import type { LoadGenerator } from "./load-client.ts";
+import { memoryOf } from "./proc.ts";
+import type { Memory } from "./proc.ts";
+import { renderReport } from "./report.ts";
+import { runRoutingBench } from "./routing-bench.ts";
+import type { RoutingFigures } from "./routing-bench.ts";
+import { SCENARIOS, runScenario } from "./scenarios.ts";
+import type { RunSettings } from "./scenarios.ts";
+import { judgeTargets, summariseScenario } from "./summary.ts";
+import type { BenchSummary, ScenarioSummary } from "./summary.ts";
+
+const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1500]
+  [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--profile intake,dispatcher]
+scenarios: ${SCENARIOS.map((s) => s.key).join(", ")}
+`;
+
+function options() {
+  const { values } = parseArgs({
+    options: {
+      json: { type: "boolean", default: false },
+      quick: { type: "boolean", default: false },
+      rounds: { type: "string" },
+      "duration-ms": { type: "string" },
+      "warmup-ms": { type: "string" },
+      only: { type: "string" },
+      "skip-routing": { type: "boolean", default: false },
+      profile: { type: "string" },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  const int = (name: string, value: string | undefined, fallback: number) => {
+    if (value === undefined) return fallback;
+    const n = Number(value);
+    if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name}: expected a positive integer`);
+    return n;
+  };
+  const settings: RunSettings = {
+    rounds: int("rounds", values.rounds, values.quick ? 2 : 5),
+    durationMs: int("duration-ms", values["duration-ms"], values.quick ? 500 : 1500),
+    warmupMs: int("warmup-ms", values["warmup-ms"], values.quick ? 200 : 400),
+  };
+  const only = values.only?.split(",").map((s) => s.trim());
+  const unknown = only?.filter((k) => !SCENARIOS.some((s) => s.key === k)) ?? [];
+  if (unknown.length > 0) throw new Error(`--only: unknown scenario ${unknown.join(", ")}`);
+  return {
+    help: values.help,
+    json: values.json,
+    skipRouting: values["skip-routing"],
+    profile: values.profile?.split(",").map((s) => s.trim()),
+    scenarios: only ? SCENARIOS.filter((s) => only.includes(s.key)) : SCENARIOS,
+    settings,
+  };
+}
+
+const progress = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+
+async function measure(
+  stack: BenchStack,
+  load: LoadGenerator,
+  opts: ReturnType<typeof options>,
+): Promise<ScenarioSummary[]> {
+  const summaries: ScenarioSummary[] = [];
+  for (const scenario of opts.scenarios) {
+    const t0 = performance.now();
+    const node = stack.nodes.get(scenario.node.model);
+    const run = await runScenario(load, stack, scenario, opts.settings, {
+      load: load.pid,
+      intake: stack.services.get("intake")?.pid,
+      dispatcher: stack.services.get("dispatcher")?.pid,
+      "nats-server": stack.natsPid,
+      node: node?.process.pid,
+    });
+    const summary = summariseScenario(run);
+    summaries.push(summary);
+    progress(
+      `${scenario.key}: ${summary.completed} requests, ${summary.failed} failed ` +
+        `(${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+    );
+  }
+  return summaries;
+}
+
+function memoryAfterRun(stack: BenchStack): Record<string, Memory | undefined> {
+  const memory: Record<string, Memory | undefined> = {};
+  for (const name of ["intake", "dispatcher", "health-aggregator", "attestation"]) {
+    const pid = stack.services.get(name)?.pid;
+    memory[name] = pid === undefined ? undefined : memoryOf(pid);
+  }
+  if (stack.natsPid !== undefined) memory["nats-server"] = memoryOf(stack.natsPid);
+  return memory;
+}
+
+async function main(): Promise<number> {
+  const opts = options();
+  if (opts.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const startedAt = performance.now();
+  const root = repoRoot();
+  const outDir = join(root, "bench-results");
+  const nodeSpecs = new Map<string, BenchNodeSpec>();
+  for (const s of opts.scenarios) nodeSpecs.set(s.node.model, s.node);
+
+  progress(`${availableParallelism()} CPUs, Node ${process.version}; starting the stack`);
+  const stack = await startBenchStack({
+    nodes: [...nodeSpecs.values()],
+    ...(opts.profile ? { profile: { services: opts.profile, dir: join(outDir, "profiles") } } : {}),
+  });
+  let scenarios: ScenarioSummary[];
+  let memory: Record<string, Memory | undefined>;
+  try {
+    const load = await startLoadGenerator();
+    try {
+      scenarios = await measure(stack, load, opts);
+      memory = memoryAfterRun(stack);
+    } finally {
+      await load.close();
+    }
+  } finally {
+    await stack.stop();
+  }
+
+  let routing: RoutingFigures = { available: false, reason: "skipped (--skip-routing)" };
+  if (!opts.skipRouting) {
+    progress("routing decision benchmark");
+    routing = await runRoutingBench();
+  }
+
+  const completed = scenarios.reduce((n, s) => n + s.completed, 0);
+  const failed = scenarios.reduce((n, s) => n + s.failed, 0);
+  const summary: BenchSummary = {
+    date: new Date().toISOString(),
+    machine: {
+      cpus: availableParallelism(),
+      cpuModel: cpus()[0]?.model.trim() ?? "unknown",
+      node: process.version,
+      platform: `${type()} ${release()} ${arch()}`,
+    },
+    settings: opts.settings,
+    scenarios,
+    routing,
+    memory,
+    targets: judgeTargets(scenarios, routing),
+    requests: { completed, failed },
+    elapsedS: (performance.now() - startedAt) / 1000,
+  };
+  const command = `node test/bench/run.ts ${process.argv.slice(2).join(" ")}`.trim();
+  const report = renderReport(summary, command);
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, "latest.md"), report);
+  writeFileSync(join(outDir, "latest.json"), `${JSON.stringify(summary, null, 2)}\n`);
+  process.stdout.write(opts.json ? `${JSON.stringify(summary)}\n` : report);
+  if (failed > 0) progress(`${failed} request(s) failed`);
+  return failed > 0 ? 1 : 0;
+}
+
+process.once("SIGINT", () => process.exit(130));
+try {
+  process.exitCode = await main();
+} catch (error) {
+  process.stderr.write(
+    `bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  process.stderr.write(USAGE);
+  process.exitCode = 2;
+}

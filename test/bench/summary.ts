@@ -1,0 +1,180 @@
+// Turns the rounds into the reported figures. Per side: the median over rounds of each round's
+// percentile. Ratios and added milliseconds: the median over pairs of (gateway vs direct in the
+// same pair), which cancels drift better than comparing the two medians.
+import type { Memory } from "./proc.ts";
+import type { RoutingFigures } from "./routing-bench.ts";
+import type { Round, ScenarioRun } from "./scenarios.ts";
+import { median } from "./stats.ts";
+
+export interface Side {
+  p50Ms: number;
+  p99Ms: number;
+  rps: number;
+  ttftP50Ms?: number;
+  ttftP99Ms?: number;
+  gapP99Ms?: number;
+}
+
+export interface ScenarioSummary {
+  key: string;
+  title: string;
+  concurrency: number;
+  stream: boolean;
+  rounds: number;
+  direct: Side;
+  gateway: Side;
+  /** gateway ÷ direct. */
+  ratio: { p50: number; p99: number; rps: number; ttftP50?: number; gapP99?: number };
+  /** gateway − direct, in ms. */
+  addedMs: { p50: number; p99: number; ttftP50?: number; ttftP99?: number; gapP99?: number };
+  /** Measured requests that succeeded, both sides. */
+  completed: number;
+  /** Requests that failed, warm-up included. */
+  failed: number;
+  failures: string[];
+  /** Streams with lost, garbled or truncated events (counted in `failed` too). */
+  brokenStreams?: number;
+  /** CPU time per completed request, µs, per process (median over rounds). */
+  cpuUsPerRequest: { direct: Record<string, number>; gateway: Record<string, number> };
+}
+
+export interface Target {
+  name: string;
+  value: number;
+  limit: number;
+  comparison: "<=" | ">=";
+  pass: boolean;
+}
+
+export interface BenchSummary {
+  date: string;
+  machine: { cpus: number; cpuModel: string; node: string; platform: string };
+  settings: { rounds: number; durationMs: number; warmupMs: number };
+  scenarios: ScenarioSummary[];
+  routing: RoutingFigures;
+  memory: Record<string, Memory | undefined>;
+  targets: Target[];
+  requests: { completed: number; failed: number };
+  elapsedS: number;
+}
+
+function side(rounds: Round[]): Side {
+  const pick = (f: (r: Round) => number | undefined) =>
+    median(rounds.map((r) => f(r) ?? Number.NaN));
+  const s: Side = {
+    p50Ms: pick((r) => r.result.latency.p50),
+    p99Ms: pick((r) => r.result.latency.p99),
+    rps: pick((r) => r.result.rps),
+  };
+  if (rounds[0]?.result.stream) {
+    s.ttftP50Ms = pick((r) => r.result.stream?.ttft.p50);
+    s.ttftP99Ms = pick((r) => r.result.stream?.ttft.p99);
+    s.gapP99Ms = pick((r) => r.result.stream?.gap.p99);
+  }
+  return s;
+}
+
+function paired(run: ScenarioRun, f: (d: Round, g: Round) => number): number {
+  return median(run.direct.map((d, i) => f(d, run.gateway[i]!)));
+}
+
+function cpuPerRequest(rounds: Round[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const name of Object.keys(rounds[0]?.cpuMs ?? {})) {
+    out[name] = median(
+      rounds.map((r) =>
+        r.result.completed > 0
+          ? ((r.cpuMs[name] ?? Number.NaN) * 1000) / r.result.completed
+          : Number.NaN,
+      ),
+    );
+  }
+  return out;
+}
+
+export function summariseScenario(run: ScenarioRun): ScenarioSummary {
+  const { scenario } = run;
+  const lat = (r: Round) => r.result.latency;
+  const st = (r: Round) => r.result.stream;
+  const all = [...run.direct, ...run.gateway];
+  const summary: ScenarioSummary = {
+    key: scenario.key,
+    title: scenario.title,
+    concurrency: scenario.concurrency,
+    stream: scenario.stream,
+    rounds: run.direct.length,
+    direct: side(run.direct),
+    gateway: side(run.gateway),
+    ratio: {
+      p50: paired(run, (d, g) => lat(g).p50 / lat(d).p50),
+      p99: paired(run, (d, g) => lat(g).p99 / lat(d).p99),
+      rps: paired(run, (d, g) => g.result.rps / d.result.rps),
+    },
+    addedMs: {
+      p50: paired(run, (d, g) => lat(g).p50 - lat(d).p50),
+      p99: paired(run, (d, g) => lat(g).p99 - lat(d).p99),
+    },
+    completed: all.reduce((n, r) => n + r.result.completed, 0),
+    failed: run.warmupFailed + all.reduce((n, r) => n + r.result.failed, 0),
+    failures: [...run.warmupFailures, ...all.flatMap((r) => r.result.failures)].slice(0, 5),
+    cpuUsPerRequest: { direct: cpuPerRequest(run.direct), gateway: cpuPerRequest(run.gateway) },
+  };
+  if (scenario.stream) {
+    const nan = Number.NaN;
+    summary.ratio.ttftP50 = paired(
+      run,
+      (d, g) => (st(g)?.ttft.p50 ?? nan) / (st(d)?.ttft.p50 ?? nan),
+    );
+    summary.ratio.gapP99 = paired(run, (d, g) => (st(g)?.gap.p99 ?? nan) / (st(d)?.gap.p99 ?? nan));
+    summary.addedMs.ttftP50 = paired(
+      run,
+      (d, g) => (st(g)?.ttft.p50 ?? nan) - (st(d)?.ttft.p50 ?? nan),
+    );
+    summary.addedMs.ttftP99 = paired(
+      run,
+      (d, g) => (st(g)?.ttft.p99 ?? nan) - (st(d)?.ttft.p99 ?? nan),
+    );
+    summary.addedMs.gapP99 = paired(
+      run,
+      (d, g) => (st(g)?.gap.p99 ?? nan) - (st(d)?.gap.p99 ?? nan),
+    );
+    summary.brokenStreams = all.reduce((n, r) => n + (r.result.stream?.broken ?? 0), 0);
+  }
+  return summary;
+}
+
+function target(
+  name: string,
+  value: number | undefined,
+  comparison: "<=" | ">=",
+  limit: number,
+): Target {
+  const v = value ?? Number.NaN;
+  const pass = comparison === "<=" ? v <= limit : v >= limit;
+  return { name, value: v, limit, comparison, pass };
+}
+
+/** The acceptance targets of the benchmark issue, judged on this run's figures. */
+export function judgeTargets(scenarios: ScenarioSummary[], routing: RoutingFigures): Target[] {
+  const by = (key: string) => scenarios.find((s) => s.key === key);
+  const decision256 = routing.available
+    ? Math.max(...routing.rows.filter((r) => r.nodes === 256).map((r) => r.p99Us))
+    : undefined;
+  return [
+    target("sequential p50, gateway ÷ direct", by("sequential")?.ratio.p50, "<=", 5),
+    target("throughput at concurrency 16, gateway ÷ direct", by("c16")?.ratio.rps, ">=", 0.35),
+    target(
+      "20 ms node p99 at concurrency 64, gateway ÷ direct",
+      by("slow64")?.ratio.p99,
+      "<=",
+      1.1,
+    ),
+    target(
+      "added time to first token, ms (p50, 128 streams)",
+      by("stream128")?.addedMs.ttftP50,
+      "<=",
+      1,
+    ),
+    target("decision p99 for 256 nodes, µs (worst variant)", decision256, "<=", 10),
+  ];
+}

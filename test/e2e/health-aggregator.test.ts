@@ -1,0 +1,352 @@
+// The health aggregator against simulated nodes: a failing health check, a rising 5xx rate,
+// a restarted node, a hanging node, live fleet changes, and two replicas sharing the nodes.
+import { createServer } from "node:net";
+import type { Server, Socket } from "node:net";
+import { join } from "node:path";
+import { openKv } from "@zml/bus";
+import {
+  KV_BUCKETS,
+  NodeStateSchema,
+  ROUTING_HTTP_HEADER,
+  nodeStateSubject,
+  parseRoutingHeader,
+} from "@zml/contracts";
+import type { NodeSpec, NodeState } from "@zml/contracts";
+import { applyFleet } from "@zml/fleet";
+import { pollUntil, repoRoot, startProcess } from "@zml/harness";
+import type { ManagedProcess } from "@zml/harness";
+import { startSimNode } from "@zml/node-sim";
+import { request } from "undici";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  MODEL,
+  authHeaders,
+  chatBody,
+  nodeSpec,
+  startStack,
+  waitForStatus,
+} from "../support/stack.ts";
+import type { Stack } from "../support/stack.ts";
+
+/** The last state published in the KV snapshot, or undefined. */
+async function nodeState(stack: Stack, nodeId: string): Promise<NodeState | undefined> {
+  const kv = await openKv(stack.bus, KV_BUCKETS.nodeState);
+  const e = await kv.get(nodeId);
+  return e?.operation === "PUT" ? NodeStateSchema.parse(e.json()) : undefined;
+}
+
+/** Every `node.state` message for a node, as `Status` or `Status+probe_pending`. */
+function recordStates(stack: Stack, nodeId: string) {
+  const seen: NodeState[] = [];
+  const sub = stack.bus.nc.subscribe(nodeStateSubject(nodeId), {
+    callback: (_err, msg) => {
+      seen.push(NodeStateSchema.parse(msg.json()));
+    },
+  });
+  const statuses = () => {
+    const labels = seen.map((s) => (s.probe_pending ? `${s.status}+probe_pending` : s.status));
+    return labels.filter((label, i) => label !== labels[i - 1]);
+  };
+  return { seen, statuses, stop: () => sub.unsubscribe() };
+}
+
+async function chat(stack: Stack) {
+  const res = await request(`${stack.intakeUrl}/v1/chat/completions`, {
+    method: "POST",
+    headers: authHeaders(),
+    body: chatBody(),
+  });
+  await res.body.text();
+  const header = res.headers[ROUTING_HTTP_HEADER];
+  return {
+    status: res.statusCode,
+    node: header === undefined ? undefined : parseRoutingHeader(String(header)).node,
+  };
+}
+
+/** The aggregator's "node state changed" log lines for a node. */
+function transitions(proc: ManagedProcess, nodeId: string) {
+  return proc
+    .output()
+    .split("\n")
+    .filter((line) => line.includes('"msg":"node state changed"'))
+    .map((line) => JSON.parse(line) as { node: string; from: string; to: string; reason: string })
+    .filter((t) => t.node === nodeId);
+}
+
+describe("one health aggregator", () => {
+  let stack: Stack;
+
+  beforeAll(async () => {
+    stack = await startStack({
+      nodes: [
+        { nodeId: "h100-a", family: "H100" },
+        { nodeId: "h100-b", family: "H100" },
+        { nodeId: "mi300x-a", family: "MI300X" },
+      ],
+      env: {
+        POLL_INTERVAL_MS: "300",
+        // Long enough that a hanging node's probe is still open while the others are polled.
+        PROBE_TIMEOUT_MS: "20000",
+        // Every poll re-publishes, so each poll of a node is visible in its checked_at.
+        HEARTBEAT_MS: "250",
+        ISOLATION_BASE_MS: "3000",
+        // Each failed dispatch would otherwise keep the node out of rotation for 30 s.
+        NODE_COOLDOWN_MS: "0",
+      },
+    });
+    await waitForStatus(stack, "Active");
+  });
+
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  it("isolates a node whose /health fails, routes around it, and readmits it after a probe", async () => {
+    const sim = stack.sims.get("h100-a")!;
+    const states = recordStates(stack, "h100-a");
+    sim.setFault({ kind: "health_fail" });
+    await waitForStatus(stack, "Isolated", ["h100-a"]);
+    // Heartbeats repeat Active until the fault; then one poll demotes, three isolate.
+    await pollUntil(() => /^(Active,)?Degraded,Isolated$/.test(states.statuses().join()), {
+      message: `Degraded then Isolated, saw ${states.statuses().join()}`,
+    });
+
+    const before = sim.stats().payloads_received;
+    for (let i = 0; i < 10; i++) {
+      const res = await chat(stack);
+      expect(res.status).toBe(200);
+      expect(res.node).not.toBe("h100-a");
+    }
+    expect(sim.stats().payloads_received).toBe(before);
+
+    sim.setFault(null);
+    await waitForStatus(stack, "Active", ["h100-a"]);
+    await pollUntil(() => states.statuses().at(-1) === "Active");
+    states.stop();
+    // Leaving isolation goes through probe_pending; only the probe that follows readmits it.
+    const path = transitions(stack.services.get("health-aggregator")!, "h100-a").map(
+      (t) => `${t.from}>${t.to}`,
+    );
+    expect(path).toEqual(
+      expect.arrayContaining([
+        "Active>Degraded",
+        "Degraded>Isolated",
+        "Isolated>Degraded+probe_pending",
+      ]),
+    );
+    expect(path.at(-1)).toBe("Degraded+probe_pending>Active");
+
+    await pollUntil(async () => (await chat(stack)).node === "h100-a", {
+      timeoutMs: 20_000,
+      message: "a request routed to h100-a again",
+    });
+  });
+
+  it("demotes a node whose dispatches fail with 5xx while its /health still says OK", async () => {
+    const sim = stack.sims.get("h100-b")!;
+    sim.setFault({ kind: "status", status: 500 });
+    const answers: number[] = [];
+    await pollUntil(
+      async () => {
+        answers.push((await chat(stack)).status);
+        return (await nodeState(stack, "h100-b"))?.status !== "Active";
+      },
+      { timeoutMs: 40_000, intervalMs: 1, message: "h100-b demoted" },
+    );
+    // Clients kept getting answers: the dispatcher retried elsewhere and reported each failure.
+    expect(answers.every((status) => status === 200)).toBe(true);
+    const health = await request(`${sim.url}/health`);
+    await health.body.text();
+    expect(health.statusCode).toBe(200);
+    expect(sim.stats().payloads_received).toBeGreaterThanOrEqual(10);
+    const demotion = transitions(stack.services.get("health-aggregator")!, "h100-b").find(
+      (t) => t.from === "Active",
+    );
+    expect(demotion?.reason).toMatch(/error rate \d+% over \d+ dispatches/);
+
+    sim.setFault(null);
+    await waitForStatus(stack, "Active", ["h100-b"]);
+  });
+
+  it("starts afresh when a node comes back at the same endpoint as a new instance", async () => {
+    const id = "mi300x-a";
+    const old = stack.sims.get(id)!;
+    // Give the node a history worth losing: observed latency from routed requests.
+    await pollUntil(
+      async () => {
+        await chat(stack);
+        return (await nodeState(stack, id))?.latency_ewma_ms != null;
+      },
+      { timeoutMs: 20_000, intervalMs: 1, message: `${id} has a latency history` },
+    );
+    expect((await nodeState(stack, id))?.instance_id).toBe(old.instanceId);
+
+    await old.close();
+    const restarted = await startSimNode({
+      nodeId: id,
+      flavour: "vllm",
+      models: [MODEL],
+      port: old.port,
+    });
+    stack.sims.set(id, restarted);
+    expect(restarted.instanceId).not.toBe(old.instanceId);
+    const fresh = await pollUntil(
+      async () => {
+        const s = await nodeState(stack, id);
+        return s?.instance_id === restarted.instanceId && s.status === "Active" ? s : undefined;
+      },
+      { timeoutMs: 15_000, message: `${id} seen as a new instance` },
+    );
+    expect(fresh.latency_ewma_ms).toBeNull();
+  });
+
+  it("keeps polling every other node while one node's probe hangs", async () => {
+    const sockets: Socket[] = [];
+    let requests = 0;
+    const hanging: Server = createServer((socket) => {
+      sockets.push(socket);
+      socket.on("data", () => requests++); // read the request, never answer
+    });
+    await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve));
+    const port = (hanging.address() as { port: number }).port;
+    const hang: NodeSpec = {
+      ...nodeSpec(stack.sims.get("h100-a")!, { nodeId: "hang-a", family: "H100" }, 9),
+      id: "hang-a",
+      endpoint: `http://127.0.0.1:${port}`,
+    };
+    try {
+      // Registered live: the aggregator picks the node up without a restart.
+      await stack.apply({ ...stack.fleet, nodes: [...stack.fleet.nodes, hang] });
+      await pollUntil(() => requests > 0, { timeoutMs: 15_000, message: "hang-a probed" });
+      const since = Date.now();
+      const polls = new Map<string, Set<number>>();
+      const others = [...stack.sims.keys()];
+      await pollUntil(
+        async () => {
+          for (const id of others) {
+            const checked = (await nodeState(stack, id))?.checked_at ?? 0;
+            if (checked > since) polls.set(id, (polls.get(id) ?? new Set()).add(checked));
+          }
+          return others.every((id) => (polls.get(id)?.size ?? 0) >= 3);
+        },
+        { timeoutMs: 15_000, message: "three polls of every other node" },
+      );
+      // The one hanging probe was open the whole time: the others did not wait for it.
+      expect(requests).toBeGreaterThan(0);
+      expect(sockets).toHaveLength(1);
+      expect(sockets[0]!.destroyed).toBe(false);
+      expect(await nodeState(stack, "hang-a")).toBeUndefined();
+    } finally {
+      await applyFleet(stack.bus, stack.fleet, { prune: true });
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => hanging.close(resolve));
+    }
+  });
+
+  it("picks up nodes added to and removed from the registry while it runs", async () => {
+    const sim = await startSimNode({ nodeId: "late-a", flavour: "vllm", models: [MODEL] });
+    try {
+      const late = nodeSpec(sim, { nodeId: "late-a", family: "H100" }, 10);
+      await stack.apply({ ...stack.fleet, nodes: [...stack.fleet.nodes, late] });
+      await pollUntil(async () => (await nodeState(stack, "late-a"))?.status === "Active", {
+        timeoutMs: 15_000,
+        message: "late-a Active",
+      });
+      await applyFleet(stack.bus, stack.fleet, { prune: true });
+      await pollUntil(async () => (await nodeState(stack, "late-a")) === undefined, {
+        timeoutMs: 15_000,
+        message: "late-a state removed",
+      });
+    } finally {
+      await sim.close();
+    }
+  });
+});
+
+describe("two health aggregators", () => {
+  let stack: Stack;
+  let second: ManagedProcess | undefined;
+  // Fixed ids make the split of these nodes between the replicas deterministic.
+  const nodeIds = ["n-1", "n-2", "n-3", "n-4", "n-5", "n-6", "n-7", "n-8"];
+  const env = {
+    POLL_INTERVAL_MS: "300",
+    PROBE_TIMEOUT_MS: "1000",
+    HEARTBEAT_MS: "250",
+    REPLICA_TTL_MS: "1500",
+    LOG_LEVEL: "info",
+  };
+
+  beforeAll(async () => {
+    stack = await startStack({
+      nodes: nodeIds.map((nodeId) => ({ nodeId, family: "H100" })),
+      env: { ...env, AGGREGATOR_REPLICA_ID: "agg-1" },
+    });
+    second = await startProcess({
+      name: "health-aggregator-2",
+      command: process.execPath,
+      args: [join(repoRoot(), "services/health-aggregator/src/main.ts")],
+      env: {
+        ...env,
+        NATS_URL: stack.nats.url,
+        AGGREGATOR_OPS_PORT: "0",
+        AGGREGATOR_REPLICA_ID: "agg-2",
+      },
+      readyLine: /"msg":"health-aggregator ready"/,
+      readyTimeoutMs: 30_000,
+    });
+  });
+
+  afterAll(async () => {
+    await second?.stop("SIGTERM", 3_000);
+    await stack?.stop();
+  });
+
+  /** Nodes a replica reports metrics for, which it does only for the nodes it polls. */
+  async function ownedBy(proc: ManagedProcess): Promise<Set<string>> {
+    const [, url] = await proc.waitForOutput(/"ops":"([^"]+)"/);
+    const res = await request(`${url}/metrics`);
+    const text = await res.body.text();
+    return new Set(
+      [...text.matchAll(/^zml_node_health_score\{node="([^"]+)"/gm)].map((m) => m[1]!),
+    );
+  }
+
+  it("split the nodes without overlap, and the survivor takes over when one is killed", async () => {
+    const first = stack.services.get("health-aggregator")!;
+    const [a, b] = await pollUntil(
+      async () => {
+        const shares = [await ownedBy(first), await ownedBy(second!)] as const;
+        const all = new Set([...shares[0], ...shares[1]]);
+        return shares[0].size + shares[1].size === nodeIds.length && all.size === nodeIds.length
+          ? shares
+          : undefined;
+      },
+      { timeoutMs: 20_000, message: "the nodes split between agg-1 and agg-2" },
+    );
+    expect(a.size).toBeGreaterThan(0);
+    expect(b.size).toBeGreaterThan(0);
+    await waitForStatus(stack, "Active");
+
+    await second!.kill(); // a crash: no goodbye, its heartbeat key stays until it expires
+    const killedAt = Date.now();
+    await pollUntil(
+      async () => {
+        for (const id of nodeIds) {
+          if (((await nodeState(stack, id))?.checked_at ?? 0) <= killedAt) return false;
+        }
+        return true;
+      },
+      { timeoutMs: 30_000, message: "every node polled again after agg-2 died" },
+    );
+    expect(await ownedBy(first)).toEqual(new Set(nodeIds));
+    for (const id of nodeIds) expect((await nodeState(stack, id))?.status).toBe("Active");
+    const gone = first
+      .output()
+      .split("\n")
+      .filter((line) => line.includes('"msg":"aggregator replicas changed"'))
+      .map((line) => JSON.parse(line) as { gone: string[]; replicas: string[] })
+      .at(-1);
+    expect(gone).toMatchObject({ gone: ["agg-2"], replicas: ["agg-1"] });
+  });
+});
