@@ -25,6 +25,8 @@ export interface KvMap<T> {
   readonly map: ReadonlyMap<string, T>;
   /** Revision of the last applied entry. */
   revision(): number;
+  /** Adds a listener for changes applied from now on; returns a function that removes it. */
+  onChange(listener: (key: string, value: T | undefined) => void): () => void;
   stop(): void;
 }
 
@@ -38,6 +40,7 @@ export async function watchKvIntoMap<S extends z.ZodType>(
   options: KvMapOptions<S>,
 ): Promise<KvMap<z.output<S>>> {
   const map = new Map<string, z.output<S>>();
+  const listeners = new Set<(key: string, value: z.output<S> | undefined) => void>();
   let revision = 0;
   // The watcher replays the last value of every key, then live updates. The replay is over
   // once an entry reports nothing pending; an empty bucket replays nothing at all.
@@ -62,6 +65,7 @@ export async function watchKvIntoMap<S extends z.ZodType>(
       map.delete(e.key);
     }
     options.onChange?.(e.key, value, map);
+    for (const listener of listeners) listener(e.key, value);
     if (e.delta === 0) markLoaded();
   };
 
@@ -72,6 +76,10 @@ export async function watchKvIntoMap<S extends z.ZodType>(
   return {
     map,
     revision: () => revision,
+    onChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     stop: () => watcher.stop(),
   };
 }

@@ -146,3 +146,20 @@ export type {
   AttestationUnusableReason,
   AttestationVerdict,
 } from "./attestation.ts";
+export {
+  JOB_ID_PATTERN,
+  JOB_STREAMS,
+  JOB_SUBMIT_PREFIX,
+  JOB_RESULT_PREFIX,
+  JOB_STATUS_BUCKET,
+  JOB_MESSAGE_TYPE,
+  JOB_HEADERS,
+  JOB_DEDUPE_WINDOW_MS,
+  JOB_OUTCOMES,
+  JOB_STATUSES,
+  JobStatusSchema,
+  jobSubmitSubject,
+  accountJobsFilter,
+  jobResultSubject,
+} from "./batch.ts";
+export type { JobStatus, JobOutcome } from "./batch.ts";

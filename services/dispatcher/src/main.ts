@@ -26,7 +26,6 @@ import { createRouteHandler } from "./handle-route.ts";
 import { createDispatcherMetrics } from "./metrics.ts";
 import { createNodePools } from "./node-pools.ts";
 import { createRoutingState } from "./routing-state.ts";
-import type { RoutingState } from "./routing-state.ts";
 import { loadNodeSecrets } from "./secrets.ts";
 
 // Tracing is instrumented by hand, so the SDK only has to be up before the first message.
@@ -38,27 +37,29 @@ const { registry } = createMetrics({ service: "dispatcher" });
 const bus = await connectBus({ servers: config.NATS_URL, name: "zml-dispatcher", log });
 const capacity = createCapacitySignal();
 
-// Config buckets mark the routing snapshot stale; it is rebuilt on the next decision.
-let routing: RoutingState | undefined;
-const watchConfig = <S extends z.ZodType>(bucket: string, schema: S) =>
-  watch(bus, bucket, schema, () => routing?.configChanged());
-const [nodes, models, policies, costs, quality] = await Promise.all([
-  watchConfig(KV_BUCKETS.nodes, NodeSpecSchema),
-  watchConfig(KV_BUCKETS.models, ModelSpecSchema),
-  watchConfig(KV_BUCKETS.policies, PolicySpecSchema),
-  watchConfig(KV_BUCKETS.costs, CostEntrySchema),
-  watchConfig(KV_BUCKETS.qualityScores, QualityScoreSchema),
+const [nodes, models, policies, costs, quality, states] = await Promise.all([
+  watch(bus, KV_BUCKETS.nodes, NodeSpecSchema),
+  watch(bus, KV_BUCKETS.models, ModelSpecSchema),
+  watch(bus, KV_BUCKETS.policies, PolicySpecSchema),
+  watch(bus, KV_BUCKETS.costs, CostEntrySchema),
+  watch(bus, KV_BUCKETS.qualityScores, QualityScoreSchema),
+  watch(bus, KV_BUCKETS.nodeState, NodeStateSchema),
 ]);
-const states = await watch(bus, KV_BUCKETS.nodeState, NodeStateSchema, (key, state) => {
-  if (routing?.stateChanged(key, state)) capacity.notify();
-});
-routing = createRoutingState({
+const routing = createRoutingState({
   nodes: nodes.map,
   models: models.map,
   policies: policies.map,
   costs: costs.map,
   quality: quality.map,
   states: states.map,
+});
+// Config changes mark the routing snapshot stale (rebuilt on the next decision); a state
+// change may free capacity for queued requests.
+for (const config of [nodes, models, policies, costs, quality]) {
+  config.onChange(() => routing.configChanged());
+}
+states.onChange((key, state) => {
+  if (routing.stateChanged(key, state)) capacity.notify();
 });
 
 const pools = createNodePools({
@@ -128,7 +129,6 @@ async function watch<S extends z.ZodType>(
   b: Bus,
   bucket: string,
   schema: S,
-  onChange: (key: string, value: z.output<S> | undefined) => void,
 ): Promise<KvMap<z.output<S>>> {
-  return watchKvIntoMap(await openKv(b, bucket), { schema, log, onChange });
+  return watchKvIntoMap(await openKv(b, bucket), { schema, log });
 }

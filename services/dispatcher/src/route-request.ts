@@ -20,11 +20,18 @@ export interface RouteRequest {
   deadline: number;
 }
 
-/** Reads a `route.request` message's headers; throws ZmlError naming the bad header. */
-export function readRouteRequest(h: MsgHdrs | undefined, now: number): RouteRequest {
+/**
+ * Reads the routing headers of a `route.request` message or a batch job (same headers,
+ * another message type); throws ZmlError naming the bad header.
+ */
+export function readRouteRequest(
+  h: MsgHdrs | undefined,
+  now: number,
+  expectedType: string = MESSAGE_TYPES.routeRequestV1,
+): RouteRequest {
   const get = (name: string) => h?.get(name) ?? "";
   const type = get(HEADERS.type);
-  if (type !== MESSAGE_TYPES.routeRequestV1) {
+  if (type !== expectedType) {
     throw new ZmlError("invalid_request", `unsupported message type '${type}'`, HEADERS.type);
   }
   const model = get(HEADERS.model);

@@ -1,0 +1,75 @@
+import { z } from "zod";
+import { NODE_ID_PATTERN } from "./subjects.ts";
+
+/**
+ * Batch jobs on JetStream.
+ *
+ * A job is one inference request. Producers publish it with any NATS client to
+ * `zml.jobs.submit.<account>.<job_id>` on the `ZML_JOBS` work-queue stream: the body is the
+ * OpenAI request body as bytes (exactly what would be POSTed to `/v1/chat/completions`), the
+ * routing fields travel in the same headers as a sync `route.request` (`Zml-Model`,
+ * `Zml-Path`, `Zml-Tier`, `Zml-Policy`, `Zml-Fallback-Models`, …) plus `Nats-Msg-Id: <job_id>`,
+ * which makes a second publish of the same job within the dedupe window a no-op.
+ *
+ * Each job gets at most one result on `zml.jobs.result.<job_id>` in `ZML_JOB_RESULTS`:
+ * the node's response body with `Zml-Job-Outcome`, `Zml-Status` and `Zml-Routing` headers.
+ */
+
+/** Job ids are subject tokens: letters, digits, `-` and `_`, at most 64. */
+export const JOB_ID_PATTERN = NODE_ID_PATTERN;
+
+export const JOB_STREAMS = {
+  jobs: "ZML_JOBS",
+  results: "ZML_JOB_RESULTS",
+} as const;
+
+export const JOB_SUBMIT_PREFIX = "zml.jobs.submit";
+export const JOB_RESULT_PREFIX = "zml.jobs.result";
+/** Per-job status (queued, running, done, failed, expired). */
+export const JOB_STATUS_BUCKET = "zml_job_status";
+
+/** Message type header value of a job. */
+export const JOB_MESSAGE_TYPE = "job.v1";
+
+export const JOB_HEADERS = {
+  jobId: "Zml-Job-Id",
+  outcome: "Zml-Job-Outcome",
+} as const;
+
+/** How long JetStream remembers a job id to drop a duplicate publish. */
+export const JOB_DEDUPE_WINDOW_MS = 10 * 60_000;
+
+function token(kind: string, value: string): string {
+  if (!NODE_ID_PATTERN.test(value)) throw new Error(`invalid ${kind} for a subject: ${value}`);
+  return value;
+}
+
+export function jobSubmitSubject(account: string, jobId: string): string {
+  return `${JOB_SUBMIT_PREFIX}.${token("account", account)}.${token("job id", jobId)}`;
+}
+
+/** Every job of one account (a per-account consumer's filter). */
+export function accountJobsFilter(account: string): string {
+  return `${JOB_SUBMIT_PREFIX}.${token("account", account)}.*`;
+}
+
+export function jobResultSubject(jobId: string): string {
+  return `${JOB_RESULT_PREFIX}.${token("job id", jobId)}`;
+}
+
+export const JOB_OUTCOMES = ["done", "failed", "expired"] as const;
+export const JOB_STATUSES = ["queued", "running", ...JOB_OUTCOMES] as const;
+export const JobStatusSchema = z.object({
+  type: z.literal("job.status.v1"),
+  job_id: z.string().regex(JOB_ID_PATTERN),
+  account: z.string().regex(NODE_ID_PATTERN),
+  status: z.enum(JOB_STATUSES),
+  /** HTTP status of the node's answer (or of the gateway's error) once finished. */
+  http_status: z.number().int().nullable(),
+  /** Error code when failed or expired. */
+  error_code: z.string().nullable(),
+  attempts: z.number().int().nonnegative(),
+  updated_at: z.number().int(),
+});
+export type JobStatus = z.infer<typeof JobStatusSchema>;
+export type JobOutcome = (typeof JOB_OUTCOMES)[number];

@@ -1,0 +1,317 @@
+import { randomUUID } from "node:crypto";
+import { context, propagation } from "@opentelemetry/api";
+import { publishJson } from "@zml/bus";
+import type { Bus, ReplyWriter } from "@zml/bus";
+import {
+  NODE_COOLDOWN_SUBJECT,
+  NodeCooldownSchema,
+  NodeObservationSchema,
+  ZmlError,
+  nodeObservationSubject,
+  serializeRoutingHeader,
+} from "@zml/contracts";
+import type { NodeSpec } from "@zml/contracts";
+import {
+  DEFAULT_POLICY_NAME,
+  decide,
+  nextAttempt,
+  resolvePolicy,
+  shouldCoolDown,
+} from "@zml/routing";
+import type { AttemptFailure, FailedAttempt, Rejection, ResolvedPolicy } from "@zml/routing";
+import type { Logger } from "@zml/telemetry";
+import type { CapacitySignal } from "./capacity-signal.ts";
+import type { DispatcherConfig } from "./config.ts";
+import type { DispatcherMetrics } from "./metrics.ts";
+import { withModel } from "./model-rewrite.ts";
+import { callNode } from "./node-call.ts";
+import type { AttemptOutcome } from "./node-call.ts";
+import type { NodePools } from "./node-pools.ts";
+import type { RouteRequest } from "./route-request.ts";
+import type { RoutingState } from "./routing-state.ts";
+
+export interface ExecuteDeps {
+  bus: Bus;
+  routing: RoutingState;
+  pools: NodePools;
+  capacity: CapacitySignal;
+  /** Secrets by reference, for nodes whose spec names an `auth.secret_ref`. */
+  secrets: ReadonlyMap<string, string>;
+  config: Pick<
+    DispatcherConfig,
+    "DISPATCH_HEADERS_TIMEOUT_MS" | "DISPATCH_BODY_IDLE_TIMEOUT_MS" | "NODE_COOLDOWN_MS"
+  >;
+  log: Logger;
+  metrics: DispatcherMetrics;
+  clock: () => number;
+  random: () => number;
+}
+
+export interface Execution {
+  request: RouteRequest;
+  body: Uint8Array;
+  writer: ReplyWriter;
+  cancelled: AbortSignal;
+  /**
+   * Whether a saturated fleet is waited out here, per the policy's `queue_on_saturation`
+   * (sync requests), or reported at once so the caller can wait elsewhere (batch jobs wait
+   * in JetStream).
+   */
+  waitForCapacity: boolean;
+}
+
+/** How a request ended. Every outcome except `cancelled` has been written to the writer. */
+export type ExecutionResult =
+  | { kind: "relayed" | "broken"; status: number; attempts: number; routing: string }
+  | { kind: "rejected"; error: ZmlError; saturated: boolean; policy: ResolvedPolicy | null }
+  | { kind: "failed"; error: ZmlError; attempts: number }
+  | { kind: "cancelled" };
+
+/**
+ * Routes one request: decides with the pure routing core, sends the client's bytes to the
+ * chosen node, relays the answer to the writer, and retries or falls back within the
+ * attempt budget while nothing has reached the client.
+ */
+export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<ExecutionResult> {
+  const { request, writer, cancelled } = exec;
+  const decisionId = randomUUID();
+  const log = deps.log.child({ decision_id: decisionId, request_id: request.requestId });
+  const resolved = resolveRequestPolicy(deps, request);
+  if (!resolved.ok) return reject(deps, writer, log, resolved, null);
+  const policy = resolved.policy;
+  const models = [request.model, ...request.fallbackModels];
+  const failures: FailedAttempt[] = [];
+  let queueUntil = 0;
+
+  for (;;) {
+    if (cancelled.aborted) return { kind: "cancelled" };
+    const now = deps.clock();
+    const { snapshot, live } = deps.routing.current();
+    const next = nextAttempt({
+      models,
+      failures,
+      deadlineMs: request.deadline,
+      now,
+      route: (model, exclude, preferFamily) =>
+        decide(
+          snapshot,
+          live,
+          {
+            model,
+            tier: request.tier,
+            acceleratorHint: preferFamily ?? request.acceleratorHint,
+            sort: request.sort,
+            exclude,
+            random: deps.random,
+          },
+          policy,
+          now,
+        ),
+    });
+
+    if (next.action === "stop") {
+      const rejection = next.rejection;
+      if (failures.length === 0 && rejection) {
+        if (exec.waitForCapacity && rejection.queueForMs > 0) {
+          // queue_on_saturation: wait for capacity (woken by state changes and completions),
+          // never past the policy's max_queue_ms or the request's deadline.
+          if (queueUntil === 0) queueUntil = Math.min(now + rejection.queueForMs, request.deadline);
+          if (await deps.capacity.wait(queueUntil - deps.clock(), cancelled)) continue;
+          deps.metrics.queueTimeouts.inc();
+        }
+        return reject(deps, writer, log, rejection, policy);
+      }
+      const last = failures.at(-1);
+      const error =
+        next.reason === "deadline_exceeded"
+          ? new ZmlError("gateway_timeout", "request deadline passed before an attempt succeeded")
+          : new ZmlError(
+              "upstream_unavailable",
+              `${failures.length} attempt(s) failed; last: ${last ? `${last.nodeId} ${describe(last.failure)}` : "none"}`,
+            );
+      deps.metrics.decisions.inc({ outcome: next.reason });
+      log.warn({ outcome: next.reason, attempts: failures.length }, "request failed");
+      writer.error(error.toBody());
+      return { kind: "failed", error, attempts: failures.length };
+    }
+
+    const { candidate, attempt, model } = next;
+    const node = candidate.node;
+    const routing = serializeRoutingHeader({
+      decisionId,
+      node: node.id,
+      policy: policy.name,
+      family: node.accelerator_family,
+      queueDepth: Math.round(candidate.queueDepth),
+      tier: node.tier,
+      attempts: attempt,
+    });
+    if (attempt > 1) {
+      deps.metrics.retries.inc({ kind: model === request.model ? "retry" : "fallback" });
+    }
+
+    live.dispatched(node.id);
+    const startedAt = deps.clock();
+    let outcome: AttemptOutcome;
+    try {
+      outcome = await callNode({
+        pool: deps.pools.get(node),
+        path: deps.pools.pathFor(node, request.path),
+        body: model === request.model ? exec.body : withModel(exec.body, model),
+        headers: nodeHeaders(deps, node, request.stream),
+        stream: request.stream,
+        signal: AbortSignal.any([
+          cancelled,
+          AbortSignal.timeout(Math.max(1, request.deadline - startedAt)),
+        ]),
+        headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
+        bodyIdleTimeoutMs: deps.config.DISPATCH_BODY_IDLE_TIMEOUT_MS,
+        writer,
+        routing,
+        startedAt,
+        clock: deps.clock,
+      });
+    } finally {
+      deps.routing.current().live.completed(node.id);
+      deps.capacity.notify();
+    }
+    const latencyMs = deps.clock() - startedAt;
+    if (cancelled.aborted) {
+      deps.metrics.decisions.inc({ outcome: "cancelled" });
+      log.info({ node: node.id, attempts: attempt }, "client went away; node call aborted");
+      return { kind: "cancelled" };
+    }
+    observe(deps, node, decisionId, outcome, latencyMs);
+
+    if (outcome.kind !== "retryable") {
+      // A 429 goes back to the client as is, but the node rests at least its Retry-After.
+      if (outcome.kind === "relayed" && outcome.status === 429) {
+        coolDown(deps, node, outcome.retryAfterS, "http_429");
+      }
+      deps.metrics.decisions.inc({ outcome: outcome.kind === "relayed" ? "routed" : "broken" });
+      log.info(
+        {
+          node: node.id,
+          family: node.accelerator_family,
+          model,
+          policy: policy.name,
+          status: outcome.status,
+          attempts: attempt,
+          queue_depth: candidate.queueDepth,
+          latency_ms: latencyMs,
+        },
+        outcome.kind === "relayed" ? "request routed" : "stream broke after first byte",
+      );
+      return { kind: outcome.kind, status: outcome.status, attempts: attempt, routing };
+    }
+    const failure: AttemptFailure =
+      outcome.status !== null
+        ? { kind: "status", status: outcome.status }
+        : { kind: outcome.outcome === "timeout" ? "timeout" : "network_error" };
+    failures.push({ model, nodeId: node.id, family: node.accelerator_family, failure });
+    if (shouldCoolDown(failure)) coolDown(deps, node, outcome.retryAfterS, outcome.error);
+    log.warn({ node: node.id, attempt, error: outcome.error }, "attempt failed");
+  }
+}
+
+function resolveRequestPolicy(
+  deps: ExecuteDeps,
+  request: RouteRequest,
+): { ok: true; policy: ResolvedPolicy } | Rejection {
+  const { snapshot } = deps.routing.current();
+  // Intake names the built-in default when nothing else applies; it is not a registered policy.
+  const named =
+    request.policy === DEFAULT_POLICY_NAME && !snapshot.policies.has(request.policy)
+      ? undefined
+      : request.policy;
+  return resolvePolicy(snapshot, { policy: named, model: request.model });
+}
+
+function reject(
+  deps: ExecuteDeps,
+  writer: ReplyWriter,
+  log: Logger,
+  rejection: Rejection,
+  policy: ResolvedPolicy | null,
+): ExecutionResult {
+  deps.metrics.decisions.inc({ outcome: rejection.reason });
+  const saturated = rejection.code === "saturated";
+  if (saturated || rejection.code === "no_node_available") {
+    deps.metrics.saturation.inc({ reason: rejection.reason });
+  }
+  log.info(
+    { outcome: rejection.reason, passed_over: rejection.passedOver.length },
+    "request not routed",
+  );
+  const param = rejection.reason === "unknown_policy" ? "policy" : "model";
+  const error = new ZmlError(rejection.code, rejection.detail, param, rejection.retryAfterS);
+  writer.error(error.toBody());
+  return { kind: "rejected", error, saturated, policy };
+}
+
+function nodeHeaders(deps: ExecuteDeps, node: NodeSpec, stream: boolean): Record<string, string> {
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: stream ? "text/event-stream" : "application/json",
+  };
+  if (node.auth) {
+    const secret = deps.secrets.get(node.auth.secret_ref);
+    if (secret) {
+      headers[node.auth.header.toLowerCase()] = node.auth.scheme
+        ? `${node.auth.scheme} ${secret}`
+        : secret;
+    }
+  }
+  propagation.inject(context.active(), headers);
+  return headers;
+}
+
+/** Shares a cooldown with every dispatcher replica; a later error never shortens one. */
+function coolDown(
+  deps: ExecuteDeps,
+  node: NodeSpec,
+  retryAfterS: number | null,
+  reason: string,
+): void {
+  const until = deps.clock() + Math.max(deps.config.NODE_COOLDOWN_MS, (retryAfterS ?? 0) * 1000);
+  deps.routing.current().live.coolDown(node.id, until);
+  deps.metrics.cooldowns.inc({ node: node.id });
+  publishJson(deps.bus, NODE_COOLDOWN_SUBJECT, NodeCooldownSchema, {
+    type: "node.cooldown.v1",
+    node_id: node.id,
+    until,
+    reason: reason.slice(0, 64),
+  });
+}
+
+function observe(
+  deps: ExecuteDeps,
+  node: NodeSpec,
+  decisionId: string,
+  outcome: AttemptOutcome,
+  latencyMs: number,
+): void {
+  if (outcome.kind === "relayed" && outcome.status < 500) {
+    deps.routing.current().live.observeLatency(node.id, latencyMs);
+  }
+  deps.metrics.attempts.inc({ node: node.id, outcome: outcome.kind });
+  publishJson(deps.bus, nodeObservationSubject(node.id), NodeObservationSchema, {
+    type: "node.observation.v1",
+    node_id: node.id,
+    decision_id: decisionId,
+    outcome:
+      outcome.kind === "retryable"
+        ? outcome.outcome
+        : outcome.kind === "broken"
+          ? "network_error"
+          : "ok",
+    status: outcome.status,
+    latency_ms: latencyMs,
+    ttft_ms: outcome.kind === "retryable" ? null : outcome.ttftMs,
+    at: deps.clock(),
+  });
+}
+
+function describe(failure: AttemptFailure): string {
+  return failure.kind === "status" ? `answered ${failure.status}` : failure.kind;
+}
