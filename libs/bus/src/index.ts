@@ -5,6 +5,7 @@ export { encodeJson, decodeJson, MessageValidationError } from "./json-codec.ts"
 export { publishJson, subscribeJson } from "./typed.ts";
 export type { SubscribeJsonOptions } from "./typed.ts";
 export { openKv, watchKvIntoMap } from "./kv-map.ts";
+export { ensureJobStreams } from "./job-streams.ts";
 export type { KvMap, KvMapOptions } from "./kv-map.ts";
 export { createReplyWriter, createReplyMux, errorOfFrame } from "./route-reply.ts";
 export type {

@@ -21,10 +21,13 @@ export const JOB_ID_PATTERN = NODE_ID_PATTERN;
 export const JOB_STREAMS = {
   jobs: "ZML_JOBS",
   results: "ZML_JOB_RESULTS",
+  dead: "ZML_JOBS_DEAD",
 } as const;
 
 export const JOB_SUBMIT_PREFIX = "zml.jobs.submit";
 export const JOB_RESULT_PREFIX = "zml.jobs.result";
+/** Poison jobs are copied to `zml.jobs.dead.<account>.<job_id>` after bounded deliveries. */
+export const JOB_DEAD_PREFIX = "zml.jobs.dead";
 /** Per-job status (queued, running, done, failed, expired). */
 export const JOB_STATUS_BUCKET = "zml_job_status";
 
@@ -51,6 +54,10 @@ export function jobSubmitSubject(account: string, jobId: string): string {
 /** Every job of one account (a per-account consumer's filter). */
 export function accountJobsFilter(account: string): string {
   return `${JOB_SUBMIT_PREFIX}.${token("account", account)}.*`;
+}
+
+export function jobDeadSubject(account: string, jobId: string): string {
+  return `${JOB_DEAD_PREFIX}.${token("account", account)}.${token("job id", jobId)}`;
 }
 
 export function jobResultSubject(jobId: string): string {

@@ -1,10 +1,10 @@
+import type { Tier } from "@zml/contracts";
 import { RoutingError, ROUTING_ERROR_CODES } from "./errors.ts";
 import { estimateCostUsd, estimateResponseMs } from "./estimate.ts";
-import { effectiveDepth, LIVE_STATUS, type LiveTable } from "./live-table.ts";
-import type { ResolvedPolicy } from "./policy.ts";
+import { LIVE_STATUS, type LiveTable } from "./live-table.ts";
 import { expandPassedOver, pack, R } from "./passed-over.ts";
-import type { NodeEntry, RoutingSnapshot } from "./snapshot.ts";
-import type { Tier } from "@zml/contracts";
+import type { ResolvedPolicy } from "./policy.ts";
+import type { ModelTierBucket, NodeEntry, RoutingSnapshot } from "./snapshot.ts";
 import type {
   Decision,
   PassedOver,
@@ -21,32 +21,42 @@ import type {
  */
 class Scratch {
   size: number;
+  /** Per viable slot: node index, family position in visiting order, estimates, keys. */
   idx: Int32Array;
+  famPos: Float64Array;
+  depth: Float64Array;
+  tps: Float64Array;
+  resp: Float64Array;
+  quality: Float64Array;
   grp: Float64Array;
   k1: Float64Array;
   k2: Float64Array;
   k3: Float64Array;
   k4: Float64Array;
-  depth: Float64Array;
-  resp: Float64Array;
-  tps: Float64Array;
-  quality: Float64Array;
   inTop: Uint8Array;
+  /** Packed (node, reason) of every filtered node. */
   passed: Int32Array;
   top: Int32Array;
+  // Outputs of collect().
+  viable = 0;
+  passedCount = 0;
+  considered = 0;
+  transient = 0;
+  soonestFreeMs = 0;
 
   constructor(size: number) {
     this.size = size;
     this.idx = new Int32Array(size);
+    this.famPos = new Float64Array(size);
+    this.depth = new Float64Array(size);
+    this.tps = new Float64Array(size);
+    this.resp = new Float64Array(size);
+    this.quality = new Float64Array(size);
     this.grp = new Float64Array(size);
     this.k1 = new Float64Array(size);
     this.k2 = new Float64Array(size);
     this.k3 = new Float64Array(size);
     this.k4 = new Float64Array(size);
-    this.depth = new Float64Array(size);
-    this.resp = new Float64Array(size);
-    this.tps = new Float64Array(size);
-    this.quality = new Float64Array(size);
     this.inTop = new Uint8Array(size);
     this.passed = new Int32Array(size);
     this.top = new Int32Array(64);
@@ -54,11 +64,178 @@ class Scratch {
 }
 
 let scratch = new Scratch(64);
-const STOP = Number(process.env.STOP ?? 0);
+
+/** Bounds that keep every estimate finite whatever a node or a request reports. */
+const MIN_TPS = 1e-3;
+const MAX_TOKENS = 1e7;
 
 function scratchFor(n: number): Scratch {
   if (n > scratch.size) scratch = new Scratch(Math.max(n, scratch.size * 2));
   return scratch;
+}
+
+/** The request-level inputs of one decision, resolved once. */
+interface Context {
+  snapshot: RoutingSnapshot;
+  live: LiveTable;
+  bucket: ModelTierBucket;
+  chain: readonly string[];
+  hint: string | undefined;
+  exclude: ReadonlySet<string> | undefined;
+  tier: Tier;
+  tokens: number;
+  target: number;
+  now: number;
+  /** Quality scores measured before this are stale; NaN outside quality mode. */
+  staleBefore: number;
+}
+
+/**
+ * Pass 1: walks the policy's families (the hinted one first), records why each unusable
+ * node is out, and estimates depth, throughput and response time for the viable ones.
+ */
+function collect(sc: Scratch, cx: Context): void {
+  const { snapshot, live, chain, hint, exclude, tokens, target, now } = cx;
+  const opts = snapshot.options;
+  const isTier34 = cx.tier >= 3;
+  // Hoisted so the per-node loop reads locals, not properties.
+  const status = live.status;
+  const cooldownUntil = live.cooldownUntil;
+  const attestedUntil = live.attestedUntil;
+  const polledDepth = live.polledDepth;
+  const inFlight = live.inFlight;
+  const inFlightAtPoll = live.inFlightAtPoll;
+  const liveTps = live.tokensPerSecond;
+  const latencyEwma = live.latencyEwmaMs;
+  const maxConcurrency = snapshot.maxConcurrency;
+  const defaultTps = opts.defaultTokensPerSecond;
+  const bias = opts.latencyBias;
+  const { idx, famPos, depth: sDepth, tps: sTps, resp: sResp, grp, passed, quality } = sc;
+  let n = 0;
+  let p = 0;
+  let considered = 0;
+  let transient = 0;
+  let soonest = Number.POSITIVE_INFINITY;
+
+  for (let f = -1; f < chain.length; f++) {
+    // Position -1 visits the hinted family first; its own position is then skipped.
+    const family = f < 0 ? hint : chain[f];
+    if (family === undefined || (f >= 0 && family === hint)) continue;
+    const group = cx.bucket.families.get(family);
+    if (group === undefined) continue;
+    const indices = group.indices;
+    const qualityAt = group.qualityAt;
+    const qualityScore = group.qualityScore;
+    considered += indices.length;
+    for (let j = 0; j < indices.length; j++) {
+      const i = indices[j]!;
+      let reason = -1;
+      let depth = 0;
+      let tps = liveTps[i]!;
+      tps = tps > 0 && tps < Infinity ? Math.max(tps, MIN_TPS) : defaultTps;
+      if (exclude !== undefined && exclude.has(snapshot.nodes[i]!.spec.id)) reason = R.excluded;
+      else if (status[i] !== LIVE_STATUS.active) {
+        reason = status[i] === LIVE_STATUS.unknown ? R.no_state : R.not_active;
+      } else if (cooldownUntil[i]! > now) {
+        reason = R.cooling_down;
+        soonest = Math.min(soonest, cooldownUntil[i]! - now);
+      } else if (isTier34 && !(attestedUntil[i]! > now)) reason = R.not_attested;
+      else {
+        // Never below this dispatcher's own in-flight count: requests still in transit when
+        // the node was polled are in neither the polled depth nor the since-poll delta.
+        depth = Math.max(
+          inFlight[i]!,
+          polledDepth[i]! + Math.max(0, inFlight[i]! - inFlightAtPoll[i]!),
+        );
+        const limit = maxConcurrency[i]!;
+        if (!(depth < limit)) {
+          reason = R.at_capacity;
+          // Time for the node to get one slot back at its throughput.
+          const excess = Number.isFinite(depth) ? depth - limit + 1 : 1;
+          soonest = Math.min(soonest, (excess * tokens * 1000) / tps);
+        }
+      }
+      if (reason >= 0) {
+        if (reason === R.excluded || reason === R.cooling_down || reason === R.at_capacity) {
+          transient++;
+        }
+        passed[p++] = pack(i, reason);
+        continue;
+      }
+      const resp = estimateResponseMs(depth, tokens, tps, latencyEwma[i]!, bias);
+      idx[n] = i;
+      famPos[n] = f + 1;
+      sDepth[n] = depth;
+      sTps[n] = tps;
+      sResp[n] = resp;
+      grp[n] = resp <= target ? 0 : 1;
+      // NaN unless quality routing is on and the score is fresh (NaN compares false).
+      quality[n] = qualityAt[j]! >= cx.staleBefore ? qualityScore[j]! : Number.NaN;
+      n++;
+    }
+  }
+  sc.viable = n;
+  sc.passedCount = p;
+  sc.considered = considered;
+  sc.transient = transient;
+  sc.soonestFreeMs = soonest;
+}
+
+/**
+ * Pass 2: the ranking keys (see README, "Ranking"). Within the latency target the mode
+ * decides; over it, every mode orders by estimated response time. Returns whether any
+ * viable node had a fresh quality score (quality mode only).
+ */
+function score(
+  sc: Scratch,
+  cx: Context,
+  mode: RankingMode,
+  random: (() => number) | undefined,
+): boolean {
+  const { snapshot, live, tokens } = cx;
+  const n = sc.viable;
+  const { idx, famPos, tps, resp, grp, k1, k2, k3, k4, quality } = sc;
+  const hinted = cx.hint !== undefined;
+  const jitter = random === undefined ? 0 : snapshot.options.jitter;
+  const usdPerHour = snapshot.usdPerHour;
+  const fallbackPrice = snapshot.fallbackUsdPerHour;
+  let anyFresh = false;
+  for (let s = 0; s < n; s++) {
+    const shake = jitter === 0 ? 1 : 1 + jitter * (2 * unit(random!()) - 1);
+    const hintKey = hinted && famPos[s] === 0 ? 0 : 1;
+    k3[s] = 0;
+    k4[s] = 0;
+    if (!Number.isNaN(quality[s]!)) anyFresh = true;
+    if (grp[s] !== 0 || mode === "fastest") {
+      k1[s] = hintKey;
+      k2[s] = resp[s]! * shake;
+      continue;
+    }
+    if (mode === "latency") {
+      k1[s] = famPos[s]!;
+      k2[s] = resp[s]! * shake;
+      continue;
+    }
+    const i = idx[s]!;
+    const price = usdPerHour[i]!;
+    const cost = estimateCostUsd(price === price ? price : fallbackPrice, tokens, tps[s]!);
+    k1[s] = hintKey;
+    if (mode === "cost") {
+      k2[s] = cost * shake;
+      k3[s] = resp[s]!;
+    } else if (mode === "balanced") {
+      k2[s] = cost * resp[s]! * shake;
+      k3[s] = resp[s]!;
+    } else {
+      // Quality: fresh scores first, best first; the rest by price per unit of health.
+      const health = live.healthScore[i]!;
+      const fresh = !Number.isNaN(quality[s]!);
+      k2[s] = fresh ? -quality[s]! * shake : Number.POSITIVE_INFINITY;
+      k3[s] = ((cost * 100) / Math.max(health, 1)) * shake;
+      k4[s] = -health;
+    }
+  }
+  return anyFresh;
 }
 
 /** Whether slot `a` ranks before slot `b`: lexicographic on (group, k1..k4, registration). */
@@ -76,8 +253,27 @@ function before(sc: Scratch, a: number, b: number): boolean {
   return sc.idx[a]! < sc.idx[b]!;
 }
 
-const M = { latency: 0, fastest: 1, cost: 2, balanced: 3, quality: 4 } as const;
-const MODES: Readonly<Record<RankingMode, number>> = M;
+/**
+ * Pass 3: the best `k` slots into `sc.top`, by insertion: k is tiny (the attempt budget),
+ * so this beats sorting all n. Returns how many were taken.
+ */
+function selectTop(sc: Scratch, k: number): number {
+  const top = sc.top;
+  const n = sc.viable;
+  let len = 0;
+  for (let s = 0; s < n; s++) {
+    sc.inTop[s] = 0;
+    if (len === k && !before(sc, s, top[k - 1]!)) continue;
+    let p = len < k ? len++ : k - 1;
+    while (p > 0 && before(sc, s, top[p - 1]!)) {
+      top[p] = top[p - 1]!;
+      p--;
+    }
+    top[p] = s;
+  }
+  for (let r = 0; r < len; r++) sc.inTop[top[r]!] = 1;
+  return len;
+}
 
 function rankingOf(request: RouteRequest, policy: ResolvedPolicy): RankingMode {
   switch (request.sort) {
@@ -110,6 +306,42 @@ function reject(
   return rejection;
 }
 
+function rejectNone(sc: Scratch, cx: Context, policy: ResolvedPolicy): Rejection {
+  const { snapshot, tier } = cx;
+  const model = cx.bucket.model;
+  const opts = snapshot.options;
+  const passedOver = expandPassedOver(snapshot.nodes, sc.passed.subarray(0, sc.passedCount));
+  if (sc.considered === 0) {
+    return reject(
+      "no_node_for_model_tier",
+      `no node of policy "${policy.name}" families [${cx.chain.join(", ")}] serves "${model}" at tier ${tier}`,
+      passedOver,
+      opts.noNodeRetryAfterS,
+      0,
+    );
+  }
+  if (sc.transient > 0) {
+    const soonest = sc.soonestFreeMs;
+    const retryAfterS = Number.isFinite(soonest)
+      ? Math.min(opts.maxRetryAfterS, Math.max(1, Math.ceil(soonest / 1000)))
+      : 1;
+    return reject(
+      "saturated",
+      `all ${sc.transient} usable nodes for "${model}" at tier ${tier} are full, cooling down or already failed`,
+      passedOver,
+      retryAfterS,
+      policy.maxQueueMs,
+    );
+  }
+  return reject(
+    "no_node_for_model_tier",
+    `none of the ${sc.considered} nodes for "${model}" at tier ${tier} is active${tier >= 3 ? " and attested" : ""}`,
+    passedOver,
+    opts.noNodeRetryAfterS,
+    0,
+  );
+}
+
 /** A {@link Decision} whose `passedOver` list is built on first read. */
 class RoutedDecision implements Decision {
   readonly ok = true;
@@ -128,30 +360,26 @@ class RoutedDecision implements Decision {
   #passedOver: PassedOver[] | undefined;
 
   constructor(
-    model: string,
-    tier: Tier,
+    cx: Context,
     policy: string,
     ranking: RankingMode,
     candidates: RankedCandidate[],
     viable: number,
-    estimates: { costUsd: number | null; responseMs: number },
-    latencyTargetMet: boolean,
-    hintApplied: boolean,
     qualityFresh: boolean | null,
-    nodes: readonly NodeEntry[],
     packed: Int32Array,
   ) {
-    this.model = model;
-    this.tier = tier;
+    const chosen = candidates[0]!;
+    this.model = cx.bucket.model;
+    this.tier = cx.tier;
     this.policy = policy;
     this.ranking = ranking;
     this.candidates = candidates;
     this.viable = viable;
-    this.estimates = estimates;
-    this.latencyTargetMet = latencyTargetMet;
-    this.hintApplied = hintApplied;
+    this.estimates = { costUsd: chosen.costUsd, responseMs: chosen.responseMs };
+    this.latencyTargetMet = chosen.withinLatencyTarget;
+    this.hintApplied = cx.hint !== undefined;
     this.qualityFresh = qualityFresh;
-    this.#nodes = nodes;
+    this.#nodes = cx.snapshot.nodes;
     this.#packed = packed;
   }
 
@@ -171,7 +399,7 @@ class RoutedDecision implements Decision {
  *
  * Pure apart from calling `request.random`; never throws for any snapshot, live state or
  * request, except {@link RoutingError} `snapshot_mismatch` when `live` belongs to another
- * snapshot.
+ * snapshot. `passedOver` of a decision is built lazily on first read.
  */
 export function decide(
   snapshot: RoutingSnapshot,
@@ -206,245 +434,65 @@ export function decide(
   }
 
   const ranking = rankingOf(request, policy);
-  const tokens =
-    request.expectedTokens !== undefined &&
-    request.expectedTokens > 0 &&
-    Number.isFinite(request.expectedTokens)
-      ? request.expectedTokens
-      : opts.expectedTokens;
-  const target = policy.latencyTargetMs;
   const chain = policy.chain;
-  const hint =
-    request.acceleratorHint !== undefined && chain.includes(request.acceleratorHint)
-      ? request.acceleratorHint
-      : undefined;
-  const exclude = request.exclude !== undefined && request.exclude.size > 0 ? request.exclude : undefined;
-  const random = request.random;
-  const jitter = random === undefined ? 0 : opts.jitter;
-  const staleBefore = now - opts.qualityStalenessMs;
-  const isTier34 = tier >= 3;
+  const hint = request.acceleratorHint;
+  const expected = request.expectedTokens;
+  const cx: Context = {
+    snapshot,
+    live,
+    bucket,
+    chain,
+    hint: hint !== undefined && chain.includes(hint) ? hint : undefined,
+    exclude:
+      request.exclude !== undefined && request.exclude.size > 0 ? request.exclude : undefined,
+    tier,
+    tokens:
+      expected !== undefined && expected > 0 && Number.isFinite(expected)
+        ? Math.min(expected, MAX_TOKENS)
+        : opts.expectedTokens,
+    target: policy.latencyTargetMs,
+    now,
+    staleBefore: ranking === "quality" ? now - opts.qualityStalenessMs : Number.NaN,
+  };
   const sc = scratchFor(bucket.size);
-  const sIdx = sc.idx;
-  const sGrp = sc.grp;
-  const sK1 = sc.k1;
-  const sK2 = sc.k2;
-  const sK3 = sc.k3;
-  const sK4 = sc.k4;
-  const sDepth = sc.depth;
-  const sResp = sc.resp;
-  const sTps = sc.tps;
-  const sQuality = sc.quality;
-  const sInTop = sc.inTop;
-  const sPassed = sc.passed;
-  const top = sc.top;
+  collect(sc, cx);
+  const n = sc.viable;
+  if (n === 0) return rejectNone(sc, cx, policy);
 
-  if (STOP === 1) return undefined as unknown as Decision;
-  let passed = 0;
-  let considered = 0;
-  let transient = 0;
-  let soonestFreeMs = Number.POSITIVE_INFINITY;
-  let n = 0;
-  let anyFresh = false;
+  const anyFresh = score(sc, cx, ranking, request.random);
+  const len = selectTop(sc, Math.min(opts.maxCandidates, n));
 
-  // Hoisted so the per-node loop reads locals, not properties.
-  const status = live.status;
-  const cooldownUntil = live.cooldownUntil;
-  const attestedUntil = live.attestedUntil;
-  const polledDepth = live.polledDepth;
-  const inFlight = live.inFlight;
-  const inFlightAtPoll = live.inFlightAtPoll;
-  const liveTps = live.tokensPerSecond;
-  const latencyEwma = live.latencyEwmaMs;
-  const healthScore = live.healthScore;
-  const defaultTps = opts.defaultTokensPerSecond;
-  const bias = opts.latencyBias;
-  const fallbackPrice = snapshot.fallbackUsdPerHour;
-  const maxConcurrency = snapshot.maxConcurrency;
-  const usdPerHour = snapshot.usdPerHour;
-  const specs = snapshot.nodes;
-  const mode = MODES[ranking];
-  const qualityMode = mode === M.quality;
-
-  for (let f = -1; f < chain.length; f++) {
-    // Slot -1 visits the hinted family first; its regular slot is then skipped.
-    const family = f < 0 ? hint : chain[f];
-    if (family === undefined || (f >= 0 && family === hint)) continue;
-    const group = bucket.families.get(family);
-    if (group === undefined) continue;
-    const famPos = f + 1;
-    const hintKey = family === hint ? 0 : 1;
-    const indices = group.indices;
-    const qualityScore = group.qualityScore;
-    const qualityAt = group.qualityAt;
-    considered += indices.length;
-    for (let j = 0; j < indices.length; j++) {
-      const i = indices[j]!;
-      let reason = -1;
-      let depth = 0;
-      let tps = liveTps[i]!;
-      if (!(tps > 0 && tps < Infinity)) tps = defaultTps;
-      if (exclude !== undefined && exclude.has(specs[i]!.spec.id)) reason = R.excluded;
-      else if (status[i] !== LIVE_STATUS.active) {
-        reason = status[i] === LIVE_STATUS.unknown ? R.no_state : R.not_active;
-      } else if (cooldownUntil[i]! > now) {
-        reason = R.cooling_down;
-        soonestFreeMs = Math.min(soonestFreeMs, cooldownUntil[i]! - now);
-      } else if (isTier34 && !(attestedUntil[i]! > now)) reason = R.not_attested;
-      else {
-        depth = polledDepth[i]! + Math.max(0, inFlight[i]! - inFlightAtPoll[i]!);
-        const limit = maxConcurrency[i]!;
-        if (!(depth < limit)) {
-          reason = R.at_capacity;
-          const excess = Number.isFinite(depth) ? depth - limit + 1 : 1;
-          soonestFreeMs = Math.min(soonestFreeMs, (excess * tokens * 1000) / tps);
-        }
-      }
-      if (reason >= 0) {
-        if (reason === R.excluded || reason === R.cooling_down || reason === R.at_capacity) {
-          transient++;
-        }
-        sPassed[passed++] = pack(i, reason);
-        continue;
-      }
-
-      const resp = estimateResponseMs(depth, tokens, tps, latencyEwma[i]!, bias);
-      const shake = jitter === 0 ? 1 : 1 + jitter * (2 * unit(random!()) - 1);
-      const within = resp <= target;
-      sIdx[n] = i;
-      sDepth[n] = depth;
-      sResp[n] = resp;
-      sTps[n] = tps;
-      sGrp[n] = within ? 0 : 1;
-      sK3[n] = 0;
-      sK4[n] = 0;
-      if (!within) {
-        // Over the target, only closeness to it matters, whatever the policy.
-        sK1[n] = hintKey;
-        sK2[n] = resp * shake;
-      } else if (mode === M.latency) {
-        sK1[n] = famPos;
-        sK2[n] = resp * shake;
-      } else if (mode === M.fastest) {
-        sK1[n] = hintKey;
-        sK2[n] = resp * shake;
-      } else {
-        const price = usdPerHour[i]!;
-        const cost = estimateCostUsd(price === price ? price : fallbackPrice, tokens, tps);
-        sK1[n] = hintKey;
-        if (mode === M.cost) {
-          sK2[n] = cost * shake;
-          sK3[n] = resp;
-        } else if (mode === M.balanced) {
-          sK2[n] = cost * resp * shake;
-          sK3[n] = resp;
-        } else {
-          // Quality: fresh scores first, best first; the rest by price per unit of health.
-          const health = healthScore[i]!;
-          sK3[n] = ((cost * 100) / Math.max(health, 1)) * shake;
-          sK4[n] = -health;
-        }
-      }
-      if (qualityMode) {
-        const score = qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
-        sQuality[n] = score;
-        if (Number.isNaN(score) || !within) sK2[n] = within ? Infinity : sK2[n]!;
-        else {
-          sK2[n] = -score * shake;
-          anyFresh = true;
-        }
-      } else sQuality[n] = Number.NaN;
-      n++;
-    }
-  }
-
-  if (STOP === 2) return undefined as unknown as Decision;
-  if (n === 0) {
-    const passedOver = expandPassedOver(snapshot.nodes, sPassed.subarray(0, passed));
-    if (considered === 0) {
-      return reject(
-        "no_node_for_model_tier",
-        `no node of policy "${policy.name}" families [${chain.join(", ")}] serves "${model}" at tier ${tier}`,
-        passedOver,
-        opts.noNodeRetryAfterS,
-        0,
-      );
-    }
-    if (transient > 0) {
-      const retryAfterS = Number.isFinite(soonestFreeMs)
-        ? Math.min(opts.maxRetryAfterS, Math.max(1, Math.ceil(soonestFreeMs / 1000)))
-        : 1;
-      return reject(
-        "saturated",
-        `all ${transient} usable nodes for "${model}" at tier ${tier} are full or cooling down`,
-        passedOver,
-        retryAfterS,
-        policy.maxQueueMs,
-      );
-    }
-    return reject(
-      "no_node_for_model_tier",
-      `none of the ${considered} nodes for "${model}" at tier ${tier} is active${isTier34 ? " and attested" : ""}`,
-      passedOver,
-      opts.noNodeRetryAfterS,
-      0,
-    );
-  }
-
-  // Top-k by insertion: k is tiny (the attempt budget), so this beats sorting all n.
-  const k = Math.min(opts.maxCandidates, n);
-  let len = 0;
-  for (let s = 0; s < n; s++) {
-    sInTop[s] = 0;
-    if (len === k && !before(sc, s, top[k - 1]!)) continue;
-    let p = len < k ? len++ : k - 1;
-    while (p > 0 && before(sc, s, top[p - 1]!)) {
-      top[p] = top[p - 1]!;
-      p--;
-    }
-    top[p] = s;
-  }
-
-  if (STOP === 3) return undefined as unknown as Decision;
   const candidates = new Array<RankedCandidate>(len);
   for (let r = 0; r < len; r++) {
-    const s = top[r]!;
-    sInTop[s] = 1;
-    const entry = snapshot.nodes[sIdx[s]!]!;
-    const quality = sQuality[s]!;
+    const s = sc.top[r]!;
+    const entry = snapshot.nodes[sc.idx[s]!]!;
+    const quality = sc.quality[s]!;
     candidates[r] = {
       node: entry.spec,
-      queueDepth: sDepth[s]!,
-      responseMs: sResp[s]!,
+      queueDepth: sc.depth[s]!,
+      responseMs: sc.resp[s]!,
       costUsd:
-        entry.usdPerHour === null ? null : estimateCostUsd(entry.usdPerHour, tokens, sTps[s]!),
-      quality: ranking === "quality" && !Number.isNaN(quality) ? quality : null,
-      withinLatencyTarget: sGrp[s] === 0,
+        entry.usdPerHour === null ? null : estimateCostUsd(entry.usdPerHour, cx.tokens, sc.tps[s]!),
+      quality: Number.isNaN(quality) ? null : quality,
+      withinLatencyTarget: sc.grp[s] === 0,
     };
   }
-  const chosen = candidates[0]!;
-  const chosenWithin = chosen.withinLatencyTarget;
-  const packed = new Int32Array(passed + n - len);
-  packed.set(sPassed.subarray(0, passed));
-  let p = passed;
-  for (let s = 0; s < n; s++) {
-    if (sInTop[s] === 1) continue;
-    const why = chosenWithin && sGrp[s] === 1 ? R.over_latency_target : R.ranked_lower;
-    packed[p++] = pack(sIdx[s]!, why);
+  const chosenWithin = sc.grp[sc.top[0]!] === 0;
+  const passedCount = sc.passedCount;
+  const packed = new Int32Array(passedCount + n - len);
+  packed.set(sc.passed.subarray(0, passedCount));
+  for (let s = 0, p = passedCount; s < n; s++) {
+    if (sc.inTop[s] === 1) continue;
+    const why = chosenWithin && sc.grp[s] === 1 ? R.over_latency_target : R.ranked_lower;
+    packed[p++] = pack(sc.idx[s]!, why);
   }
-
-  if (STOP === 4) return undefined as unknown as Decision;
   return new RoutedDecision(
-    model,
-    tier,
+    cx,
     policy.name,
     ranking,
     candidates,
     n,
-    { costUsd: chosen.costUsd, responseMs: chosen.responseMs },
-    chosenWithin,
-    hint !== undefined,
     ranking === "quality" ? anyFresh : null,
-    snapshot.nodes,
     packed,
   );
 }

@@ -199,13 +199,20 @@ class Table implements LiveTable {
     }
     this.snapshot = snapshot;
     this.instanceIds = next.instanceIds;
-    for (const field of FIELDS) (this as Record<(typeof FIELDS)[number], unknown>)[field] = next[field];
+    for (const field of FIELDS)
+      (this as Record<(typeof FIELDS)[number], unknown>)[field] = next[field];
   }
 }
 
-/** Polled depth plus the requests this dispatcher sent after that poll. */
+/**
+ * Polled depth plus the requests this dispatcher sent after that poll, and never below this
+ * dispatcher's own in-flight count (requests in transit at poll time are in neither).
+ */
 export function effectiveDepth(live: LiveTable, i: number): number {
-  return live.polledDepth[i]! + Math.max(0, live.inFlight[i]! - live.inFlightAtPoll[i]!);
+  return Math.max(
+    live.inFlight[i]!,
+    live.polledDepth[i]! + Math.max(0, live.inFlight[i]! - live.inFlightAtPoll[i]!),
+  );
 }
 
 /** Creates an empty live table for `snapshot`: no node has state, attestation or history. */

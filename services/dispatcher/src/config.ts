@@ -21,6 +21,18 @@ const ConfigSchema = z.object({
    * spec has `auth.secret_ref`. Read once at start; never logged.
    */
   ZML_NODE_SECRETS_FILE: z.string().optional(),
+  /** Batch workers (JetStream jobs) run in every dispatcher unless switched off. */
+  BATCH_ENABLED: z.stringbool().default(true),
+  /** Deliveries of one job before it is dead-lettered as poison. */
+  BATCH_MAX_DELIVERIES: z.coerce.number().int().min(1).default(5),
+  /** Redelivery delay after a retryable failure (all attempts of one delivery failed). */
+  BATCH_RETRY_DELAY_MS: z.coerce.number().int().nonnegative().default(2_000),
+  /** JetStream ack wait; running and waiting jobs signal progress well within it. */
+  BATCH_ACK_WAIT_MS: z.coerce.number().int().min(1_000).default(30_000),
+  /** Longest wait for capacity when the job's policy does not queue on saturation. */
+  BATCH_DEFAULT_MAX_QUEUE_MS: z.coerce.number().int().positive().default(3_600_000),
+  /** Deadline of one job's execution once it has started. */
+  BATCH_JOB_TIMEOUT_MS: z.coerce.number().int().positive().default(600_000),
 });
 
 export type DispatcherConfig = z.output<typeof ConfigSchema>;

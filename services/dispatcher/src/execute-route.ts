@@ -58,6 +58,8 @@ export interface Execution {
    * in JetStream).
    */
   waitForCapacity: boolean;
+  /** Called when the first attempt's payload is about to go to a node. */
+  onDispatched?: () => void;
 }
 
 /** How a request ended. Every outcome except `cancelled` has been written to the writer. */
@@ -151,6 +153,7 @@ export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<
     }
 
     live.dispatched(node.id);
+    if (attempt === 1) exec.onDispatched?.();
     const startedAt = deps.clock();
     let outcome: AttemptOutcome;
     try {

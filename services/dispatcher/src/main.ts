@@ -3,6 +3,7 @@
 import { connectBus, openKv, subscribeJson, watchKvIntoMap } from "@zml/bus";
 import type { Bus, KvMap } from "@zml/bus";
 import {
+  AccountSpecSchema,
   DISPATCHER_QUEUE_GROUP,
   HEADERS,
   KV_BUCKETS,
@@ -19,6 +20,7 @@ import { CostEntrySchema, QualityScoreSchema } from "@zml/routing";
 import { onShutdownSignal } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import type { z } from "zod";
+import { startBatchWorker } from "./batch/batch-worker.ts";
 import { createCancellations } from "./cancellations.ts";
 import { createCapacitySignal } from "./capacity-signal.ts";
 import { loadConfig } from "./config.ts";
@@ -37,13 +39,14 @@ const { registry } = createMetrics({ service: "dispatcher" });
 const bus = await connectBus({ servers: config.NATS_URL, name: "zml-dispatcher", log });
 const capacity = createCapacitySignal();
 
-const [nodes, models, policies, costs, quality, states] = await Promise.all([
+const [nodes, models, policies, costs, quality, states, accounts] = await Promise.all([
   watch(bus, KV_BUCKETS.nodes, NodeSpecSchema),
   watch(bus, KV_BUCKETS.models, ModelSpecSchema),
   watch(bus, KV_BUCKETS.policies, PolicySpecSchema),
   watch(bus, KV_BUCKETS.costs, CostEntrySchema),
   watch(bus, KV_BUCKETS.qualityScores, QualityScoreSchema),
   watch(bus, KV_BUCKETS.nodeState, NodeStateSchema),
+  watch(bus, KV_BUCKETS.accounts, AccountSpecSchema),
 ]);
 const routing = createRoutingState({
   nodes: nodes.map,
@@ -67,11 +70,10 @@ const pools = createNodePools({
   connectTimeoutMs: config.DISPATCH_CONNECT_TIMEOUT_MS,
 });
 const cancellations = createCancellations();
-const handle = createRouteHandler({
+const executeDeps = {
   bus,
   routing,
   pools,
-  cancellations,
   capacity,
   secrets,
   config,
@@ -79,7 +81,11 @@ const handle = createRouteHandler({
   metrics: createDispatcherMetrics(registry),
   clock: Date.now,
   random: Math.random,
-});
+};
+const handle = createRouteHandler({ ...executeDeps, cancellations });
+const batch = config.BATCH_ENABLED
+  ? await startBatchWorker({ ...executeDeps, accounts, registry })
+  : undefined;
 const requests = bus.nc.subscribe(ROUTE_REQUEST_SUBJECT, {
   queue: DISPATCHER_QUEUE_GROUP,
   callback: (err, msg) => {
@@ -116,9 +122,10 @@ log.info({ ops: ops.url, nodes: nodes.map.size }, "dispatcher ready");
 
 onShutdownSignal(log, async () => {
   await requests.drain();
+  await batch?.stop();
   cancels.unsubscribe();
   cooldowns.unsubscribe();
-  for (const w of [nodes, models, policies, costs, quality, states]) w.stop();
+  for (const w of [nodes, models, policies, costs, quality, states, accounts]) w.stop();
   await bus.drain();
   await pools.close();
   await ops.close();

@@ -1,0 +1,53 @@
+import type { JetStreamClient } from "@nats-io/jetstream";
+import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
+import { createHeaders } from "@zml/bus";
+import type { KV } from "@zml/bus";
+import { HEADERS, JOB_HEADERS, JobStatusSchema, jobResultSubject } from "@zml/contracts";
+import type { JobOutcome, JobStatus } from "@zml/contracts";
+
+export interface JobResult {
+  jobId: string;
+  outcome: JobOutcome;
+  status: number;
+  routing: string;
+  contentType: string;
+  body: Uint8Array;
+}
+
+/**
+ * Stores a job's result at most once. The publish expects the job's result subject to be
+ * empty (last subject sequence 0): a redelivered job that raced a late ack finds its result
+ * already there and is not recorded twice. Returns false when a result already existed.
+ */
+export async function recordResult(js: JetStreamClient, result: JobResult): Promise<boolean> {
+  const h = createHeaders();
+  h.set(JOB_HEADERS.jobId, result.jobId);
+  h.set(JOB_HEADERS.outcome, result.outcome);
+  h.set(HEADERS.status, String(result.status));
+  h.set(HEADERS.contentType, result.contentType);
+  if (result.routing) h.set(HEADERS.routing, result.routing);
+  try {
+    await js.publish(jobResultSubject(result.jobId), result.body, {
+      headers: h,
+      msgID: result.jobId,
+      expect: { lastSubjectSequence: 0 },
+    });
+    return true;
+  } catch (err) {
+    if (
+      err instanceof JetStreamApiError &&
+      err.code === JetStreamApiCodes.StreamWrongLastSequence
+    ) {
+      return false;
+    }
+    throw err;
+  }
+}
+
+/** Writes a job's status; status is advisory (the results stream is the record). */
+export async function writeStatus(kv: KV, status: Omit<JobStatus, "type">): Promise<void> {
+  await kv.put(
+    status.job_id,
+    JSON.stringify(JobStatusSchema.parse({ type: "job.status.v1", ...status })),
+  );
+}

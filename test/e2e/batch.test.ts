@@ -1,0 +1,133 @@
+import type { PolicySpec } from "@zml/contracts";
+import { pollUntil } from "@zml/harness";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readResults, submitJob } from "../support/jobs.ts";
+import { startStack, waitForStatus } from "../support/stack.ts";
+import type { Stack } from "../support/stack.ts";
+
+const policy = (name: string, extra: Partial<PolicySpec> = {}): PolicySpec => ({
+  name,
+  accelerator_preference: [{ family: "H100", priority: 1 }],
+  latency_target_ms: 60_000,
+  cost_priority: "cost",
+  queue_on_saturation: true,
+  max_queue_ms: 600_000,
+  ...extra,
+});
+
+let stack: Stack;
+const BATCH = "batch-m";
+
+beforeAll(async () => {
+  stack = await startStack({
+    nodes: [
+      { nodeId: "b-1", family: "H100", models: [BATCH], maxConcurrency: 4, ttftMs: 15 },
+      { nodeId: "b-2", family: "H100", models: [BATCH], maxConcurrency: 4, ttftMs: 15 },
+      { nodeId: "b-bad", family: "H100", models: ["bad-m"], maxConcurrency: 4 },
+      { nodeId: "b-down", family: "H100", models: ["down-m"], maxConcurrency: 4 },
+    ],
+    fleet: {
+      models: [
+        { id: BATCH, default_policy: "batch" },
+        { id: "bad-m", default_policy: "batch" },
+        { id: "down-m", default_policy: "short-wait" },
+      ],
+      policies: [policy("batch"), policy("short-wait", { max_queue_ms: 1_000 })],
+    },
+    env: { BATCH_RETRY_DELAY_MS: "200" },
+  });
+  stack.sims.get("b-down")!.setFault({ kind: "health_fail" });
+  await waitForStatus(stack, "Active", ["b-1", "b-2", "b-bad"]);
+  await waitForStatus(stack, "Degraded", ["b-down"]);
+  const second = { id: "acct-b", api_key_sha256: [], allowed_tiers: [1] };
+  await stack.apply({ ...stack.fleet, accounts: [...stack.fleet.accounts, second] });
+});
+afterAll(() => stack?.stop());
+
+const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+
+describe("batch jobs on JetStream", () => {
+  it("runs the same job id only once", async () => {
+    expect(await submitJob(stack.bus, "e2e", "dup-1", BATCH)).toEqual({ duplicate: false });
+    expect(await submitJob(stack.bus, "e2e", "dup-1", BATCH)).toEqual({ duplicate: true });
+    await pollUntil(async () => (await readResults(stack.bus)).some((r) => r.jobId === "dup-1"));
+    const results = (await readResults(stack.bus)).filter((r) => r.jobId === "dup-1");
+    expect(results).toHaveLength(1);
+    expect(results[0]).toMatchObject({ outcome: "done", status: 200 });
+    expect(JSON.parse(results[0]!.body).object).toBe("chat.completion");
+  });
+
+  it("fails a job whose node answers 400, without retry", async () => {
+    const bad = stack.sims.get("b-bad")!;
+    bad.setFault({ kind: "status", status: 400 });
+    await submitJob(stack.bus, "e2e", "bad-1", "bad-m");
+    const result = await pollUntil(async () =>
+      (await readResults(stack.bus)).find((r) => r.jobId === "bad-1"),
+    );
+    expect(result).toMatchObject({ outcome: "failed", status: 400 });
+    expect(bad.stats().payloads_received).toBe(1);
+  });
+
+  it("gives a job that waits past max_queue_ms on a saturated fleet a saturation result", async () => {
+    const startedAt = Date.now();
+    await submitJob(stack.bus, "e2e", "late-1", "down-m");
+    const result = await pollUntil(
+      async () => (await readResults(stack.bus)).find((r) => r.jobId === "late-1"),
+      { timeoutMs: 15_000 },
+    );
+    expect(result, JSON.stringify(result)).toMatchObject({ outcome: "expired", status: 503 });
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(1_000);
+    expect(stack.sims.get("b-down")!.stats().payloads_received).toBe(0);
+  });
+
+  it("completes 1,000 jobs on a fleet of capacity 8 without exceeding it, across a dispatcher and a nats-server restart", async () => {
+    let maxInFlight = 0;
+    const watch = setInterval(() => {
+      const inFlight = ["b-1", "b-2"].map((id) => stack.sims.get(id)!.stats().in_flight);
+      maxInFlight = Math.max(maxInFlight, ...inFlight);
+    }, 5);
+    try {
+      const jobs = [
+        ...ids("a", 500).map((id) => ["e2e", id]),
+        ...ids("b", 500).map((id) => ["acct-b", id]),
+      ];
+      for (const [account, id] of jobs) await submitJob(stack.bus, account!, id!, BATCH);
+
+      // Both accounts progress although account a's 500 jobs were queued first.
+      await pollUntil(
+        async () => {
+          const done = await readResults(stack.bus);
+          return (
+            done.filter((r) => r.jobId.startsWith("a-")).length >= 20 &&
+            done.filter((r) => r.jobId.startsWith("b-")).length >= 20
+          );
+        },
+        { timeoutMs: 60_000, message: "both accounts progressing" },
+      );
+
+      // Kill a dispatcher mid-run (no drain) and start it again.
+      const dispatcher = stack.services.get("dispatcher")!;
+      await dispatcher.kill();
+      await stack.startService("dispatcher");
+      await pollUntil(async () => (await readResults(stack.bus)).length >= 600, {
+        timeoutMs: 90_000,
+        message: "600 results",
+      });
+      await stack.nats.restart();
+
+      const results = await pollUntil(
+        async () => {
+          const all = await readResults(stack.bus).catch(() => []);
+          const batch = all.filter((r) => /^[ab]-/.test(r.jobId));
+          return new Set(batch.map((r) => r.jobId)).size >= 1_000 ? batch : undefined;
+        },
+        { timeoutMs: 180_000, intervalMs: 500, message: "1000 results" },
+      );
+      expect(results).toHaveLength(1_000); // each job recorded exactly once
+      expect(results.every((r) => r.outcome === "done" && r.status === 200)).toBe(true);
+      expect(maxInFlight).toBeLessThanOrEqual(4);
+    } finally {
+      clearInterval(watch);
+    }
+  }, 300_000);
+});
