@@ -3,6 +3,7 @@ import { context, propagation } from "@opentelemetry/api";
 import { publishJson } from "@zml/bus";
 import type { Bus, ReplyWriter } from "@zml/bus";
 import {
+  isTeeTier,
   NODE_COOLDOWN_SUBJECT,
   NodeCooldownSchema,
   NodeObservationSchema,
@@ -20,6 +21,7 @@ import {
 } from "@zml/routing";
 import type { AttemptFailure, FailedAttempt, Rejection, ResolvedPolicy } from "@zml/routing";
 import type { Logger } from "@zml/telemetry";
+import type { AttestationGate } from "./attestation-gate.ts";
 import type { CapacitySignal } from "./capacity-signal.ts";
 import type { DispatcherConfig } from "./config.ts";
 import type { DispatcherMetrics } from "./metrics.ts";
@@ -35,6 +37,7 @@ export interface ExecuteDeps {
   routing: RoutingState;
   pools: NodePools;
   capacity: CapacitySignal;
+  attestation: AttestationGate;
   /** Secrets by reference, for nodes whose spec names an `auth.secret_ref`. */
   secrets: ReadonlyMap<string, string>;
   config: Pick<
@@ -103,7 +106,7 @@ export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<
             tier: request.tier,
             acceleratorHint: preferFamily ?? request.acceleratorHint,
             sort: request.sort,
-            exclude,
+            exclude: withUnapproved(deps, exclude, model, request.tier, now),
             random: deps.random,
           },
           policy,
@@ -139,6 +142,19 @@ export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<
 
     const { candidate, attempt, model } = next;
     const node = candidate.node;
+    if (isTeeTier(node.tier)) {
+      // Defence in depth: the decision already required a usable attestation.
+      const verdict = deps.attestation.verdict(node.id, model, now);
+      if (!verdict.usable) {
+        const error = new ZmlError(
+          "no_node_available",
+          `attestation not usable: ${verdict.detail}`,
+        );
+        log.error({ node: node.id, reason: verdict.reason }, "attestation gate refused a dispatch");
+        writer.error(error.toBody());
+        return { kind: "failed", error, attempts: failures.length };
+      }
+    }
     const routing = serializeRoutingHeader({
       decisionId,
       node: node.id,
@@ -215,6 +231,19 @@ export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<
     if (shouldCoolDown(failure)) coolDown(deps, node, outcome.retryAfterS, outcome.error);
     log.warn({ node: node.id, attempt, error: outcome.error }, "attempt failed");
   }
+}
+
+/** For tier 3/4, nodes whose attestation does not cover the model are never candidates. */
+function withUnapproved(
+  deps: ExecuteDeps,
+  exclude: ReadonlySet<string>,
+  model: string,
+  tier: number,
+  now: number,
+): ReadonlySet<string> {
+  if (!isTeeTier(tier)) return exclude;
+  const unapproved = deps.attestation.notApprovedFor(model, tier, now);
+  return unapproved.size === 0 ? exclude : new Set([...exclude, ...unapproved]);
 }
 
 function resolveRequestPolicy(

@@ -3,7 +3,10 @@
 import { connectBus, openKv, subscribeJson, watchKvIntoMap } from "@zml/bus";
 import type { Bus, KvMap } from "@zml/bus";
 import {
+  ATTESTATION_RESULTS_BUCKET,
   AccountSpecSchema,
+  AttestationResultSchema,
+  RevocationSchema,
   DISPATCHER_QUEUE_GROUP,
   HEADERS,
   KV_BUCKETS,
@@ -20,6 +23,7 @@ import { CostEntrySchema, QualityScoreSchema } from "@zml/routing";
 import { onShutdownSignal } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import type { z } from "zod";
+import { createAttestationGate } from "./attestation-gate.ts";
 import { startBatchWorker } from "./batch/batch-worker.ts";
 import { createCancellations } from "./cancellations.ts";
 import { createCapacitySignal } from "./capacity-signal.ts";
@@ -39,15 +43,18 @@ const { registry } = createMetrics({ service: "dispatcher" });
 const bus = await connectBus({ servers: config.NATS_URL, name: "zml-dispatcher", log });
 const capacity = createCapacitySignal();
 
-const [nodes, models, policies, costs, quality, states, accounts] = await Promise.all([
-  watch(bus, KV_BUCKETS.nodes, NodeSpecSchema),
-  watch(bus, KV_BUCKETS.models, ModelSpecSchema),
-  watch(bus, KV_BUCKETS.policies, PolicySpecSchema),
-  watch(bus, KV_BUCKETS.costs, CostEntrySchema),
-  watch(bus, KV_BUCKETS.qualityScores, QualityScoreSchema),
-  watch(bus, KV_BUCKETS.nodeState, NodeStateSchema),
-  watch(bus, KV_BUCKETS.accounts, AccountSpecSchema),
-]);
+const [nodes, models, policies, costs, quality, states, accounts, attestations, revocations] =
+  await Promise.all([
+    watch(bus, KV_BUCKETS.nodes, NodeSpecSchema),
+    watch(bus, KV_BUCKETS.models, ModelSpecSchema),
+    watch(bus, KV_BUCKETS.policies, PolicySpecSchema),
+    watch(bus, KV_BUCKETS.costs, CostEntrySchema),
+    watch(bus, KV_BUCKETS.qualityScores, QualityScoreSchema),
+    watch(bus, KV_BUCKETS.nodeState, NodeStateSchema),
+    watch(bus, KV_BUCKETS.accounts, AccountSpecSchema),
+    watch(bus, ATTESTATION_RESULTS_BUCKET, AttestationResultSchema),
+    watch(bus, KV_BUCKETS.revocations, RevocationSchema),
+  ]);
 const routing = createRoutingState({
   nodes: nodes.map,
   models: models.map,
@@ -60,6 +67,16 @@ const routing = createRoutingState({
 // change may free capacity for queued requests.
 for (const config of [nodes, models, policies, costs, quality]) {
   config.onChange(() => routing.configChanged());
+}
+// Tier 3/4: attested-until follows results and revocations from memory; expiry is checked
+// by the routing core on every decision.
+const attestation = createAttestationGate(
+  { nodes: nodes.map, results: attestations.map, revocations: revocations.map },
+  routing,
+);
+attestation.refresh(Date.now());
+for (const source of [attestations, revocations, nodes]) {
+  source.onChange(() => attestation.refresh(Date.now()));
 }
 states.onChange((key, state) => {
   if (routing.stateChanged(key, state)) capacity.notify();
@@ -75,6 +92,7 @@ const executeDeps = {
   routing,
   pools,
   capacity,
+  attestation,
   secrets,
   config,
   log,
@@ -125,7 +143,19 @@ onShutdownSignal(log, async () => {
   await batch?.stop();
   cancels.unsubscribe();
   cooldowns.unsubscribe();
-  for (const w of [nodes, models, policies, costs, quality, states, accounts]) w.stop();
+  for (const w of [
+    nodes,
+    models,
+    policies,
+    costs,
+    quality,
+    states,
+    accounts,
+    attestations,
+    revocations,
+  ]) {
+    w.stop();
+  }
   await bus.drain();
   await pools.close();
   await ops.close();
