@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { context, propagation } from "@opentelemetry/api";
+import { context, propagation, trace } from "@opentelemetry/api";
 import { publishJson } from "@zml/bus";
 import type { Bus, ReplyWriter } from "@zml/bus";
 import {
@@ -31,6 +31,14 @@ import type { AttemptOutcome } from "./node-call.ts";
 import type { NodePools } from "./node-pools.ts";
 import type { RouteRequest } from "./route-request.ts";
 import type { RoutingState } from "./routing-state.ts";
+import {
+  endAttemptSpan,
+  endRouteSpan,
+  recordDecision,
+  startAttemptSpan,
+  startQueueWaitSpan,
+  startRouteSpan,
+} from "./tracing.ts";
 
 export interface ExecuteDeps {
   bus: Bus;
@@ -63,6 +71,8 @@ export interface Execution {
   waitForCapacity: boolean;
   /** Called when the first attempt's payload is about to go to a node. */
   onDispatched?: () => void;
+  /** Names the trace span for a batch job instead of a sync request. */
+  batchJob?: boolean;
 }
 
 /** How a request ended. Every outcome except `cancelled` has been written to the writer. */
@@ -78,8 +88,31 @@ export type ExecutionResult =
  * attempt budget while nothing has reached the client.
  */
 export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<ExecutionResult> {
-  const { request, writer, cancelled } = exec;
   const decisionId = randomUUID();
+  const span = startRouteSpan(exec.request, decisionId, exec.batchJob ?? false);
+  const result = await context.with(trace.setSpan(context.active(), span), () =>
+    runRoute(deps, exec, decisionId),
+  );
+  const error = "error" in result ? result.error.code : result.kind === "broken" ? "broken" : null;
+  endRouteSpan(
+    span,
+    {
+      "zml.outcome": result.kind,
+      ...("attempts" in result ? { "zml.attempts": result.attempts } : {}),
+      ...("status" in result ? { "http.response.status_code": result.status } : {}),
+    },
+    error,
+  );
+  return result;
+}
+
+async function runRoute(
+  deps: ExecuteDeps,
+  exec: Execution,
+  decisionId: string,
+): Promise<ExecutionResult> {
+  const { request, writer, cancelled } = exec;
+  // The logger's mixin adds trace and span ids; the decision id goes on every line too.
   const log = deps.log.child({ decision_id: decisionId, request_id: request.requestId });
   const resolved = resolveRequestPolicy(deps, request);
   if (!resolved.ok) return reject(deps, writer, log, resolved, null);
@@ -116,12 +149,17 @@ export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<
 
     if (next.action === "stop") {
       const rejection = next.rejection;
+      if (rejection) recordDecision(decisionId, policy, failures.length + 1, { rejection });
       if (failures.length === 0 && rejection) {
         if (exec.waitForCapacity && rejection.queueForMs > 0) {
           // queue_on_saturation: wait for capacity (woken by state changes and completions),
           // never past the policy's max_queue_ms or the request's deadline.
           if (queueUntil === 0) queueUntil = Math.min(now + rejection.queueForMs, request.deadline);
-          if (await deps.capacity.wait(queueUntil - deps.clock(), cancelled)) continue;
+          const waitSpan = startQueueWaitSpan();
+          const woke = await deps.capacity.wait(queueUntil - deps.clock(), cancelled);
+          waitSpan.setAttribute("zml.queue.woken", woke);
+          waitSpan.end();
+          if (woke) continue;
           deps.metrics.queueTimeouts.inc();
         }
         return reject(deps, writer, log, rejection, policy);
@@ -142,6 +180,7 @@ export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<
 
     const { candidate, attempt, model } = next;
     const node = candidate.node;
+    recordDecision(decisionId, policy, attempt, { decision: next.decision });
     if (isTeeTier(node.tier)) {
       // Defence in depth: the decision already required a usable attestation.
       const verdict = deps.attestation.verdict(node.id, model, now);
@@ -168,6 +207,13 @@ export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<
       deps.metrics.retries.inc({ kind: model === request.model ? "retry" : "fallback" });
     }
 
+    const path = deps.pools.pathFor(node, request.path);
+    const attemptKind = attempt === 1 ? "first" : model === request.model ? "retry" : "fallback";
+    const attemptSpan = startAttemptSpan(node, path, attempt, attemptKind, model);
+    // The node receives `traceparent` of its attempt span.
+    const headers = context.with(trace.setSpan(context.active(), attemptSpan), () =>
+      nodeHeaders(deps, node, request.stream),
+    );
     live.dispatched(node.id);
     if (attempt === 1) exec.onDispatched?.();
     const startedAt = deps.clock();
@@ -175,9 +221,9 @@ export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<
     try {
       outcome = await callNode({
         pool: deps.pools.get(node),
-        path: deps.pools.pathFor(node, request.path),
+        path,
         body: model === request.model ? exec.body : withModel(exec.body, model),
-        headers: nodeHeaders(deps, node, request.stream),
+        headers,
         stream: request.stream,
         signal: AbortSignal.any([
           cancelled,
@@ -194,6 +240,7 @@ export async function executeRoute(deps: ExecuteDeps, exec: Execution): Promise<
       deps.routing.current().live.completed(node.id);
       deps.capacity.notify();
     }
+    endAttemptSpan(attemptSpan, outcome.status, outcome.kind === "relayed" ? null : outcome.error);
     const latencyMs = deps.clock() - startedAt;
     if (cancelled.aborted) {
       deps.metrics.decisions.inc({ outcome: "cancelled" });

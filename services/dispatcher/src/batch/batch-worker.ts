@@ -136,6 +136,7 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
       writer,
       cancelled: NEVER,
       waitForCapacity: false,
+      batchJob: true,
       onDispatched: () => {
         dispatched = true;
         onDispatched();
