@@ -50,11 +50,11 @@ function recordStates(stack: Stack, nodeId: string) {
   return { seen, statuses, stop: () => sub.unsubscribe() };
 }
 
-async function chat(stack: Stack) {
+async function chat(stack: Stack, model = MODEL) {
   const res = await request(`${stack.intakeUrl}/v1/chat/completions`, {
     method: "POST",
     headers: authHeaders(),
-    body: chatBody(),
+    body: chatBody({ model }),
   });
   await res.body.text();
   const header = res.headers[ROUTING_HTTP_HEADER];
@@ -76,14 +76,37 @@ function transitions(proc: ManagedProcess, nodeId: string) {
 
 describe("one health aggregator", () => {
   let stack: Stack;
+  // Only mi300x-a serves this model, so a request for it reaches mi300x-a or nothing.
+  const SOLO = "solo-model";
 
   beforeAll(async () => {
     stack = await startStack({
+      // A latency policy takes the first family in its chain that has a usable node: every
+      // request for MODEL tries h100-a first, then falls back to mi300x-a.
       nodes: [
         { nodeId: "h100-a", family: "H100" },
-        { nodeId: "h100-b", family: "H100" },
-        { nodeId: "mi300x-a", family: "MI300X" },
+        { nodeId: "mi300x-a", family: "MI300X", models: [MODEL, SOLO] },
+        { nodeId: "a100-a", family: "A100" },
       ],
+      fleet: {
+        models: [
+          { id: MODEL, default_policy: "chain" },
+          { id: SOLO, default_policy: "chain" },
+        ],
+        policies: [
+          {
+            name: "chain",
+            accelerator_preference: ["H100", "MI300X", "A100"].map((family, i) => ({
+              family,
+              priority: i + 1,
+            })),
+            latency_target_ms: 60_000,
+            cost_priority: "latency",
+            queue_on_saturation: false,
+            max_queue_ms: 0,
+          },
+        ],
+      },
       env: {
         POLL_INTERVAL_MS: "300",
         // Long enough that a hanging node's probe is still open while the others are polled.
@@ -91,6 +114,8 @@ describe("one health aggregator", () => {
         // Every poll re-publishes, so each poll of a node is visible in its checked_at.
         HEARTBEAT_MS: "250",
         ISOLATION_BASE_MS: "3000",
+        // A node demoted for its error rate is readmitted once the failures age out of this.
+        ERROR_WINDOW_MS: "5000",
         // Each failed dispatch would otherwise keep the node out of rotation for 30 s.
         NODE_COOLDOWN_MS: "0",
       },
@@ -103,30 +128,40 @@ describe("one health aggregator", () => {
   });
 
   it("isolates a node whose /health fails, routes around it, and readmits it after a probe", async () => {
-    const sim = stack.sims.get("h100-a")!;
-    const states = recordStates(stack, "h100-a");
+    const id = "mi300x-a";
+    const sim = stack.sims.get(id)!;
+    // The dispatcher's view follows the published state; wait until it routes there.
+    await pollUntil(async () => (await chat(stack, SOLO)).node === id, {
+      message: `a request routed to ${id}`,
+    });
+    const states = recordStates(stack, id);
     sim.setFault({ kind: "health_fail" });
-    await waitForStatus(stack, "Isolated", ["h100-a"]);
+    await waitForStatus(stack, "Isolated", [id]);
     // Heartbeats repeat Active until the fault; then one poll demotes, three isolate.
     await pollUntil(() => /^(Active,)?Degraded,Isolated$/.test(states.statuses().join()), {
       message: `Degraded then Isolated, saw ${states.statuses().join()}`,
     });
 
     const before = sim.stats().payloads_received;
-    for (let i = 0; i < 10; i++) {
-      const res = await chat(stack);
-      expect(res.status).toBe(200);
-      expect(res.node).not.toBe("h100-a");
+    for (let i = 0; i < 5; i++) {
+      expect((await chat(stack, SOLO)).status).toBe(503);
+      expect((await chat(stack)).status).toBe(200);
     }
     expect(sim.stats().payloads_received).toBe(before);
 
     sim.setFault(null);
-    await waitForStatus(stack, "Active", ["h100-a"]);
+    await waitForStatus(stack, "Active", [id]);
     await pollUntil(() => states.statuses().at(-1) === "Active");
     states.stop();
     // Leaving isolation goes through probe_pending; only the probe that follows readmits it.
-    const path = transitions(stack.services.get("health-aggregator")!, "h100-a").map(
-      (t) => `${t.from}>${t.to}`,
+    const path = await pollUntil(
+      () => {
+        const steps = transitions(stack.services.get("health-aggregator")!, id).map(
+          (t) => `${t.from}>${t.to}`,
+        );
+        return steps.at(-1) === "Degraded+probe_pending>Active" ? steps : undefined;
+      },
+      { message: `${id} readmitted in the aggregator's log` },
     );
     expect(path).toEqual(
       expect.arrayContaining([
@@ -135,38 +170,45 @@ describe("one health aggregator", () => {
         "Isolated>Degraded+probe_pending",
       ]),
     );
-    expect(path.at(-1)).toBe("Degraded+probe_pending>Active");
-
-    await pollUntil(async () => (await chat(stack)).node === "h100-a", {
-      timeoutMs: 20_000,
-      message: "a request routed to h100-a again",
+    // Back in the traffic (the dispatcher's view follows the KV snapshot).
+    await pollUntil(async () => (await chat(stack, SOLO)).node === id, {
+      message: `a request routed to ${id} again`,
     });
   });
 
   it("demotes a node whose dispatches fail with 5xx while its /health still says OK", async () => {
-    const sim = stack.sims.get("h100-b")!;
+    const id = "h100-a";
+    const sim = stack.sims.get(id)!;
     sim.setFault({ kind: "status", status: 500 });
-    const answers: number[] = [];
+    const answers: Array<string | undefined> = [];
     await pollUntil(
       async () => {
-        answers.push((await chat(stack)).status);
-        return (await nodeState(stack, "h100-b"))?.status !== "Active";
+        const res = await chat(stack);
+        answers.push(res.status === 200 ? res.node : String(res.status));
+        return (await nodeState(stack, id))?.status !== "Active";
       },
-      { timeoutMs: 40_000, intervalMs: 1, message: "h100-b demoted" },
+      { timeoutMs: 40_000, intervalMs: 1, message: `${id} demoted` },
     );
     // Clients kept getting answers: the dispatcher retried elsewhere and reported each failure.
-    expect(answers.every((status) => status === 200)).toBe(true);
+    expect(answers.every((a) => a === "mi300x-a")).toBe(true);
+    expect(sim.stats().payloads_received).toBeGreaterThanOrEqual(10);
     const health = await request(`${sim.url}/health`);
     await health.body.text();
     expect(health.statusCode).toBe(200);
-    expect(sim.stats().payloads_received).toBeGreaterThanOrEqual(10);
-    const demotion = transitions(stack.services.get("health-aggregator")!, "h100-b").find(
-      (t) => t.from === "Active",
+    const demotion = await pollUntil(() =>
+      transitions(stack.services.get("health-aggregator")!, id).find((t) => t.from === "Active"),
     );
-    expect(demotion?.reason).toMatch(/error rate \d+% over \d+ dispatches/);
+    expect(demotion.reason).toMatch(/error rate \d+% over \d+ dispatches/);
 
+    // Out of the traffic while demoted, with no failed attempt spent on it.
+    const before = sim.stats().payloads_received;
+    const res = await chat(stack);
+    expect(res.node).toBe("mi300x-a");
+    if ((await nodeState(stack, id))?.status !== "Active") {
+      expect(sim.stats().payloads_received).toBe(before);
+    }
     sim.setFault(null);
-    await waitForStatus(stack, "Active", ["h100-b"]);
+    await waitForStatus(stack, "Active", [id]);
   });
 
   it("starts afresh when a node comes back at the same endpoint as a new instance", async () => {
@@ -175,7 +217,7 @@ describe("one health aggregator", () => {
     // Give the node a history worth losing: observed latency from routed requests.
     await pollUntil(
       async () => {
-        await chat(stack);
+        await chat(stack, SOLO);
         return (await nodeState(stack, id))?.latency_ewma_ms != null;
       },
       { timeoutMs: 20_000, intervalMs: 1, message: `${id} has a latency history` },
@@ -186,7 +228,7 @@ describe("one health aggregator", () => {
     const restarted = await startSimNode({
       nodeId: id,
       flavour: "vllm",
-      models: [MODEL],
+      models: [MODEL, SOLO],
       port: old.port,
     });
     stack.sims.set(id, restarted);

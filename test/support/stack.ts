@@ -11,6 +11,8 @@ import { startSimNode } from "@zml/node-sim";
 import type { SimNode, SimNodeOptions } from "@zml/node-sim";
 
 export const API_KEY = "e2e-test-key-0123456789";
+/** The intake admin API's credential in every stack (`ZML_ADMIN_TOKEN`). */
+export const ADMIN_TOKEN = "e2e-admin-token-0123456789";
 export const quietLog = { info() {}, warn() {}, error() {} };
 
 export type SimSpec = Omit<SimNodeOptions, "models" | "flavour"> & {
@@ -29,6 +31,8 @@ export interface StackOptions {
   env?: Record<string, string>;
   /** Dispatcher replicas to start (default 1); extra ones are named `dispatcher-2`, …. */
   dispatchers?: number;
+  /** Runs after the fleet is applied and before the services start, e.g. to fill KV buckets. */
+  seed?: (bus: Bus) => Promise<void>;
 }
 
 export interface Stack {
@@ -42,6 +46,10 @@ export interface Stack {
   apply(doc: FleetDocument): Promise<void>;
   /** Scans the services' output (their JSON logs). */
   logs(): string;
+  /** Stops one service (SIGTERM); `startService` brings it back with the same environment. */
+  stopService(name: string): Promise<void>;
+  /** Starts a stopped service again and resolves once it reports ready. */
+  startService(name: string): Promise<void>;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -128,21 +136,23 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           { DISPATCHER_OPS_PORT: "0" },
         ],
       ),
-      ["intake", { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1" }],
+      ["intake", { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1", ZML_ADMIN_TOKEN: ADMIN_TOKEN }],
     ];
-    await Promise.all(
-      specs.map(async ([name, extra]) => {
-        const proc = await startProcess({
-          name,
-          command: process.execPath,
-          args: [join(root, `services/${name.replace(/-\d+$/, "")}/src/main.ts`)],
-          env: { ...env, ...extra },
-          readyLine: /"msg":"[a-z-]+ ready"/,
-          readyTimeoutMs: 30_000,
-        });
-        services.set(name, proc);
-      }),
-    );
+    await options.seed?.(bus);
+    const startService = async (name: string) => {
+      const extra = specs.find(([n]) => n === name)?.[1];
+      if (extra === undefined) throw new Error(`no service ${name}`);
+      const proc = await startProcess({
+        name,
+        command: process.execPath,
+        args: [join(root, `services/${name.replace(/-\d+$/, "")}/src/main.ts`)],
+        env: { ...env, ...extra },
+        readyLine: /"msg":"[a-z-]+ ready"/,
+        readyTimeoutMs: 30_000,
+      });
+      services.set(name, proc);
+    };
+    await Promise.all(specs.map(([name]) => startService(name)));
     const intakeUrl = `http://127.0.0.1:${intakePort}`;
     const stack: Stack = {
       intakeUrl,
@@ -155,6 +165,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         await applyFleet(bus!, doc);
       },
       logs: () => [...services.values()].map((s) => s.output()).join("\n"),
+      stopService: async (name) => {
+        await services.get(name)?.stop("SIGTERM", 3_000);
+        services.delete(name);
+      },
+      startService,
       stop,
       [Symbol.asyncDispose]: stop,
     };
@@ -193,6 +208,10 @@ export function chatBody(extra: Record<string, unknown> = {}): string {
     messages: [{ role: "user", content: "Say hello" }],
     ...extra,
   });
+}
+
+export function adminHeaders(token = ADMIN_TOKEN): Record<string, string> {
+  return { authorization: `Bearer ${token}`, "content-type": "application/json" };
 }
 
 export function authHeaders(key = API_KEY): Record<string, string> {

@@ -14,6 +14,7 @@ export {
   isRoutable,
   errorRateOf,
 } from "./node-health.ts";
+export { restoreNodeHealth } from "./restore.ts";
 export type {
   NodeHealth,
   ProbeResult,

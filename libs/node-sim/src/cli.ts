@@ -3,6 +3,7 @@
 // and closes on SIGTERM or SIGINT. Bad arguments: a message on stderr and exit code 2.
 import { parseArgs } from "node:util";
 import { startSimNode } from "./sim-node.ts";
+import { loadTestTeeMaterial } from "./tee-material.ts";
 import { SIM_FLAVOURS } from "./types.ts";
 import type { SimFlavour, SimNodeOptions } from "./types.ts";
 import { SimInputError } from "./validate.ts";
@@ -10,6 +11,10 @@ import { SimInputError } from "./validate.ts";
 const USAGE = `usage: node libs/node-sim/src/cli.ts --id <node-id> --model <id> [--model <id> ...]
   [--flavour vllm|tgi] (default vllm)   [--host 127.0.0.1] [--port 0]
   [--ttft-ms 0] [--tps 0] [--max-concurrency 8] [--completion-tokens 16] [--instance-id <id>]
+  TEE mode (tiers 3-4, test certificate chain, never Intel's):
+  [--tee-dir <dir> --mrtd <96 hex> [--rtmr0 <hex>] ... [--rtmr3 <hex>] [--tee-debug] [--tee-replay]]
+  <dir> holds the shared test PKI (created on first use); <dir>/root.pem is the trust anchor
+  to give the attestation service (ATTESTATION_TRUST_ROOT_PEM_FILE).
 `;
 
 class UsageError extends Error {}
@@ -23,7 +28,16 @@ function numberArg(name: string, value: string | undefined): number | undefined 
   return parsed;
 }
 
-function parseOptions(argv: string[]): SimNodeOptions | "help" {
+interface TeeArgs {
+  dir: string;
+  measurements: Partial<Record<"mrtd" | "rtmr0" | "rtmr1" | "rtmr2" | "rtmr3", string>>;
+  debug: boolean;
+  replay: boolean;
+}
+
+type ParsedArgs = { options: SimNodeOptions; tee: TeeArgs | undefined };
+
+function parseOptions(argv: string[]): ParsedArgs | "help" {
   let values;
   try {
     ({ values } = parseArgs({
@@ -41,6 +55,14 @@ function parseOptions(argv: string[]): SimNodeOptions | "help" {
         "max-concurrency": { type: "string" },
         "completion-tokens": { type: "string" },
         "instance-id": { type: "string" },
+        "tee-dir": { type: "string" },
+        mrtd: { type: "string" },
+        rtmr0: { type: "string" },
+        rtmr1: { type: "string" },
+        rtmr2: { type: "string" },
+        rtmr3: { type: "string" },
+        "tee-debug": { type: "boolean" },
+        "tee-replay": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     }));
@@ -71,26 +93,67 @@ function parseOptions(argv: string[]): SimNodeOptions | "help" {
   if (maxConcurrency !== undefined) options.maxConcurrency = maxConcurrency;
   if (completionTokens !== undefined) options.completionTokens = completionTokens;
   if (values["instance-id"] !== undefined) options.instanceId = values["instance-id"];
-  return options;
+  const measurements = {
+    ...(values.mrtd === undefined ? {} : { mrtd: values.mrtd }),
+    ...(values.rtmr0 === undefined ? {} : { rtmr0: values.rtmr0 }),
+    ...(values.rtmr1 === undefined ? {} : { rtmr1: values.rtmr1 }),
+    ...(values.rtmr2 === undefined ? {} : { rtmr2: values.rtmr2 }),
+    ...(values.rtmr3 === undefined ? {} : { rtmr3: values.rtmr3 }),
+  };
+  const teeDir = values["tee-dir"];
+  if (teeDir === undefined) {
+    const stray = [
+      ...Object.keys(measurements),
+      values["tee-debug"] ? "tee-debug" : "",
+      values["tee-replay"] ? "tee-replay" : "",
+    ];
+    const first = stray.find(Boolean);
+    if (first) throw new UsageError(`--${first} needs --tee-dir`);
+    return { options, tee: undefined };
+  }
+  if (measurements.mrtd === undefined) throw new UsageError("--tee-dir needs --mrtd");
+  return {
+    options,
+    tee: {
+      dir: teeDir,
+      measurements,
+      debug: values["tee-debug"] === true,
+      replay: values["tee-replay"] === true,
+    },
+  };
 }
 
 async function main(): Promise<void> {
-  let options: SimNodeOptions | "help";
+  let parsed: ParsedArgs | "help";
   try {
-    options = parseOptions(process.argv.slice(2));
+    parsed = parseOptions(process.argv.slice(2));
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     process.stderr.write(`zml-node-sim: ${error.message}\n${USAGE}`);
     process.exitCode = 2;
     return;
   }
-  if (options === "help") {
+  if (parsed === "help") {
     process.stdout.write(USAGE);
     return;
   }
+  const { options, tee } = parsed;
 
   let node;
+  let rootPemFile: string | undefined;
   try {
+    if (tee !== undefined) {
+      const material = await loadTestTeeMaterial(tee.dir);
+      rootPemFile = material.rootPemFile;
+      options.tee = {
+        signer: material.signer,
+        mrtd: tee.measurements.mrtd ?? "",
+        ...tee.measurements,
+        debug: tee.debug,
+        replayQuote: tee.replay,
+        collateral: material.collateral,
+      };
+    }
     node = await startSimNode(options);
   } catch (error) {
     const usage = error instanceof SimInputError;
@@ -111,9 +174,14 @@ async function main(): Promise<void> {
   };
   process.once("SIGTERM", shutdown);
   process.once("SIGINT", shutdown);
-  process.stdout.write(
-    `${JSON.stringify({ event: "ready", node_id: node.nodeId, url: node.url, instance_id: node.instanceId })}\n`,
-  );
+  const ready = {
+    event: "ready",
+    node_id: node.nodeId,
+    url: node.url,
+    instance_id: node.instanceId,
+    ...(rootPemFile === undefined ? {} : { tee_root_pem_file: rootPemFile }),
+  };
+  process.stdout.write(`${JSON.stringify(ready)}\n`);
 }
 
 await main();

@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
+import { NODE_QUOTE_PATH } from "@zml/contracts";
 import { once } from "node:events";
 import { createServer } from "node:http";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
@@ -10,6 +11,7 @@ import { createSimMetrics } from "./metrics.ts";
 import { errorBodyJson, parseInferenceRequest } from "./openai-request.ts";
 import type { InferenceKind } from "./openai-request.ts";
 import { readBody } from "./read-body.ts";
+import { checkTeeOptions, createTeeQuoter, nonceOf } from "./tee.ts";
 import { SIM_FLAVOURS } from "./types.ts";
 import type {
   SimFault,
@@ -96,6 +98,7 @@ function checkOptions(options: SimNodeOptions): void {
   if (options.instanceId !== undefined && options.instanceId.length === 0) {
     fail("instanceId", "expected a non-empty string");
   }
+  if (options.tee !== undefined) checkTeeOptions(options.tee);
 }
 
 /**
@@ -139,6 +142,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     })),
   });
 
+  const quoter = options.tee === undefined ? undefined : createTeeQuoter(options.tee);
   const faults = createFaultSlot();
   const gate = createConcurrencyGate(config.maxConcurrency);
   const metrics = createSimMetrics(flavour, options.models[0] ?? "", instanceId);
@@ -178,6 +182,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       waiting: gate.waiting,
       completed,
       last_request: last === null ? null : lastSummary,
+      ...(quoter === undefined ? {} : { quotes_served: quoter.served }),
     };
   }
 
@@ -335,6 +340,24 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     }
   }
 
+  function handleQuote(req: IncomingMessage, res: ServerResponse): void {
+    if (quoter === undefined) return sendJson(res, 404, '{"detail":"Not Found"}');
+    if (req.method !== "GET") return methodNotAllowed(res);
+    const nonce = nonceOf(req.url ?? "/");
+    if (nonce === undefined) {
+      const body = {
+        error: {
+          message: "nonce: expected 32 bytes of hex",
+          type: "invalid_request_error",
+          param: "nonce",
+          code: "invalid_nonce",
+        },
+      };
+      return sendJson(res, 400, JSON.stringify(body));
+    }
+    sendJson(res, 200, JSON.stringify(quoter.quote(nonce)), { "cache-control": "no-store" });
+  }
+
   function methodNotAllowed(res: ServerResponse): void {
     sendJson(res, 405, '{"detail":"Method Not Allowed"}');
   }
@@ -355,6 +378,8 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
         return method === "GET" ? handleMetrics(res) : methodNotAllowed(res);
       case "/v1/models":
         return method === "GET" ? sendJson(res, 200, modelsBody) : methodNotAllowed(res);
+      case NODE_QUOTE_PATH:
+        return handleQuote(req, res);
       case "/_sim/fault":
         return handleFault(req, res);
       case "/_sim/config":

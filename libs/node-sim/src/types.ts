@@ -1,3 +1,5 @@
+import type { KeyObject } from "node:crypto";
+
 /** Which serving framework the node imitates: it decides the metrics and small wire details. */
 export type SimFlavour = "vllm" | "tgi";
 
@@ -75,6 +77,39 @@ export interface SimStats {
   /** Inference requests answered in full with a 200 (streams ended with `[DONE]`). */
   completed: number;
   last_request: SimLastRequest | null;
+  /** TEE mode only: quotes served on `GET /attestation/quote`. */
+  quotes_served?: number;
+}
+
+/** The test PCK that signs a TEE node's quotes, e.g. from `createTestPki()` of `@zml/tdx/testing`. */
+export interface SimTeeSigner {
+  /** PEM chain PCK leaf, PCK Platform CA, root (`TestPki.pckChainPem`). */
+  pckChainPem: string;
+  /** The PCK leaf's private key (`TestPki.pck.key`). */
+  pckKey: KeyObject;
+  /** The quoting enclave's attestation key; default: one fresh P-256 key per node. */
+  attestationKey?: KeyObject;
+}
+
+/**
+ * Tier 3/4 mode: the node serves TDX quotes v4 in the real layout on
+ * `GET /attestation/quote?nonce=<64 hex>`, signed through a test certificate chain (never
+ * Intel's), with REPORTDATA = nonce ‖ 32 zero bytes.
+ */
+export interface SimTeeOptions {
+  signer: SimTeeSigner;
+  /** 48 bytes of hex each; RTMRs default to zero. */
+  mrtd: string;
+  rtmr0?: string;
+  rtmr1?: string;
+  rtmr2?: string;
+  rtmr3?: string;
+  /** Sets the TD's DEBUG attribute (a production verifier must reject it). */
+  debug?: boolean;
+  /** Answer every request with the first quote served, ignoring the nonce (a replay attack). */
+  replayQuote?: boolean;
+  /** Collateral (dcap-qvl JSON, e.g. `createTestCollateral()`) served alongside each quote. */
+  collateral?: Readonly<Record<string, string>>;
 }
 
 /** Options of {@link startSimNode}. */
@@ -97,6 +132,8 @@ export interface SimNodeOptions {
   completionTokens?: number;
   /** Default: a random UUID, so a restarted node at the same port can be told apart. */
   instanceId?: string;
+  /** Tier 3/4 mode: serve TDX quotes (see {@link SimTeeOptions}). */
+  tee?: SimTeeOptions;
 }
 
 /** A running simulated node. */

@@ -1,5 +1,8 @@
-// Composition root of the health aggregator: polls every registered node, runs each
-// through the health state machine and publishes `node.state` plus the KV snapshot.
+// Composition root of the health aggregator: joins the replica set, polls the registered
+// nodes this replica owns, runs each through the health state machine and publishes
+// `node.state` plus the KV snapshot.
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import { connectBus, openKv, publishJson, subscribeJson, watchKvIntoMap } from "@zml/bus";
 import {
   KV_BUCKETS,
@@ -9,72 +12,96 @@ import {
   NodeStateSchema,
   nodeStateSubject,
 } from "@zml/contracts";
-import type { NodeState } from "@zml/contracts";
 import { DEFAULT_HEALTH_CONFIG } from "@zml/health";
 import { onShutdownSignal } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { Agent } from "undici";
+import { createAggregator } from "./aggregator.ts";
 import { loadConfig } from "./config.ts";
+import { joinReplicaSet } from "./membership.ts";
+import { createAggregatorMetrics } from "./metrics.ts";
 import { createNodeRegistry } from "./node-registry.ts";
-import type { HealthUpdate } from "./node-registry.ts";
-import { createPollScheduler } from "./poll-scheduler.ts";
 import { probeNode } from "./probe.ts";
 
 const telemetry = startTelemetry({ serviceName: "zml-health-aggregator", env: process.env });
 const config = loadConfig(process.env);
-const log = createLogger({ service: "health-aggregator", level: config.LOG_LEVEL });
+const self =
+  config.AGGREGATOR_REPLICA_ID ??
+  `${hostname()
+    .replace(/[^A-Za-z0-9_-]/g, "_")
+    .slice(0, 40)}-${process.pid}-${randomBytes(3).toString("hex")}`;
+const log = createLogger({ service: "health-aggregator", level: config.LOG_LEVEL }).child({
+  replica: self,
+});
 const { registry } = createMetrics({ service: "health-aggregator" });
 const bus = await connectBus({ servers: config.NATS_URL, name: "zml-health-aggregator", log });
-const stateKv = await openKv(bus, KV_BUCKETS.nodeState);
 const agent = new Agent({ keepAliveTimeout: config.POLL_INTERVAL_MS * 2, connections: 4 });
-const table = createNodeRegistry(DEFAULT_HEALTH_CONFIG, config.HEARTBEAT_MS);
-
-const publish = (nodeId: string, update: HealthUpdate) => {
-  if (!update.publish) return;
-  const state: NodeState = update.state;
-  const text = JSON.stringify(NodeStateSchema.parse(state));
-  stateKv.put(nodeId, text).catch((err: unknown) => {
-    log.warn({ node: nodeId, err: String(err) }, "node state snapshot not written");
-  });
-  publishJson(bus, nodeStateSubject(nodeId), NodeStateSchema, state);
+const healthConfig = {
+  ...DEFAULT_HEALTH_CONFIG,
+  isolationBaseMs: config.ISOLATION_BASE_MS,
+  isolationMaxMs: config.ISOLATION_MAX_MS,
+  errorWindowMs: config.ERROR_WINDOW_MS,
 };
 
-const scheduler = createPollScheduler({
-  intervalMs: config.POLL_INTERVAL_MS,
-  jitter: config.POLL_JITTER,
-  concurrency: config.PROBE_CONCURRENCY,
-  random: Math.random,
-  poll: async (node) => {
-    const probe = await probeNode(agent, node, config.PROBE_TIMEOUT_MS);
-    const update = table.onProbe(node, probe, Date.now());
-    if (update.publish) {
-      log.debug({ node: node.id, status: update.state.status, ok: probe.ok }, "node state");
-    }
-    publish(node.id, update);
+const stateKv = await openKv(bus, KV_BUCKETS.nodeState);
+// The last published state of every node, read when this replica takes a node over.
+const snapshots = await watchKvIntoMap(stateKv, { schema: NodeStateSchema, log });
+
+const aggregator = createAggregator({
+  self,
+  table: createNodeRegistry(healthConfig, config.HEARTBEAT_MS),
+  probe: (node) => probeNode(agent, node, config.PROBE_TIMEOUT_MS),
+  snapshot: (nodeId) => snapshots.map.get(nodeId),
+  publish: (state) => {
+    stateKv
+      .put(state.node_id, JSON.stringify(NodeStateSchema.parse(state)))
+      .catch((err: unknown) => {
+        log.warn({ node: state.node_id, err: String(err) }, "node state snapshot not written");
+      });
+    publishJson(bus, nodeStateSubject(state.node_id), NodeStateSchema, state);
+  },
+  retract: (nodeId) => {
+    stateKv.delete(nodeId).catch(() => undefined);
+  },
+  metrics: createAggregatorMetrics(registry),
+  log,
+  clock: Date.now,
+  schedule: {
+    intervalMs: config.POLL_INTERVAL_MS,
+    jitter: config.POLL_JITTER,
+    concurrency: config.PROBE_CONCURRENCY,
+    random: Math.random,
   },
 });
 
+// Members first: a replica that loaded the nodes before it knew its peers would poll them all.
+const membership = await joinReplicaSet({
+  kv: await openKv(bus, KV_BUCKETS.aggregators),
+  self,
+  ttlMs: config.REPLICA_TTL_MS,
+  clock: Date.now,
+  isConnected: () => bus.isConnected(),
+  log,
+  onChange: (replicas) => aggregator.setReplicas(replicas),
+});
+aggregator.setReplicas(membership.replicas());
+
+let nodesLoaded = false;
 const nodes = await watchKvIntoMap(await openKv(bus, KV_BUCKETS.nodes), {
   schema: NodeSpecSchema,
   log,
-  onChange: (key, value, map) => {
-    if (value === undefined) {
-      table.forget(key);
-      stateKv.delete(key).catch(() => undefined);
-    }
-    scheduler.sync(map);
+  onChange: (_key, _value, map) => {
+    if (nodesLoaded) aggregator.setNodes(map);
   },
 });
-scheduler.sync(nodes.map);
+nodesLoaded = true;
+aggregator.setNodes(nodes.map);
 
 const observations = subscribeJson(
   bus,
   NODE_OBSERVATION_ALL,
   NodeObservationSchema,
-  (obs) => {
-    const update = table.onObservation(obs, Date.now());
-    if (update) publish(obs.node_id, update);
-  },
+  (obs) => aggregator.observe(obs),
   { log },
 );
 
@@ -85,11 +112,22 @@ const ops = await startOpsServer({
   isReady: () => bus.isConnected(),
   log,
 });
-log.info({ ops: ops.url, nodes: nodes.map.size }, "health-aggregator ready");
+log.info(
+  {
+    ops: ops.url,
+    nodes: nodes.map.size,
+    owned: aggregator.owned().size,
+    replicas: membership.replicas(),
+  },
+  "health-aggregator ready",
+);
 
 onShutdownSignal(log, async () => {
-  scheduler.stop();
+  // Leaving first hands this replica's nodes to the others at once instead of after the TTL.
+  await membership.leave();
+  aggregator.stop();
   nodes.stop();
+  snapshots.stop();
   await observations.drain();
   await bus.drain();
   await agent.close();

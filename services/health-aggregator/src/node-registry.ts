@@ -1,11 +1,29 @@
 import type { NodeObservation, NodeSpec, NodeState } from "@zml/contracts";
-import { applyObservation, applyProbe, createNodeHealth, toNodeState } from "@zml/health";
+import {
+  applyObservation,
+  applyProbe,
+  createNodeHealth,
+  restoreNodeHealth,
+  toNodeState,
+} from "@zml/health";
 import type { HealthConfig, NodeHealth, ProbeResult } from "@zml/health";
+
+/** A change of status (with `probe_pending` shown as `+probe_pending`), for the log. */
+export interface Transition {
+  from: string;
+  to: string;
+  reason: string;
+}
 
 /** What changed for a node after a probe or an observation, and whether to publish it. */
 export interface HealthUpdate {
   state: NodeState;
   publish: boolean;
+  /**
+   * Changes of status or `probe_pending`, oldest first: an isolation that ran out before this
+   * event shows as its own step before the one the event caused.
+   */
+  transitions: Transition[];
 }
 
 /**
@@ -16,55 +34,100 @@ export interface HealthUpdate {
 export interface NodeRegistry {
   onProbe(node: NodeSpec, probe: ProbeResult, now: number): HealthUpdate;
   onObservation(observation: NodeObservation, now: number): HealthUpdate | undefined;
+  /**
+   * Starts tracking a node from its last published state (see `restoreNodeHealth`) instead of
+   * from nothing. Nothing is published until the node's next probe or observation.
+   */
+  restore(node: NodeSpec, state: NodeState, now: number): void;
+  has(nodeId: string): boolean;
   forget(nodeId: string): void;
 }
 
+interface Entry {
+  health: NodeHealth;
+  config: HealthConfig;
+  published: string;
+  publishedAt: number;
+}
+
 export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): NodeRegistry {
-  const table = new Map<
-    string,
-    { health: NodeHealth; config: HealthConfig; published: string; publishedAt: number }
-  >();
+  const table = new Map<string, Entry>();
+  // The score weighs queue depth against this node's own capacity.
+  const configFor = (node: NodeSpec): HealthConfig => ({
+    ...config,
+    maxConcurrency: node.max_concurrency,
+  });
 
   const update = (
-    nodeId: string,
+    previous: NodeHealth | undefined,
     health: NodeHealth,
     nodeConfig: HealthConfig,
     now: number,
   ): HealthUpdate => {
     const state = toNodeState(health, now);
-    const entry = table.get(nodeId);
+    const entry = table.get(health.nodeId);
     const fingerprint = routingFingerprint(state);
     const publish =
       !entry || entry.published !== fingerprint || now - entry.publishedAt >= heartbeatMs;
-    table.set(nodeId, {
+    table.set(health.nodeId, {
       health,
       config: nodeConfig,
       published: publish ? fingerprint : entry.published,
       publishedAt: publish ? now : entry.publishedAt,
     });
-    return { state, publish };
+    const transitions: Transition[] = [];
+    let from = previous ? rawStatusOf(previous) : "new";
+    if (previous) {
+      const settled = toNodeState(previous, now);
+      if (statusOf(settled) !== from) {
+        transitions.push({ from, to: statusOf(settled), reason: "isolation period over" });
+        from = statusOf(settled);
+      }
+    }
+    const to = statusOf(state);
+    if (to !== from) transitions.push({ from, to, reason: health.statusReason });
+    return { state, publish, transitions };
   };
 
   return {
     onProbe(node, probe, now) {
-      const health = table.get(node.id)?.health ?? createNodeHealth(node.id, now);
-      // The score weighs queue depth against this node's own capacity.
-      const nodeConfig = { ...config, maxConcurrency: node.max_concurrency };
-      return update(node.id, applyProbe(health, probe, nodeConfig, now), nodeConfig, now);
+      const previous = table.get(node.id)?.health;
+      const nodeConfig = configFor(node);
+      const health = applyProbe(previous ?? createNodeHealth(node.id, now), probe, nodeConfig, now);
+      return update(previous, health, nodeConfig, now);
     },
     onObservation(observation, now) {
       const entry = table.get(observation.node_id);
       if (!entry) return undefined; // not (yet) a node this aggregator polls
       const health = applyObservation(entry.health, observation, entry.config, now);
-      return update(observation.node_id, health, entry.config, now);
+      return update(entry.health, health, entry.config, now);
     },
+    restore(node, state, now) {
+      const nodeConfig = configFor(node);
+      // An empty fingerprint: the first update after a takeover is always published.
+      table.set(node.id, {
+        health: restoreNodeHealth(state, nodeConfig, now),
+        config: nodeConfig,
+        published: "",
+        publishedAt: now,
+      });
+    },
+    has: (nodeId) => table.has(nodeId),
     forget(nodeId) {
       table.delete(nodeId);
     },
   };
 }
 
+function statusOf(s: NodeState): string {
+  return s.probe_pending ? `${s.status}+probe_pending` : s.status;
+}
+
+function rawStatusOf(h: NodeHealth): string {
+  return h.probePending ? `${h.status}+probe_pending` : h.status;
+}
+
 /** The fields routing decisions read; a change in any of them is published at once. */
 function routingFingerprint(s: NodeState): string {
-  return `${s.status}|${s.probe_pending}|${s.queue_depth}|${Math.round(s.health_score)}`;
+  return `${s.status}|${s.probe_pending}|${s.queue_depth}|${Math.round(s.health_score)}|${s.instance_id}`;
 }

@@ -21,7 +21,9 @@ export interface PollScheduler {
 }
 
 export function createPollScheduler(options: PollSchedulerOptions): PollScheduler {
-  const timers = new Map<string, NodeJS.Timeout>();
+  // One loop per node. A node removed and added again gets a new loop object; the old loop,
+  // if a poll of it is still running, sees it is no longer current and ends there.
+  const loops = new Map<string, { timer: NodeJS.Timeout | undefined }>();
   let current: ReadonlyMap<string, NodeSpec> = new Map();
   let active = 0;
   const waiting: Array<() => void> = [];
@@ -39,36 +41,41 @@ export function createPollScheduler(options: PollSchedulerOptions): PollSchedule
   };
   const delay = () => options.intervalMs * (1 + options.jitter * (2 * options.random() - 1));
 
-  const schedule = (id: string, waitMs: number) => {
-    timers.set(
-      id,
-      setTimeout(() => {
+  const schedule = (id: string, loop: { timer: NodeJS.Timeout | undefined }, waitMs: number) => {
+    loop.timer = setTimeout(() => {
+      loop.timer = undefined;
+      const isCurrent = () => loops.get(id) === loop && !stopped;
+      if (!isCurrent()) return;
+      void withSlot(async () => {
+        // Waiting for a slot can take a while: the node may have gone or changed meanwhile.
         const node = current.get(id);
-        if (!node || stopped) return;
-        void withSlot(() => options.poll(node)).finally(() => {
-          if (timers.has(id) && !stopped) schedule(id, delay());
-        });
-      }, waitMs),
-    );
+        if (node && isCurrent()) await options.poll(node).catch(() => undefined);
+      }).finally(() => {
+        if (isCurrent()) schedule(id, loop, delay());
+      });
+    }, waitMs);
   };
 
   return {
     sync(nodes) {
       current = nodes;
-      for (const [id, timer] of timers) {
+      for (const [id, loop] of loops) {
         if (!nodes.has(id)) {
-          clearTimeout(timer);
-          timers.delete(id);
+          clearTimeout(loop.timer);
+          loops.delete(id);
         }
       }
       for (const id of nodes.keys()) {
-        if (!timers.has(id)) schedule(id, 0);
+        if (loops.has(id)) continue;
+        const loop = { timer: undefined };
+        loops.set(id, loop);
+        schedule(id, loop, 0);
       }
     },
     stop() {
       stopped = true;
-      for (const t of timers.values()) clearTimeout(t);
-      timers.clear();
+      for (const loop of loops.values()) clearTimeout(loop.timer);
+      loops.clear();
     },
   };
 }

@@ -1,0 +1,78 @@
+// Tier 3/4 mode: answers quote requests like a TD's attestation agent would, with quotes in
+// the real v4 layout signed through a test PCK chain.
+import { generateKeyPairSync } from "node:crypto";
+import { expectedReportData, NonceHexSchema } from "@zml/contracts";
+import type { NodeQuoteResponse } from "@zml/contracts";
+import { buildTestQuoteV4 } from "@zml/tdx/testing";
+import type { SimTeeOptions } from "./types.ts";
+import { SimInputError } from "./validate.ts";
+
+const MEASUREMENTS = ["mrtd", "rtmr0", "rtmr1", "rtmr2", "rtmr3"] as const;
+
+/** Throws {@link SimInputError} (`invalid_options`, `options.tee.*`) for bad TEE options. */
+export function checkTeeOptions(tee: SimTeeOptions): void {
+  const fail = (field: string, message: string): never => {
+    throw new SimInputError(
+      "invalid_options",
+      `options.tee.${field}: ${message}`,
+      `options.tee.${field}`,
+    );
+  };
+  if (typeof tee.signer?.pckChainPem !== "string" || !tee.signer.pckChainPem.includes("BEGIN")) {
+    fail("signer.pckChainPem", "expected a PEM certificate chain");
+  }
+  if (tee.signer.pckKey?.type !== "private") fail("signer.pckKey", "expected a private key");
+  for (const field of MEASUREMENTS) {
+    const value = tee[field];
+    if (field !== "mrtd" && value === undefined) continue;
+    if (typeof value !== "string" || !/^[0-9a-fA-F]{96}$/.test(value)) {
+      fail(field, "expected 48 bytes of hex");
+    }
+  }
+}
+
+/** A TEE node's quote source: one quote per nonce, or the first one forever when replaying. */
+export interface TeeQuoter {
+  quote(nonceHex: string): NodeQuoteResponse;
+  readonly served: number;
+}
+
+export function createTeeQuoter(tee: SimTeeOptions): TeeQuoter {
+  const attestationKey =
+    tee.signer.attestationKey ?? generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey;
+  let first: NodeQuoteResponse | undefined;
+  let served = 0;
+  const measurements: Record<string, string> = {};
+  for (const field of MEASUREMENTS) {
+    const value = tee[field];
+    if (value !== undefined) measurements[field] = value.toLowerCase();
+  }
+  return {
+    quote(nonceHex) {
+      served += 1;
+      if (tee.replayQuote && first) return first;
+      const quote = buildTestQuoteV4({
+        mrtd: measurements["mrtd"] ?? "",
+        ...measurements,
+        reportData: expectedReportData(nonceHex),
+        debug: tee.debug === true,
+        attestationKey,
+        pckChainPem: tee.signer.pckChainPem,
+        pckKey: tee.signer.pckKey,
+      });
+      const answer: NodeQuoteResponse = { quote_b64: Buffer.from(quote).toString("base64") };
+      if (tee.collateral) answer.collateral = { ...tee.collateral };
+      first ??= answer;
+      return answer;
+    },
+    get served() {
+      return served;
+    },
+  };
+}
+
+/** The nonce of a quote request's query string, or undefined when missing or malformed. */
+export function nonceOf(url: string): string | undefined {
+  const nonce = new URL(url, "http://sim").searchParams.get("nonce")?.toLowerCase();
+  return NonceHexSchema.safeParse(nonce).success ? nonce : undefined;
+}

@@ -1,0 +1,170 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { expectedReportData, NodeQuoteResponseSchema } from "@zml/contracts";
+import type { NodeQuoteResponse } from "@zml/contracts";
+import { INTEL_SGX_ROOT_CA_PEM, verifyQuote } from "@zml/tdx";
+import type { Collateral } from "@zml/tdx";
+import { createTestCollateral, createTestPki } from "@zml/tdx/testing";
+import { describe, expect, it } from "vitest";
+import { loadTestTeeMaterial, SimInputError, startSimNode } from "../src/index.ts";
+import type { SimNodeOptions, SimTeeOptions } from "../src/index.ts";
+import { CHAT_BODY, post } from "./helpers.ts";
+
+const pki = createTestPki();
+const now = new Date();
+const collateral = createTestCollateral({
+  pki,
+  issueDate: new Date(now.getTime() - 3_600_000),
+  nextUpdate: new Date(now.getTime() + 86_400_000),
+});
+const MRTD = "a1".repeat(48);
+const RTMR3 = "b3".repeat(48);
+
+function teeNode(tee: Partial<SimTeeOptions> = {}, extra: Partial<SimNodeOptions> = {}) {
+  return startSimNode({
+    nodeId: "tee-a",
+    flavour: "vllm",
+    models: ["llama-3-8b"],
+    tee: {
+      signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key },
+      mrtd: MRTD,
+      rtmr3: RTMR3,
+      collateral: { ...collateral },
+      ...tee,
+    },
+    ...extra,
+  });
+}
+
+const nonce = (byte: string) => byte.repeat(32);
+
+async function getQuote(url: string, nonceHex: string): Promise<NodeQuoteResponse> {
+  const res = await fetch(`${url}/attestation/quote?nonce=${nonceHex}`);
+  expect(res.status).toBe(200);
+  return NodeQuoteResponseSchema.parse(await res.json());
+}
+
+function verify(answer: NodeQuoteResponse, nonceHex: string, root = pki.root.pem) {
+  return verifyQuote({
+    quote: answer.quote_b64,
+    collateral: answer.collateral as unknown as Collateral,
+    at: new Date(),
+    trustedRootPem: root,
+    policy: {
+      approvedMeasurements: [{ mrtd: MRTD, rtmr3: RTMR3 }],
+      expectedReportData: expectedReportData(nonceHex),
+      requireCollateral: true,
+    },
+  });
+}
+
+const failedChecks = (r: { checks: { name: string; ok: boolean }[] }) =>
+  r.checks.filter((c) => !c.ok).map((c) => c.name);
+
+describe("TEE mode", () => {
+  it("serves v4 quotes bound to the nonce that verify against the test root only", async () => {
+    await using node = await teeNode();
+    const answer = await getQuote(node.url, nonce("5a"));
+    const result = verify(answer, nonce("5a"));
+    expect(failedChecks(result)).toEqual([]);
+    expect(result.fields).toMatchObject({ version: 4, mrtd: MRTD, rtmr3: RTMR3 });
+    expect(result.fields?.reportdata).toBe(nonce("5a") + "00".repeat(32));
+    expect(result.tcbStatus).toBe("UpToDate");
+    expect(failedChecks(verify(answer, nonce("5a"), INTEL_SGX_ROOT_CA_PEM))).toContain("pck_chain");
+    const second = await getQuote(node.url, nonce("6b"));
+    expect(failedChecks(verify(second, nonce("6b")))).toEqual([]);
+    expect(failedChecks(verify(second, nonce("5a")))).toEqual(["report_data"]);
+    expect(node.stats().quotes_served).toBe(2);
+  });
+
+  it("marks a debug TD as such", async () => {
+    await using node = await teeNode({ debug: true });
+    expect(failedChecks(verify(await getQuote(node.url, nonce("01")), nonce("01")))).toEqual([
+      "td_debug",
+    ]);
+  });
+
+  it("replays its first quote when told to, whatever the nonce", async () => {
+    await using node = await teeNode({ replayQuote: true });
+    const first = await getQuote(node.url, nonce("01"));
+    const again = await getQuote(node.url, nonce("02"));
+    expect(again.quote_b64).toBe(first.quote_b64);
+    expect(failedChecks(verify(again, nonce("02")))).toEqual(["report_data"]);
+  });
+
+  it("rejects a missing or malformed nonce and never counts quotes as payloads", async () => {
+    await using node = await teeNode({ collateral: undefined });
+    for (const query of ["", "?nonce=abc", `?nonce=${"zz".repeat(32)}`]) {
+      const res = await fetch(`${node.url}/attestation/quote${query}`);
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("invalid_nonce");
+    }
+    const answer = await getQuote(node.url, nonce("0c"));
+    expect(answer.collateral).toBeUndefined();
+    expect((await fetch(`${node.url}/attestation/quote`, { method: "POST" })).status).toBe(405);
+    expect(node.stats()).toMatchObject({ payloads_received: 0, quotes_served: 1 });
+    await (await post(`${node.url}/v1/chat/completions`, CHAT_BODY)).text();
+    expect(node.stats().payloads_received).toBe(1);
+  });
+
+  it("has no quote endpoint outside TEE mode", async () => {
+    await using node = await startSimNode({ nodeId: "n", flavour: "vllm", models: ["m"] });
+    expect((await fetch(`${node.url}/attestation/quote?nonce=${nonce("01")}`)).status).toBe(404);
+    expect(node.stats()).not.toHaveProperty("quotes_served");
+  });
+
+  it("rejects bad TEE options", async () => {
+    await expect(teeNode({ mrtd: "abc" })).rejects.toMatchObject({
+      code: "invalid_options",
+      field: "options.tee.mrtd",
+    });
+    await expect(teeNode({ rtmr1: "00" })).rejects.toBeInstanceOf(SimInputError);
+  });
+});
+
+describe("test TEE material on disk", () => {
+  it("is created once and shared, with the root written for the attestation service", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "zml-tee-"));
+    try {
+      const [a, b] = await Promise.all([loadTestTeeMaterial(dir), loadTestTeeMaterial(dir)]);
+      expect(a.rootPem).toBe(b.rootPem);
+      expect(await readFile(a.rootPemFile, "utf8")).toBe(a.rootPem);
+      expect((await stat(join(dir, "test-pki.json"))).mode & 0o077).toBe(0);
+      const later = await loadTestTeeMaterial(dir);
+      expect(later.signer.pckChainPem).toBe(a.signer.pckChainPem);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("runs from the CLI with --tee-dir", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "zml-tee-"));
+    const cli = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
+    const args = ["--id", "tee-cli", "--model", "m", "--tee-dir", dir, "--mrtd", MRTD];
+    const child = spawn(process.execPath, [cli, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    try {
+      const [line] = (await once(createInterface({ input: child.stdout }), "line")) as [string];
+      const ready = JSON.parse(line) as { url: string; tee_root_pem_file: string };
+      const root = await readFile(ready.tee_root_pem_file, "utf8");
+      const answer = await getQuote(ready.url, nonce("77"));
+      const result = verify(answer, nonce("77"), root);
+      expect(failedChecks(result)).toEqual(["measurements"]); // no RTMR3 given on the CLI
+    } finally {
+      child.kill("SIGTERM");
+      await once(child, "exit");
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses TEE flags without --tee-dir", async () => {
+    const cli = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
+    const child = spawn(process.execPath, [cli, "--id", "x", "--model", "m", "--mrtd", MRTD]);
+    const [code] = (await once(child, "exit")) as [number];
+    expect(code).toBe(2);
+  });
+});

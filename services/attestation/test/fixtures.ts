@@ -1,0 +1,73 @@
+// Synthetic TEE material shared by the tests: a test PKI, collateral and quotes.
+import { ApprovedMeasurementSchema, expectedReportData, RevocationSchema } from "@zml/contracts";
+import type { ApprovedMeasurement, NodeQuoteResponse, Revocation } from "@zml/contracts";
+import { buildTestQuoteV4, createTestCollateral, createTestPki } from "@zml/tdx/testing";
+import type { TestQuoteOptions } from "@zml/tdx/testing";
+import type { TeeNode, TrustPolicy } from "../src/evaluate.ts";
+
+export const pki = createTestPki({ fmspc: "30606a000000" });
+export const NOW = Date.parse("2026-03-01T12:00:00Z");
+export const COLLATERAL_NEXT_UPDATE = NOW + 3_600_000;
+export const collateral = createTestCollateral({
+  pki,
+  fmspc: "30606a000000",
+  issueDate: new Date(NOW - 86_400_000),
+  nextUpdate: new Date(COLLATERAL_NEXT_UPDATE),
+});
+export const MRTD = "a1".repeat(48);
+export const RTMR3 = "b3".repeat(48);
+export const OTHER_MRTD = "c4".repeat(48);
+export const NONCE = "5a".repeat(32);
+export const MODEL = "llama-3.1-8b-instruct";
+
+export const node: TeeNode = {
+  id: "tee-a",
+  tier: 3,
+  endpoint: "http://127.0.0.1:1",
+  models: [MODEL, "other-model"],
+};
+
+export const policy: TrustPolicy = {
+  trustedRootPem: pki.root.pem,
+  requireCollateral: true,
+  acceptableTcbStatuses: ["UpToDate"],
+  ttlMs: 300_000,
+};
+
+export function approved(extra: Partial<ApprovedMeasurement> = {}): ApprovedMeasurement {
+  return ApprovedMeasurementSchema.parse({
+    id: "m1",
+    model: MODEL,
+    tier: 3,
+    mrtd: MRTD,
+    rtmr3: RTMR3,
+    ...extra,
+  });
+}
+
+export function revocation(fields: Partial<Revocation>): Revocation {
+  return RevocationSchema.parse({
+    id: "r1",
+    reason: "CVE-2026-0001 in the guest kernel",
+    revoked_at: NOW,
+    ...fields,
+  });
+}
+
+export function quote(
+  extra: Partial<TestQuoteOptions> = {},
+  withCollateral = true,
+): NodeQuoteResponse {
+  const bytes = buildTestQuoteV4({
+    mrtd: MRTD,
+    rtmr3: RTMR3,
+    reportData: expectedReportData(NONCE),
+    pckChainPem: pki.pckChainPem,
+    pckKey: pki.pck.key,
+    ...extra,
+  });
+  return {
+    quote_b64: Buffer.from(bytes).toString("base64"),
+    ...(withCollateral ? { collateral: { ...collateral } } : {}),
+  };
+}

@@ -1,0 +1,145 @@
+import type { NodeObservation, NodeSpec, NodeState } from "@zml/contracts";
+import type { ProbeResult } from "@zml/health";
+import type { AggregatorMetrics } from "./metrics.ts";
+import type { HealthUpdate, NodeRegistry } from "./node-registry.ts";
+import { createPollScheduler } from "./poll-scheduler.ts";
+import type { PollSchedulerOptions } from "./poll-scheduler.ts";
+import { ownedKeys } from "./rendezvous.ts";
+
+export interface AggregatorLogger {
+  info(obj: object, msg?: string): void;
+  debug(obj: object, msg?: string): void;
+}
+
+export interface AggregatorOptions {
+  /** This replica's id, as heartbeated into the replicas bucket. */
+  self: string;
+  table: NodeRegistry;
+  /** Probes one node; never throws (failures are failed results). */
+  probe: (node: NodeSpec) => Promise<ProbeResult>;
+  /** The node's last published state (the KV snapshot), to start from on a takeover. */
+  snapshot: (nodeId: string) => NodeState | undefined;
+  /** Broadcasts the state and writes the KV snapshot. */
+  publish: (state: NodeState) => void;
+  /** Deletes the KV snapshot of a node that left the fleet. */
+  retract: (nodeId: string) => void;
+  metrics: AggregatorMetrics;
+  log: AggregatorLogger;
+  clock: () => number;
+  schedule: Omit<PollSchedulerOptions, "poll">;
+}
+
+/**
+ * One aggregator replica: polls the registered nodes that rendezvous-hash to it among the
+ * live replicas, folds probes and dispatcher observations into their health, and publishes
+ * their state. Observations for nodes it does not own are left to their owner.
+ */
+export interface Aggregator {
+  /** The registered nodes changed (the fleet was applied). */
+  setNodes(nodes: ReadonlyMap<string, NodeSpec>): void;
+  /** The live replica set changed; `self` is always counted as live. */
+  setReplicas(replicas: readonly string[]): void;
+  observe(observation: NodeObservation): void;
+  /** Ids of the nodes this replica polls. */
+  owned(): ReadonlySet<string>;
+  stop(): void;
+}
+
+export function createAggregator(options: AggregatorOptions): Aggregator {
+  const { self, table, metrics, log, clock } = options;
+  let nodes: ReadonlyMap<string, NodeSpec> = new Map();
+  let replicas: readonly string[] = [self];
+  let owned = new Set<string>();
+
+  const apply = (update: HealthUpdate) => {
+    const { state } = update;
+    for (const t of update.transitions) {
+      log.info(
+        { node: state.node_id, from: t.from, to: t.to, reason: t.reason },
+        "node state changed",
+      );
+    }
+    metrics.node(state);
+    if (update.publish) options.publish(state);
+  };
+
+  const poll = async (node: NodeSpec) => {
+    const startedAt = clock();
+    const result = await options.probe(node);
+    metrics.probe(result.ok ? "ok" : "failed", (clock() - startedAt) / 1000);
+    // Ownership may have moved while the probe ran; the new owner's view wins.
+    if (!owned.has(node.id)) return;
+    if (!result.ok) log.debug({ node: node.id, error: result.error }, "probe failed");
+    apply(table.onProbe(nodes.get(node.id) ?? node, result, clock()));
+  };
+
+  const scheduler = createPollScheduler({ ...options.schedule, poll });
+
+  const reshard = () => {
+    const next = ownedKeys(
+      self,
+      nodes.keys(),
+      replicas.includes(self) ? replicas : [...replicas, self],
+    );
+    const gained: string[] = [];
+    const lost: string[] = [];
+    for (const id of owned) {
+      if (next.has(id)) continue;
+      if (nodes.has(id)) lost.push(id);
+      table.forget(id);
+      metrics.forgetNode(id);
+    }
+    for (const id of next) {
+      if (owned.has(id)) continue;
+      gained.push(id);
+      const snapshot = options.snapshot(id);
+      const spec = nodes.get(id);
+      if (snapshot && spec && !table.has(id)) table.restore(spec, snapshot, clock());
+    }
+    owned = next;
+    scheduler.sync(new Map([...nodes].filter(([id]) => next.has(id))));
+    metrics.ownership(owned.size, replicas.length);
+    if (gained.length > 0 || lost.length > 0) {
+      log.info(
+        {
+          owned: owned.size,
+          nodes: nodes.size,
+          replicas: replicas.length,
+          gained: gained.length,
+          lost: lost.length,
+          // Enough ids to follow a node in the logs without flooding them on a big fleet.
+          gained_ids: gained.slice(0, 50),
+          lost_ids: lost.slice(0, 50),
+        },
+        "node ownership changed",
+      );
+    }
+  };
+
+  return {
+    setNodes(next) {
+      for (const id of nodes.keys()) {
+        if (next.has(id)) continue;
+        // Every replica retracts a removed node, so it goes even if its owner just died.
+        table.forget(id);
+        metrics.forgetNode(id);
+        options.retract(id);
+      }
+      nodes = new Map(next);
+      reshard();
+    },
+    setReplicas(next) {
+      replicas = [...next];
+      reshard();
+    },
+    observe(observation) {
+      if (!owned.has(observation.node_id)) return;
+      const update = table.onObservation(observation, clock());
+      if (update) apply(update);
+    },
+    owned: () => owned,
+    stop() {
+      scheduler.stop();
+    },
+  };
+}

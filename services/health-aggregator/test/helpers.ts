@@ -1,0 +1,39 @@
+import type { NodeSpec } from "@zml/contracts";
+import type { MetricsReading, ProbeResult } from "@zml/health";
+
+export const spec = (id: string, maxConcurrency = 8): NodeSpec => ({
+  id,
+  endpoint: "http://127.0.0.1:1",
+  framework: "vllm",
+  accelerator_family: "H100",
+  tier: 1,
+  models: ["m"],
+  max_concurrency: maxConcurrency,
+  health_path: "/health",
+  metrics_path: "/metrics",
+  registered_at: 0,
+});
+
+export function reading(overrides: Partial<MetricsReading> = {}): MetricsReading {
+  return {
+    running: 1,
+    waiting: 0,
+    queueDepth: 1,
+    kvCacheUsage: 0.1,
+    freeMemoryGib: null,
+    promptTokensTotal: null,
+    generationTokensTotal: null,
+    instanceId: "inst-a",
+    ...overrides,
+  };
+}
+
+export const OK: ProbeResult = { ok: true, reading: reading() };
+export const FAIL: ProbeResult = { ok: false, error: "health endpoint answered 503" };
+
+/** Log lines captured as objects. */
+export function captureLog() {
+  const lines: Array<{ msg: string | undefined } & Record<string, unknown>> = [];
+  const push = (obj: object, msg?: string) => lines.push({ ...obj, msg });
+  return { lines, info: push, debug: push, warn: push, error: push };
+}

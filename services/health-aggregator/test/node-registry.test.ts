@@ -1,0 +1,85 @@
+import { DEFAULT_HEALTH_CONFIG } from "@zml/health";
+import { describe, expect, it } from "vitest";
+import { createNodeRegistry } from "../src/node-registry.ts";
+import { FAIL, OK, reading, spec } from "./helpers.ts";
+
+const T0 = 1_750_000_000_000;
+const config = { ...DEFAULT_HEALTH_CONFIG, isolationBaseMs: 10_000 };
+const HEARTBEAT = 60_000;
+const node = spec("h100-a");
+
+describe("node registry", () => {
+  it("publishes the first state and every change, not repeats, and a heartbeat", () => {
+    const table = createNodeRegistry(config, HEARTBEAT);
+    expect(table.onProbe(node, OK, T0).publish).toBe(true);
+    expect(table.onProbe(node, OK, T0 + 1_000).publish).toBe(false);
+    const busier = { ok: true as const, reading: reading({ running: 3, queueDepth: 3 }) };
+    expect(table.onProbe(node, busier, T0 + 2_000).publish).toBe(true);
+    expect(table.onProbe(node, busier, T0 + 3_000).publish).toBe(false);
+    expect(table.onProbe(node, busier, T0 + 2_000 + HEARTBEAT).publish).toBe(true);
+  });
+
+  it("reports each status change with its reason, including an isolation running out", () => {
+    const table = createNodeRegistry(config, HEARTBEAT);
+    expect(table.onProbe(node, OK, T0).transitions).toEqual([
+      { from: "new", to: "Active", reason: "probe succeeded" },
+    ]);
+    const degraded = table.onProbe(node, FAIL, T0 + 1_000).transitions;
+    expect(degraded).toHaveLength(1);
+    expect(degraded[0]).toMatchObject({ from: "Active", to: "Degraded" });
+    expect(degraded[0]!.reason).toMatch(/503/);
+    expect(table.onProbe(node, FAIL, T0 + 2_000).transitions).toEqual([]);
+    const isolated = table.onProbe(node, FAIL, T0 + 3_000).transitions;
+    expect(isolated[0]).toMatchObject({ from: "Degraded", to: "Isolated" });
+    const back = table.onProbe(node, OK, T0 + 3_000 + config.isolationBaseMs + 1);
+    expect(back.transitions).toEqual([
+      { from: "Isolated", to: "Degraded+probe_pending", reason: "isolation period over" },
+      { from: "Degraded+probe_pending", to: "Active", reason: "probe succeeded" },
+    ]);
+    expect(back.publish).toBe(true);
+  });
+
+  it("ignores observations for nodes it does not track", () => {
+    const table = createNodeRegistry(config, HEARTBEAT);
+    const obs = {
+      type: "node.observation.v1" as const,
+      node_id: "h100-a",
+      decision_id: "d",
+      outcome: "ok" as const,
+      status: 200,
+      latency_ms: 10,
+      ttft_ms: 5,
+      at: T0,
+    };
+    expect(table.onObservation(obs, T0)).toBeUndefined();
+    table.onProbe(node, OK, T0);
+    expect(table.onObservation(obs, T0 + 1)?.state.latency_ewma_ms).toBe(10);
+  });
+
+  it("restores a node from a snapshot and publishes its next update", () => {
+    const first = createNodeRegistry(config, HEARTBEAT);
+    first.onProbe(node, OK, T0);
+    const active = first.onProbe(node, OK, T0 + 1_000).state;
+    const second = createNodeRegistry(config, HEARTBEAT);
+    second.restore(node, active, T0 + 5_000);
+    expect(second.has("h100-a")).toBe(true);
+    const next = second.onProbe(node, OK, T0 + 6_000);
+    expect(next.publish).toBe(true);
+    expect(next.transitions).toEqual([]);
+    expect(next.state).toMatchObject({ status: "Active", instance_id: "inst-a" });
+    second.forget("h100-a");
+    expect(second.has("h100-a")).toBe(false);
+  });
+
+  it("publishes a new instance id at once", () => {
+    const table = createNodeRegistry(config, HEARTBEAT);
+    table.onProbe(node, OK, T0);
+    const replaced = table.onProbe(
+      node,
+      { ok: true, reading: reading({ instanceId: "inst-b" }) },
+      T0 + 1_000,
+    );
+    expect(replaced.publish).toBe(true);
+    expect(replaced.state.instance_id).toBe("inst-b");
+  });
+});
