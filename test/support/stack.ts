@@ -29,6 +29,8 @@ export interface StackOptions {
   fleet?: Partial<Pick<FleetDocument, "policies" | "models">>;
   /** Extra environment for every service. */
   env?: Record<string, string>;
+  /** Tiers the test account may use (default 1 and 2). */
+  allowedTiers?: number[];
   /** Dispatcher replicas to start (default 1); extra ones are named `dispatcher-2`, …. */
   dispatchers?: number;
   /** Runs after the fleet is applied and before the services start, e.g. to fill KV buckets. */
@@ -108,7 +110,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           {
             id: "e2e",
             api_key_sha256: [createHash("sha256").update(API_KEY).digest("hex")],
-            allowed_tiers: [1, 2],
+            allowed_tiers: options.allowedTiers ?? [1, 2],
           },
         ],
       }),
@@ -136,7 +138,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           { DISPATCHER_OPS_PORT: "0" },
         ],
       ),
-      ["intake", { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1", ZML_ADMIN_TOKEN: ADMIN_TOKEN }],
+      [
+        "intake",
+        { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1", ZML_ADMIN_TOKEN: ADMIN_TOKEN },
+      ],
     ];
     await options.seed?.(bus);
     const startService = async (name: string) => {

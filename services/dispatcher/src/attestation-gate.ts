@@ -17,7 +17,10 @@ export interface AttestationSources {
 export interface AttestationGate {
   /** Recomputes every tier 3/4 node's attested-until; call when results, revocations or nodes change. */
   refresh(now: number): void;
-  /** Tier 3/4 nodes of `tier` whose attestation does not cover `model`. */
+  /**
+   * Attested tier 3/4 nodes of `tier` whose approved measurement does not cover `model`.
+   * Nodes with no usable attestation at all are left to the routing core (`not_attested`).
+   */
   notApprovedFor(model: string, tier: number, now: number): ReadonlySet<string>;
   /** The last check before any payload goes to a tier 3/4 node. */
   verdict(nodeId: string, model: string, now: number): AttestationVerdict;
@@ -43,7 +46,9 @@ export function createAttestationGate(
       const out = new Set<string>();
       if (!isTeeTier(tier)) return out;
       for (const node of sources.nodes.values()) {
-        if (node.tier === tier && !verdictOf(node.id, now, model).usable) out.add(node.id);
+        if (node.tier !== tier) continue;
+        const verdict = verdictOf(node.id, now, model);
+        if (!verdict.usable && verdict.reason === "model_not_approved") out.add(node.id);
       }
       return out;
     },
