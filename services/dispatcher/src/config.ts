@@ -12,8 +12,8 @@ const ConfigSchema = z.object({
   DISPATCH_HEADERS_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   /** Longest silence between two body chunks before the stream counts as stalled. */
   DISPATCH_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
-  /** Connections kept per node. */
-  DISPATCH_POOL_CONNECTIONS: z.coerce.number().int().positive().default(64),
+  /** Minimum connections per node (a node gets at least its max_concurrency). */
+  DISPATCH_POOL_CONNECTIONS: z.coerce.number().int().positive().default(16),
   /** How long a node that failed an attempt is skipped by every dispatcher. */
   NODE_COOLDOWN_MS: z.coerce.number().int().nonnegative().default(30_000),
   /**

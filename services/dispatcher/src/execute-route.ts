@@ -25,6 +25,7 @@ import type { AttestationGate } from "./attestation-gate.ts";
 import type { CapacitySignal } from "./capacity-signal.ts";
 import type { DispatcherConfig } from "./config.ts";
 import type { DispatcherMetrics } from "./metrics.ts";
+import { attemptSignal } from "./attempt-signal.ts";
 import { withModel } from "./model-rewrite.ts";
 import { callNode } from "./node-call.ts";
 import type { AttemptOutcome } from "./node-call.ts";
@@ -218,6 +219,7 @@ async function runRoute(
     if (attempt === 1) exec.onDispatched?.();
     const startedAt = deps.clock();
     let outcome: AttemptOutcome;
+    const abort = attemptSignal(cancelled, request.deadline - startedAt);
     try {
       outcome = await callNode({
         pool: deps.pools.get(node),
@@ -225,10 +227,7 @@ async function runRoute(
         body: model === request.model ? exec.body : withModel(exec.body, model),
         headers,
         stream: request.stream,
-        signal: AbortSignal.any([
-          cancelled,
-          AbortSignal.timeout(Math.max(1, request.deadline - startedAt)),
-        ]),
+        signal: abort.signal,
         headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
         bodyIdleTimeoutMs: deps.config.DISPATCH_BODY_IDLE_TIMEOUT_MS,
         writer,
@@ -237,6 +236,7 @@ async function runRoute(
         clock: deps.clock,
       });
     } finally {
+      abort.dispose();
       deps.routing.current().live.completed(node.id);
       deps.capacity.notify();
     }
