@@ -34,6 +34,8 @@ export interface BenchStack {
   nodes: Map<string, BenchNode>;
   /** intake, dispatcher, health-aggregator, attestation. */
   services: Map<string, ManagedProcess>;
+  /** Base URL of each service's `/readyz` and `/metrics`. */
+  opsUrls: Map<string, string>;
   natsPid: number | undefined;
   stop(): Promise<void>;
 }
@@ -112,21 +114,24 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       findFreePort(),
       findFreePort(),
     ]);
-    const ops = (port: number) => `http://127.0.0.1:${port}/readyz`;
-    const serviceSpecs: Array<[string, Record<string, string>, string]> = [
-      ["health-aggregator", { AGGREGATOR_OPS_PORT: String(aggregatorOps) }, ops(aggregatorOps)],
-      ["attestation", { ATTESTATION_OPS_PORT: String(attestationOps) }, ops(attestationOps)],
-      ["dispatcher", { DISPATCHER_OPS_PORT: String(dispatcherOps) }, ops(dispatcherOps)],
-      ["intake", { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1" }, ops(intakePort)],
+    // Each service serves /readyz and /metrics on this port (intake on its API port).
+    const serviceSpecs: Array<[string, Record<string, string>, number]> = [
+      ["health-aggregator", { AGGREGATOR_OPS_PORT: String(aggregatorOps) }, aggregatorOps],
+      ["attestation", { ATTESTATION_OPS_PORT: String(attestationOps) }, attestationOps],
+      ["dispatcher", { DISPATCHER_OPS_PORT: String(dispatcherOps) }, dispatcherOps],
+      ["intake", { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1" }, intakePort],
     ];
+    const opsUrls = new Map(
+      serviceSpecs.map(([name, , port]) => [name, `http://127.0.0.1:${port}`]),
+    );
     await Promise.all(
-      serviceSpecs.map(async ([name, extra, readyUrl]) => {
+      serviceSpecs.map(async ([name, extra]) => {
         const proc = await startProcess({
           name,
           command: process.execPath,
           args: [join(root, `services/${name}/src/main.ts`)],
           env: { ...env, ...extra, ...profileEnv(options.profile, name) },
-          readyUrl,
+          readyUrl: `${opsUrls.get(name)}/readyz`,
           readyTimeoutMs: 30_000,
         });
         services.set(name, proc);
@@ -141,7 +146,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         .join("\n");
       throw new Error(`${(error as Error).message}\nservice output:\n${logs}`, { cause: error });
     }
-    return { intakeUrl, nodes, services, natsPid: childPidByName("nats-server"), stop };
+    return { intakeUrl, nodes, services, opsUrls, natsPid: childPidByName("nats-server"), stop };
   } catch (error) {
     await stop();
     throw error;

@@ -33,7 +33,10 @@ export async function startLoadGenerator(): Promise<LoadGenerator> {
     waiting.clear();
   });
   createInterface({ input: child.stdout }).on("line", (line) => {
-    const result = JSON.parse(line) as LoadResult;
+    // JSON turns the NaN of an empty percentile into null; turn it back, or null - null = 0.
+    const result = JSON.parse(line, (key, value: unknown) =>
+      value === null && (key === "p50" || key === "p99") ? Number.NaN : value,
+    ) as LoadResult;
     waiting.get(result.id)?.resolve(result);
     waiting.delete(result.id);
   });

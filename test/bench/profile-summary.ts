@@ -1,6 +1,7 @@
 // Summarises V8 CPU profiles (from `node test/bench/run.ts --profile intake,dispatcher`):
-// `node test/bench/profile-summary.ts <file.cpuprofile> [--top 25]` prints the functions with
-// the most self time, and self time per package.
+// `node test/bench/profile-summary.ts <file.cpuprofile> [--top 25] [--from-ms 0]` prints the
+// functions with the most self time, and self time per package. `--from-ms` skips the first
+// part of the profile (the service's start-up: module loading, schema construction).
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 
@@ -27,13 +28,16 @@ function packageOf(url: string): string {
   return url === "" ? "(native / V8)" : url;
 }
 
-function summarise(path: string, top: number): string {
+function summarise(path: string, top: number, fromMs: number): string {
   const profile = JSON.parse(readFileSync(path, "utf8")) as Profile;
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const selfUs = new Map<number, number>();
   let total = 0;
+  let elapsedUs = 0;
   profile.samples.forEach((id, i) => {
     const dt = profile.timeDeltas[i] ?? 0;
+    elapsedUs += dt;
+    if (elapsedUs < fromMs * 1000) return;
     selfUs.set(id, (selfUs.get(id) ?? 0) + dt);
     total += dt;
   });
@@ -59,7 +63,7 @@ function summarise(path: string, top: number): string {
       .map(([k, us]) => `  ${pct(us)}  ${(us / 1000).toFixed(0).padStart(7)} ms  ${k}`)
       .join("\n");
   return [
-    `${path}: ${(total / 1000).toFixed(0)} ms sampled`,
+    `${path}: ${(total / 1000).toFixed(0)} ms sampled (from ${fromMs} ms)`,
     "self time by function:",
     list(byFunction, top),
     "self time by package:",
@@ -69,6 +73,10 @@ function summarise(path: string, top: number): string {
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { top: { type: "string", default: "25" } },
+  options: {
+    top: { type: "string", default: "25" },
+    "from-ms": { type: "string", default: "0" },
+  },
 });
-for (const file of positionals) console.log(`${summarise(file, Number(values.top))}\n`);
+for (const file of positionals)
+  console.log(`${summarise(file, Number(values.top), Number(values["from-ms"]))}\n`);

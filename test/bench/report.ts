@@ -2,11 +2,17 @@
 // columns read well in both.
 import type { BenchSummary, ScenarioSummary } from "./summary.ts";
 
+const NUMERIC = /^(–|[-+]?\d[\d.]*×?)$/;
+
+/** A markdown table; columns holding only figures are right-aligned. */
 function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const right = header.map(
+    (_, i) => rows.length > 0 && rows.every((r) => NUMERIC.test(r[i] ?? "")),
+  );
   const line = (cells: string[]) =>
-    `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ")} |`;
-  const rule = `|${widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`;
+    `| ${cells.map((c, i) => (right[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join(" | ")} |`;
+  const rule = `|${widths.map((w, i) => (right[i] ? `${"-".repeat(w + 1)}:` : "-".repeat(w + 2))).join("|")}|`;
   return [line(header), rule, ...rows.map(line)].join("\n");
 }
 
@@ -77,7 +83,8 @@ function streamTable(scenarios: ScenarioSummary[]): string {
       "ZML gap p99",
       "added gap p99",
       "streams ok",
-      "broken",
+      "failed",
+      "of which broken",
     ],
     scenarios.map((s) => [
       s.title,
@@ -89,13 +96,14 @@ function streamTable(scenarios: ScenarioSummary[]): string {
       ms(s.gateway.gapP99Ms),
       signed(s.addedMs.gapP99),
       String(s.completed),
+      String(s.failed),
       String(s.brokenStreams ?? 0),
     ]),
   );
 }
 
 function cpuTable(scenarios: ScenarioSummary[]): string {
-  const names = ["load", "intake", "dispatcher", "nats-server", "node"];
+  const names = ["load", "intake", "dispatcher", "nats-server", "health-aggregator", "node"];
   const rows: string[][] = [];
   for (const s of scenarios) {
     for (const [label, cpu] of [
@@ -106,7 +114,7 @@ function cpuTable(scenarios: ScenarioSummary[]): string {
       rows.push([`${s.key} ${label}`, ...names.map((k) => num(cpu[k], 0)), num(total, 0)]);
     }
   }
-  return table(["round", ...names, "total"], rows);
+  return table(["scenario, side", ...names, "total"], rows);
 }
 
 export function renderReport(summary: BenchSummary, command: string): string {
@@ -124,26 +132,21 @@ export function renderReport(summary: BenchSummary, command: string): string {
       `times are medians over pairs. Latencies in ms.`,
     `- total time: ${summary.elapsedS.toFixed(0)} s`,
     "",
-    "## Latency and throughput, direct vs through ZML",
-    "",
-    latencyTable(plain),
-    "",
-    "## Streaming",
-    "",
-    streamTable(streams),
-    "",
-    "## Routing decision alone (libs/routing, one decision, in-process)",
-    "",
   ];
+  if (plain.length > 0)
+    out.push("## Latency and throughput, direct vs through ZML", "", latencyTable(plain), "");
+  if (streams.length > 0) out.push("## Streaming", "", streamTable(streams), "");
+  out.push("## Routing decision alone (libs/routing, one decision, in-process)", "");
   if (summary.routing.available) {
     out.push(
       table(
-        ["nodes", "variant", "p50 µs", "p99 µs"],
+        ["nodes", "variant", "p50 µs", "p99 µs", "fleet, runs (as printed)"],
         summary.routing.rows.map((r) => [
           String(r.nodes),
           r.variant,
           num(r.p50Us, 2),
           num(r.p99Us, 2),
+          r.detail,
         ]),
       ),
     );
@@ -155,11 +158,13 @@ export function renderReport(summary: BenchSummary, command: string): string {
     "## Memory of each service after the run",
     "",
     table(
-      ["process", "RSS MiB", "peak RSS MiB"],
+      ["process", "RSS MiB", "peak RSS MiB", "V8 heap used MiB", "external MiB"],
       Object.entries(summary.memory).map(([name, m]) => [
         name,
-        num(m?.rssMiB, 1),
-        num(m?.peakMiB, 1),
+        num(m.rssMiB, 1),
+        num(m.peakRssMiB, 1),
+        num(m.heapUsedMiB, 1),
+        num(m.externalMiB, 1),
       ]),
     ),
     "",

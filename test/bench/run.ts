@@ -12,8 +12,8 @@ import { startBenchStack } from "./bench-stack.ts";
 import type { BenchNodeSpec, BenchStack } from "./bench-stack.ts";
 import { startLoadGenerator } from "./load-client.ts";
 import type { LoadGenerator } from "./load-client.ts";
-import { memoryOf } from "./proc.ts";
-import type { Memory } from "./proc.ts";
+import { measureMemory } from "./memory.ts";
+import type { ServiceMemory } from "./memory.ts";
 import { renderReport } from "./report.ts";
 import { runRoutingBench } from "./routing-bench.ts";
 import type { RoutingFigures } from "./routing-bench.ts";
@@ -22,7 +22,7 @@ import type { RunSettings } from "./scenarios.ts";
 import { judgeTargets, summariseScenario } from "./summary.ts";
 import type { BenchSummary, ScenarioSummary } from "./summary.ts";
 
-const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1500]
+const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
   [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--profile intake,dispatcher]
 scenarios: ${SCENARIOS.map((s) => s.key).join(", ")}
 `;
@@ -49,7 +49,7 @@ function options() {
   };
   const settings: RunSettings = {
     rounds: int("rounds", values.rounds, values.quick ? 2 : 5),
-    durationMs: int("duration-ms", values["duration-ms"], values.quick ? 500 : 1500),
+    durationMs: int("duration-ms", values["duration-ms"], values.quick ? 500 : 1000),
     warmupMs: int("warmup-ms", values["warmup-ms"], values.quick ? 200 : 400),
   };
   const only = values.only?.split(",").map((s) => s.trim());
@@ -81,6 +81,7 @@ async function measure(
       intake: stack.services.get("intake")?.pid,
       dispatcher: stack.services.get("dispatcher")?.pid,
       "nats-server": stack.natsPid,
+      "health-aggregator": stack.services.get("health-aggregator")?.pid,
       node: node?.process.pid,
     });
     const summary = summariseScenario(run);
@@ -91,16 +92,6 @@ async function measure(
     );
   }
   return summaries;
-}
-
-function memoryAfterRun(stack: BenchStack): Record<string, Memory | undefined> {
-  const memory: Record<string, Memory | undefined> = {};
-  for (const name of ["intake", "dispatcher", "health-aggregator", "attestation"]) {
-    const pid = stack.services.get(name)?.pid;
-    memory[name] = pid === undefined ? undefined : memoryOf(pid);
-  }
-  if (stack.natsPid !== undefined) memory["nats-server"] = memoryOf(stack.natsPid);
-  return memory;
 }
 
 async function main(): Promise<number> {
@@ -121,12 +112,12 @@ async function main(): Promise<number> {
     ...(opts.profile ? { profile: { services: opts.profile, dir: join(outDir, "profiles") } } : {}),
   });
   let scenarios: ScenarioSummary[];
-  let memory: Record<string, Memory | undefined>;
+  let memory: Record<string, ServiceMemory>;
   try {
     const load = await startLoadGenerator();
     try {
       scenarios = await measure(stack, load, opts);
-      memory = memoryAfterRun(stack);
+      memory = await measureMemory(stack);
     } finally {
       await load.close();
     }

@@ -1,7 +1,8 @@
 // Turns the rounds into the reported figures. Per side: the median over rounds of each round's
 // percentile. Ratios and added milliseconds: the median over pairs of (gateway vs direct in the
 // same pair), which cancels drift better than comparing the two medians.
-import type { Memory } from "./proc.ts";
+import type { StreamFigures } from "./plan.ts";
+import type { ServiceMemory } from "./memory.ts";
 import type { RoutingFigures } from "./routing-bench.ts";
 import type { Round, ScenarioRun } from "./scenarios.ts";
 import { median } from "./stats.ts";
@@ -52,7 +53,7 @@ export interface BenchSummary {
   settings: { rounds: number; durationMs: number; warmupMs: number };
   scenarios: ScenarioSummary[];
   routing: RoutingFigures;
-  memory: Record<string, Memory | undefined>;
+  memory: Record<string, ServiceMemory>;
   targets: Target[];
   requests: { completed: number; failed: number };
   elapsedS: number;
@@ -95,7 +96,6 @@ function cpuPerRequest(rounds: Round[]): Record<string, number> {
 export function summariseScenario(run: ScenarioRun): ScenarioSummary {
   const { scenario } = run;
   const lat = (r: Round) => r.result.latency;
-  const st = (r: Round) => r.result.stream;
   const all = [...run.direct, ...run.gateway];
   const summary: ScenarioSummary = {
     key: scenario.key,
@@ -120,24 +120,19 @@ export function summariseScenario(run: ScenarioRun): ScenarioSummary {
     cpuUsPerRequest: { direct: cpuPerRequest(run.direct), gateway: cpuPerRequest(run.gateway) },
   };
   if (scenario.stream) {
-    const nan = Number.NaN;
-    summary.ratio.ttftP50 = paired(
-      run,
-      (d, g) => (st(g)?.ttft.p50 ?? nan) / (st(d)?.ttft.p50 ?? nan),
-    );
-    summary.ratio.gapP99 = paired(run, (d, g) => (st(g)?.gap.p99 ?? nan) / (st(d)?.gap.p99 ?? nan));
-    summary.addedMs.ttftP50 = paired(
-      run,
-      (d, g) => (st(g)?.ttft.p50 ?? nan) - (st(d)?.ttft.p50 ?? nan),
-    );
-    summary.addedMs.ttftP99 = paired(
-      run,
-      (d, g) => (st(g)?.ttft.p99 ?? nan) - (st(d)?.ttft.p99 ?? nan),
-    );
-    summary.addedMs.gapP99 = paired(
-      run,
-      (d, g) => (st(g)?.gap.p99 ?? nan) - (st(d)?.gap.p99 ?? nan),
-    );
+    const pair = (pick: (f: StreamFigures) => number, combine: (g: number, d: number) => number) =>
+      paired(run, (d, g) =>
+        d.result.stream && g.result.stream
+          ? combine(pick(g.result.stream), pick(d.result.stream))
+          : Number.NaN,
+      );
+    const ratioOf = (g: number, d: number) => g / d;
+    const added = (g: number, d: number) => g - d;
+    summary.ratio.ttftP50 = pair((f) => f.ttft.p50, ratioOf);
+    summary.ratio.gapP99 = pair((f) => f.gap.p99, ratioOf);
+    summary.addedMs.ttftP50 = pair((f) => f.ttft.p50, added);
+    summary.addedMs.ttftP99 = pair((f) => f.ttft.p99, added);
+    summary.addedMs.gapP99 = pair((f) => f.gap.p99, added);
     summary.brokenStreams = all.reduce((n, r) => n + (r.result.stream?.broken ?? 0), 0);
   }
   return summary;

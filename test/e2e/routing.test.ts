@@ -33,9 +33,10 @@ describe("failures are retried within the budget, client errors are not", () => 
   const payloads = (id: string) => stack.sims.get(id)!.stats().payloads_received;
 
   beforeAll(async () => {
-    const nodes = Object.entries(SCENARIOS).flatMap(([model, families]) =>
+    const scenarios: Record<string, Record<string, readonly string[]>> = SCENARIOS;
+    const nodes = Object.entries(scenarios).flatMap(([model, families]) =>
       Object.entries(families).flatMap(([family, ids]) =>
-        ids.map((nodeId: string) => ({ nodeId, family, models: [model] })),
+        ids.map((nodeId) => ({ nodeId, family, models: [model] })),
       ),
     );
     stack = await startStack({

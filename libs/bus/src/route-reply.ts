@@ -76,6 +76,11 @@ export function errorOfFrame(frame: RouteFrame): ZmlError {
 }
 
 export interface PendingReply {
+  /**
+   * The reply subject the request was published with; it identifies the request to the
+   * dispatcher serving it (e.g. in a `route.cancel` message).
+   */
+  readonly inbox: string;
   /** Stops delivering frames for this request (e.g. the client went away). */
   cancel(): void;
 }
@@ -165,8 +170,10 @@ export function createReplyMux(nc: NatsConnection): ReplyMux {
         }, options.idleTimeoutMs),
       };
       pending.set(id, p);
-      nc.publish(subject, data, { headers, reply: `${prefix}.${id}` });
+      const inbox = `${prefix}.${id}`;
+      nc.publish(subject, data, { headers, reply: inbox });
       return {
+        inbox,
         cancel() {
           clearTimeout(p.timer);
           pending.delete(id);

@@ -92,12 +92,21 @@ describe("route reply frames", () => {
         const frames: RouteFrame[] = [];
         const h = createHeaders();
         h.set("x-name", name);
-        mux.request("t.route", new Uint8Array(0), h, (f) => {
-          frames.push(f);
-          if (f.kind === "end" || f.kind === "error") {
-            resolve({ frames, text: frames.map((x) => new TextDecoder().decode(x.data)).join("") });
-          }
-        }, { idleTimeoutMs: 5_000 });
+        mux.request(
+          "t.route",
+          new Uint8Array(0),
+          h,
+          (f) => {
+            frames.push(f);
+            if (f.kind === "end" || f.kind === "error") {
+              resolve({
+                frames,
+                text: frames.map((x) => new TextDecoder().decode(x.data)).join(""),
+              });
+            }
+          },
+          { idleTimeoutMs: 5_000 },
+        );
       });
     const [a, b] = await Promise.all([run("a"), run("b")]);
     expect(a.frames[0]).toMatchObject({ kind: "head", status: 200, routing: 'node="a"' });
@@ -109,10 +118,32 @@ describe("route reply frames", () => {
     mux.close();
   });
 
+  it("exposes the reply inbox the responder sees", async () => {
+    const seen: string[] = [];
+    const sub = bus.nc.subscribe("t.inbox", {
+      callback: (_err, msg) => {
+        seen.push(msg.reply!);
+        createReplyWriter(bus.nc, msg.reply!).end();
+      },
+    });
+    const mux = createReplyMux(bus.nc);
+    let inbox = "";
+    await new Promise<RouteFrame>((resolve) => {
+      inbox = mux.request("t.inbox", new Uint8Array(0), createHeaders(), resolve, {
+        idleTimeoutMs: 5_000,
+      }).inbox;
+    });
+    expect(seen).toEqual([inbox]);
+    sub.unsubscribe();
+    mux.close();
+  });
+
   it("ends with an error frame when nobody serves the subject", async () => {
     const mux = createReplyMux(bus.nc);
     const frame = await new Promise<RouteFrame>((resolve) =>
-      mux.request("t.nobody", new Uint8Array(0), createHeaders(), resolve, { idleTimeoutMs: 5_000 }),
+      mux.request("t.nobody", new Uint8Array(0), createHeaders(), resolve, {
+        idleTimeoutMs: 5_000,
+      }),
     );
     expect(frame.kind).toBe("error");
     expect(errorOfFrame(frame).code).toBe("bus_unavailable");
@@ -155,13 +186,17 @@ describe("route reply frames", () => {
       [1, 2, 3].map(
         () =>
           new Promise<RouteFrame>((resolve) =>
-            mux.request("t.hold", new Uint8Array(0), createHeaders(), resolve, { idleTimeoutMs: 60_000 }),
+            mux.request("t.hold", new Uint8Array(0), createHeaders(), resolve, {
+              idleTimeoutMs: 60_000,
+            }),
           ),
       ),
     );
     await bus.nc.flush();
     mux.failAll(new ZmlError("bus_unavailable", "lost"));
-    expect((await frames).map((f) => errorOfFrame(f).code)).toEqual(Array(3).fill("bus_unavailable"));
+    expect((await frames).map((f) => errorOfFrame(f).code)).toEqual(
+      Array(3).fill("bus_unavailable"),
+    );
     sub.unsubscribe();
     mux.close();
   });

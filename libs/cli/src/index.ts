@@ -1,1 +1,4 @@
-export {};
+export { runCli, USAGE } from "./run.ts";
+export { processIo, UsageError, CliError } from "./io.ts";
+export type { CliIo } from "./io.ts";
+export { formatTable } from "./table.ts";

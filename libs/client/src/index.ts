@@ -1,1 +1,14 @@
-export {};
+export { createClient } from "./client.ts";
+export type { ClientOptions, CallOptions, ZmlClient } from "./client.ts";
+export { ZmlApiError, ZmlConnectionError } from "./errors.ts";
+export { parseSse } from "./sse.ts";
+export type { SseEvent } from "./sse.ts";
+export type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  InferResponse,
+  InferStream,
+  AnswerMeta,
+  ModelInfo,
+} from "./types.ts";
+export type { RoutingInfo, InferRequest, ChatCompletionRequest } from "@zml/contracts";

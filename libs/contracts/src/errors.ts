@@ -14,8 +14,8 @@ export const ERROR_CODES = {
   unknown_policy: { status: 400, retryable: false },
   payload_too_large: { status: 413, retryable: false },
   unsupported_media_type: { status: 415, retryable: false },
-  request_timeout: { status: 408, retryable: true },
-  rate_limited: { status: 429, retryable: true },
+  request_timeout: { status: 408, retryable: false },
+  rate_limited: { status: 429, retryable: false },
   no_node_available: { status: 503, retryable: true },
   saturated: { status: 503, retryable: true },
   upstream_unavailable: { status: 502, retryable: true },
@@ -25,6 +25,11 @@ export const ERROR_CODES = {
   key_store_unavailable: { status: 503, retryable: true },
   gateway_timeout: { status: 504, retryable: true },
   internal_error: { status: 500, retryable: true },
+  /** Tier-4 sessions: unknown, deleted, or another account's session. */
+  session_not_found: { status: 404, retryable: false },
+  session_expired: { status: 410, retryable: false },
+  /** The session's node failed or is no longer usable: the session ended; open a new one. */
+  session_node_unavailable: { status: 503, retryable: false },
 } as const;
 export type ErrorCode = keyof typeof ERROR_CODES;
 

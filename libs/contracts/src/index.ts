@@ -65,9 +65,16 @@ export {
   NodeStateSchema,
   OBSERVATION_OUTCOMES,
   NodeObservationSchema,
+  NodeObservationBatchSchema,
   NodeCooldownSchema,
 } from "./node-state.ts";
-export type { NodeStatus, NodeState, NodeObservation, NodeCooldown } from "./node-state.ts";
+export type {
+  NodeStatus,
+  NodeState,
+  NodeObservation,
+  NodeObservationBatch,
+  NodeCooldown,
+} from "./node-state.ts";
 export {
   ChatCompletionRequestSchema,
   MessageSchema,
@@ -165,3 +172,29 @@ export {
   jobResultSubject,
 } from "./batch.ts";
 export type { JobStatus, JobOutcome } from "./batch.ts";
+export {
+  SESSIONS_BUCKET,
+  SESSION_CREATE_SUBJECT,
+  SESSION_DELETE_SUBJECT,
+  SESSION_DEFAULT_TTL_S,
+  SESSION_MAX_TTL_S,
+  SESSION_CREATE_BUDGET_MS,
+  SESSION_KEY_PATTERN,
+  SESSION_END_REASONS,
+  isSessionId,
+  SessionAttestationSchema,
+  SessionSchema,
+  SessionCreateRequestSchema,
+  SessionCreateReplySchema,
+  SessionDeleteRequestSchema,
+  SessionDeleteReplySchema,
+} from "./sessions.ts";
+export type {
+  Session,
+  SessionAttestation,
+  SessionEndReason,
+  SessionCreateRequest,
+  SessionCreateReply,
+  SessionDeleteRequest,
+  SessionDeleteReply,
+} from "./sessions.ts";

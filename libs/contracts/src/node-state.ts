@@ -54,6 +54,17 @@ export const NodeObservationSchema = z.object({
 });
 export type NodeObservation = z.infer<typeof NodeObservationSchema>;
 
+/**
+ * Observations of one node gathered by a dispatcher over a short window (≤ 100 ms) and
+ * sent as one message, so the aggregator wakes once per window rather than per request.
+ */
+export const NodeObservationBatchSchema = z.object({
+  type: z.literal("node.observation.batch.v1"),
+  node_id: z.string().regex(NODE_ID_PATTERN),
+  observations: z.array(NodeObservationSchema).min(1).max(1_000),
+});
+export type NodeObservationBatch = z.infer<typeof NodeObservationBatchSchema>;
+
 /** A node taken out of rotation for a while after a failure, shared by all dispatchers. */
 export const NodeCooldownSchema = z.object({
   type: z.literal("node.cooldown.v1"),

@@ -11,10 +11,22 @@ export type FleetChange = {
 
 /** Which document section goes to which bucket, and what its key is. */
 const SECTIONS = [
-  { bucket: KV_BUCKETS.nodes, entries: (d: FleetDocument) => d.nodes.map((n) => [n.id, n] as const) },
-  { bucket: KV_BUCKETS.models, entries: (d: FleetDocument) => d.models.map((m) => [m.id, m] as const) },
-  { bucket: KV_BUCKETS.policies, entries: (d: FleetDocument) => d.policies.map((p) => [p.name, p] as const) },
-  { bucket: KV_BUCKETS.accounts, entries: (d: FleetDocument) => d.accounts.map((a) => [a.id, a] as const) },
+  {
+    bucket: KV_BUCKETS.nodes,
+    entries: (d: FleetDocument) => d.nodes.map((n) => [n.id, n] as const),
+  },
+  {
+    bucket: KV_BUCKETS.models,
+    entries: (d: FleetDocument) => d.models.map((m) => [m.id, m] as const),
+  },
+  {
+    bucket: KV_BUCKETS.policies,
+    entries: (d: FleetDocument) => d.policies.map((p) => [p.name, p] as const),
+  },
+  {
+    bucket: KV_BUCKETS.accounts,
+    entries: (d: FleetDocument) => d.accounts.map((a) => [a.id, a] as const),
+  },
 ];
 
 /**
@@ -34,7 +46,8 @@ export function planFleetChanges(
     for (const [key, value] of wanted) {
       const now = existing.get(key);
       if (now === undefined) changes.push({ bucket: section.bucket, key, action: "create", value });
-      else if (now !== value) changes.push({ bucket: section.bucket, key, action: "update", value });
+      else if (now !== value)
+        changes.push({ bucket: section.bucket, key, action: "update", value });
     }
     if (prune) {
       for (const key of existing.keys()) {

@@ -56,18 +56,36 @@ function checkReferences(doc: FleetDocument): void {
       seen.add(id);
     });
   };
-  dup("nodes", doc.nodes.map((n) => n.id));
-  dup("models", doc.models.map((m) => m.id));
-  dup("policies", doc.policies.map((p) => p.name));
-  dup("accounts", doc.accounts.map((a) => a.id));
+  dup(
+    "nodes",
+    doc.nodes.map((n) => n.id),
+  );
+  dup(
+    "models",
+    doc.models.map((m) => m.id),
+  );
+  dup(
+    "policies",
+    doc.policies.map((p) => p.name),
+  );
+  dup(
+    "accounts",
+    doc.accounts.map((a) => a.id),
+  );
   doc.models.forEach((m, i) => {
     if (m.default_policy && !policies.has(m.default_policy) && m.default_policy !== "balanced") {
-      problems.push({ path: `models.${i}.default_policy`, message: `unknown policy '${m.default_policy}'` });
+      problems.push({
+        path: `models.${i}.default_policy`,
+        message: `unknown policy '${m.default_policy}'`,
+      });
     }
   });
   doc.accounts.forEach((a, i) => {
     if (a.default_policy && !policies.has(a.default_policy) && a.default_policy !== "balanced") {
-      problems.push({ path: `accounts.${i}.default_policy`, message: `unknown policy '${a.default_policy}'` });
+      problems.push({
+        path: `accounts.${i}.default_policy`,
+        message: `unknown policy '${a.default_policy}'`,
+      });
     }
   });
   if (problems.length) throw new FleetDocumentError(problems);

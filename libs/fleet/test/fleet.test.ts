@@ -42,7 +42,10 @@ describe("parseFleetDocument", () => {
   });
 
   it("lists every problem with the field's path", () => {
-    const bad = yaml.replace("tier: 1\n    models: [m]\n  - id: mi300x-a", "tier: seven\n    models: [m]\n  - id: h100-a");
+    const bad = yaml.replace(
+      "tier: 1\n    models: [m]\n  - id: mi300x-a",
+      "tier: seven\n    models: [m]\n  - id: h100-a",
+    );
     let error: FleetDocumentError | undefined;
     try {
       parseFleetDocument(bad.replace("default_policy: interactive", "default_policy: nope"));
@@ -54,8 +57,12 @@ describe("parseFleetDocument", () => {
   });
 
   it("rejects duplicate ids and dangling policy references", () => {
-    const dup = yaml.replace("id: mi300x-a", "id: h100-a").replace("default_policy: interactive", "default_policy: nope");
-    expect(() => parseFleetDocument(dup)).toThrow(/nodes\.1: duplicate id 'h100-a'[\s\S]*models\.0\.default_policy/);
+    const dup = yaml
+      .replace("id: mi300x-a", "id: h100-a")
+      .replace("default_policy: interactive", "default_policy: nope");
+    expect(() => parseFleetDocument(dup)).toThrow(
+      /nodes\.1: duplicate id 'h100-a'[\s\S]*models\.0\.default_policy/,
+    );
   });
 
   it("reports broken YAML as a document problem", () => {

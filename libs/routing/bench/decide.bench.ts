@@ -1,6 +1,7 @@
-// Latency of one routing decision for fleets of 16, 256 and 4096 nodes. Worst case on
-// purpose: every node serves the benchmarked model at the request's tier, so decide()
-// walks the whole fleet. Run with `npm run bench -w @zml/routing`.
+// Latency of one routing decision for fleets of 16, 256 and 4096 nodes: the worst case,
+// where every node serves the benchmarked model at the request's tier so decide() walks
+// the whole fleet, and a mixed fleet where each node serves 2 of 8 models on tier 1 or 2.
+// Run with `npm run bench -w @zml/routing`.
 import type { NodeSpec, PolicySpec } from "@zml/contracts";
 import {
   buildSnapshot,
@@ -28,7 +29,9 @@ function seeded(seed: number): () => number {
   };
 }
 
-function fleet(size: number, rnd: () => number) {
+const MODELS = [MODEL, ...Array.from({ length: 7 }, (_, i) => `model-${i + 1}`)];
+
+function fleet(size: number, rnd: () => number, mixed: boolean) {
   const nodes: NodeSpec[] = [];
   for (let i = 0; i < size; i++) {
     nodes.push({
@@ -36,8 +39,8 @@ function fleet(size: number, rnd: () => number) {
       endpoint: `http://10.0.${i >> 8}.${i & 255}:8000`,
       framework: "vllm",
       accelerator_family: FAMILIES[i % FAMILIES.length]!,
-      tier: 1,
-      models: [MODEL, "mistral-7b"],
+      tier: mixed ? 1 + ((i >> 3) & 1) : 1,
+      models: mixed ? [MODELS[i % 8]!, MODELS[(i + 3) % 8]!] : [MODEL, "mistral-7b"],
       max_concurrency: 16,
       health_path: "/health",
       metrics_path: "/metrics",
@@ -105,25 +108,37 @@ function policy(costPriority: PolicySpec["cost_priority"]) {
   });
 }
 
-function measure(size: number, label: string, request: RouteRequest, pol = policy("balanced")) {
-  const { snapshot, live } = fleet(size, seeded(size));
+function measure(
+  size: number,
+  label: string,
+  request: RouteRequest,
+  pol = policy("balanced"),
+  mixed = false,
+) {
+  const { snapshot, live } = fleet(size, seeded(size), mixed);
   const iterations = Math.max(20_000, Math.min(200_000, Math.floor(20_000_000 / size)));
-  let sink = 0;
-  for (let i = 0; i < Math.min(iterations, 20_000); i++) {
-    const d = decide(snapshot, live, request, pol, NOW);
-    if (d.ok) sink += d.viable;
-  }
+  const bucket = snapshot.buckets.get(MODEL)?.[request.tier]?.size ?? 0;
+  // Warm-up lets the JIT optimise decide() before anything is measured.
+  for (let i = 0; i < 20_000; i++) decide(snapshot, live, request, pol, NOW);
   const samples = new Float64Array(iterations);
+  let viable = 0;
   for (let i = 0; i < iterations; i++) {
     const t0 = process.hrtime.bigint();
     const d = decide(snapshot, live, request, pol, NOW);
     samples[i] = Number(process.hrtime.bigint() - t0) / 1000;
-    if (d.ok) sink += d.viable;
+    if (d.ok) viable += d.viable;
   }
   samples.sort();
   const at = (q: number) => samples[Math.min(iterations - 1, Math.floor(q * iterations))]!;
   console.log(
-    `${String(size).padStart(5)} nodes  ${label.padEnd(18)} p50 ${at(0.5).toFixed(2).padStart(8)} µs   p99 ${at(0.99).toFixed(2).padStart(8)} µs   (${iterations} runs${sink < 0 ? "" : ""})`,
+    [
+      `${String(size).padStart(5)} nodes`,
+      label.padEnd(16),
+      `p50 ${at(0.5).toFixed(2).padStart(7)} µs`,
+      `p99 ${at(0.99).toFixed(2).padStart(7)} µs`,
+      `bucket ${String(bucket).padStart(4)}, viable ${Math.round(viable / iterations)}`,
+      `(${iterations} runs)`,
+    ].join("  "),
   );
 }
 
@@ -133,4 +148,5 @@ for (const size of [16, 256, 4096]) {
   measure(size, "cost", { model: MODEL, tier: 1, random }, policy("cost"));
   measure(size, "latency", { model: MODEL, tier: 1, random }, policy("latency"));
   measure(size, "quality", { model: MODEL, tier: 1, random, sort: "quality" });
+  measure(size, "balanced, mixed", { model: MODEL, tier: 1, random }, policy("balanced"), true);
 }

@@ -5,9 +5,7 @@ export const MAX_ATTEMPTS = 3;
 
 /** How one dispatch attempt failed. */
 export type AttemptFailure =
-  | { kind: "status"; status: number }
-  | { kind: "network_error" }
-  | { kind: "timeout" };
+  { kind: "status"; status: number } | { kind: "network_error" } | { kind: "timeout" };
 
 export interface FailedAttempt {
   model: string;
@@ -73,7 +71,9 @@ export interface NextAttemptInput {
  * are retried. Every 4xx, 429 included, is the client's answer: retrying a rate limit on
  * another node would only spend the budget on the same limit.
  */
-export function classifyFailure(failure: AttemptFailure): "retry" | "client_error" | "not_retryable" {
+export function classifyFailure(
+  failure: AttemptFailure,
+): "retry" | "client_error" | "not_retryable" {
   if (failure.kind !== "status") return "retry";
   if (failure.status >= 500 && failure.status <= 599) return "retry";
   if (failure.status >= 400 && failure.status <= 499) return "client_error";
@@ -86,7 +86,9 @@ export function classifyFailure(failure: AttemptFailure): "retry" | "client_erro
  * about the node.
  */
 export function shouldCoolDown(failure: AttemptFailure): boolean {
-  return classifyFailure(failure) === "retry" || (failure.kind === "status" && failure.status === 429);
+  return (
+    classifyFailure(failure) === "retry" || (failure.kind === "status" && failure.status === 429)
+  );
 }
 
 /**

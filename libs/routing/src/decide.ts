@@ -1,6 +1,6 @@
 import type { Tier } from "@zml/contracts";
 import { RoutingError, ROUTING_ERROR_CODES } from "./errors.ts";
-import { estimateCostUsd, estimateResponseMs } from "./estimate.ts";
+import { costUsdFrom, responseMsFrom } from "./estimate.ts";
 import { LIVE_STATUS, type LiveTable } from "./live-table.ts";
 import { expandPassedOver, pack, R } from "./passed-over.ts";
 import type { ResolvedPolicy } from "./policy.ts";
@@ -25,7 +25,8 @@ class Scratch {
   idx: Int32Array;
   famPos: Float64Array;
   depth: Float64Array;
-  tps: Float64Array;
+  /** Service time of one request on the node (ms), see `serviceMs`. */
+  service: Float64Array;
   resp: Float64Array;
   quality: Float64Array;
   grp: Float64Array;
@@ -49,7 +50,7 @@ class Scratch {
     this.idx = new Int32Array(size);
     this.famPos = new Float64Array(size);
     this.depth = new Float64Array(size);
-    this.tps = new Float64Array(size);
+    this.service = new Float64Array(size);
     this.resp = new Float64Array(size);
     this.quality = new Float64Array(size);
     this.grp = new Float64Array(size);
@@ -64,6 +65,12 @@ class Scratch {
 }
 
 let scratch = new Scratch(64);
+
+/** Added to k1 of nodes over the latency target: above any family position or hint key. */
+const GROUP_WEIGHT = 1e9;
+
+/** Maps a uint32 onto [0, 2). */
+const TWO_OVER_2_32 = 2 / 4294967296;
 
 /** Bounds that keep every estimate finite whatever a node or a request reports. */
 const MIN_TPS = 1e-3;
@@ -110,7 +117,10 @@ function collect(sc: Scratch, cx: Context): void {
   const maxConcurrency = snapshot.maxConcurrency;
   const defaultTps = opts.defaultTokensPerSecond;
   const bias = opts.latencyBias;
-  const { idx, famPos, depth: sDepth, tps: sTps, resp: sResp, grp, passed, quality } = sc;
+  const { idx, famPos, depth: sDepth, service, resp: sResp, grp, passed, quality } = sc;
+  const tokensMs = tokens * 1000;
+  const staleBefore = cx.staleBefore;
+  const wantQuality = !Number.isNaN(staleBefore);
   let n = 0;
   let p = 0;
   let considered = 0;
@@ -152,7 +162,7 @@ function collect(sc: Scratch, cx: Context): void {
           reason = R.at_capacity;
           // Time for the node to get one slot back at its throughput.
           const excess = Number.isFinite(depth) ? depth - limit + 1 : 1;
-          soonest = Math.min(soonest, (excess * tokens * 1000) / tps);
+          soonest = Math.min(soonest, (excess * tokensMs) / tps);
         }
       }
       if (reason >= 0) {
@@ -162,15 +172,17 @@ function collect(sc: Scratch, cx: Context): void {
         passed[p++] = pack(i, reason);
         continue;
       }
-      const resp = estimateResponseMs(depth, tokens, tps, latencyEwma[i]!, bias);
+      // serviceMs(tokens, tps), inlined: this division is the loop's most expensive step.
+      const ms = tokensMs / tps;
+      const resp = responseMsFrom(depth, ms, latencyEwma[i]!, bias);
       idx[n] = i;
       famPos[n] = f + 1;
       sDepth[n] = depth;
-      sTps[n] = tps;
+      service[n] = ms;
       sResp[n] = resp;
       grp[n] = resp <= target ? 0 : 1;
-      // NaN unless quality routing is on and the score is fresh (NaN compares false).
-      quality[n] = qualityAt[j]! >= cx.staleBefore ? qualityScore[j]! : Number.NaN;
+      // NaN unless quality routing is on and the score is fresh (a missing one is NaN).
+      quality[n] = wantQuality && qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
       n++;
     }
   }
@@ -192,21 +204,32 @@ function score(
   mode: RankingMode,
   random: (() => number) | undefined,
 ): boolean {
-  const { snapshot, live, tokens } = cx;
+  const { snapshot, live } = cx;
   const n = sc.viable;
-  const { idx, famPos, tps, resp, grp, k1, k2, k3, k4, quality } = sc;
+  const { idx, famPos, service, resp, grp, k1, k2, k3, k4, quality } = sc;
   const hinted = cx.hint !== undefined;
   const jitter = random === undefined ? 0 : snapshot.options.jitter;
   const usdPerHour = snapshot.usdPerHour;
   const fallbackPrice = snapshot.fallbackUsdPerHour;
+  // One call to `random` per decision seeds a xorshift32 stream for the per-node jitter:
+  // cheaper than a call per node, and still reproducible under a seeded source.
+  let bits = jitter === 0 ? 0 : (unit(random!()) * 4294967296) | 0 || 0x9e3779b9;
   let anyFresh = false;
   for (let s = 0; s < n; s++) {
-    const shake = jitter === 0 ? 1 : 1 + jitter * (2 * unit(random!()) - 1);
-    const hintKey = hinted && famPos[s] === 0 ? 0 : 1;
+    let shake = 1;
+    if (jitter !== 0) {
+      bits ^= bits << 13;
+      bits ^= bits >>> 17;
+      bits ^= bits << 5;
+      shake = 1 + jitter * ((bits >>> 0) * TWO_OVER_2_32 - 1);
+    }
+    // The group (within the latency target or not) folds into k1 to save a comparison.
+    const group = grp[s]! * GROUP_WEIGHT;
+    const hintKey = group + (hinted && famPos[s] === 0 ? 0 : 1);
     k3[s] = 0;
     k4[s] = 0;
     if (!Number.isNaN(quality[s]!)) anyFresh = true;
-    if (grp[s] !== 0 || mode === "fastest") {
+    if (group !== 0 || mode === "fastest") {
       k1[s] = hintKey;
       k2[s] = resp[s]! * shake;
       continue;
@@ -218,7 +241,7 @@ function score(
     }
     const i = idx[s]!;
     const price = usdPerHour[i]!;
-    const cost = estimateCostUsd(price === price ? price : fallbackPrice, tokens, tps[s]!);
+    const cost = costUsdFrom(price === price ? price : fallbackPrice, service[s]!);
     k1[s] = hintKey;
     if (mode === "cost") {
       k2[s] = cost * shake;
@@ -238,10 +261,8 @@ function score(
   return anyFresh;
 }
 
-/** Whether slot `a` ranks before slot `b`: lexicographic on (group, k1..k4, registration). */
+/** Whether slot `a` ranks before slot `b`: lexicographic on (k1..k4, registration). */
 function before(sc: Scratch, a: number, b: number): boolean {
-  const grp = sc.grp;
-  if (grp[a] !== grp[b]) return grp[a]! < grp[b]!;
   const k1 = sc.k1;
   if (k1[a] !== k1[b]) return k1[a]! < k1[b]!;
   const k2 = sc.k2;
@@ -356,7 +377,7 @@ class RoutedDecision implements Decision {
   readonly hintApplied: boolean;
   readonly qualityFresh: boolean | null;
   #nodes: readonly NodeEntry[];
-  #packed: Int32Array;
+  #packed: readonly number[];
   #passedOver: PassedOver[] | undefined;
 
   constructor(
@@ -366,7 +387,7 @@ class RoutedDecision implements Decision {
     candidates: RankedCandidate[],
     viable: number,
     qualityFresh: boolean | null,
-    packed: Int32Array,
+    packed: readonly number[],
   ) {
     const chosen = candidates[0]!;
     this.model = cx.bucket.model;
@@ -471,20 +492,20 @@ export function decide(
       node: entry.spec,
       queueDepth: sc.depth[s]!,
       responseMs: sc.resp[s]!,
-      costUsd:
-        entry.usdPerHour === null ? null : estimateCostUsd(entry.usdPerHour, cx.tokens, sc.tps[s]!),
+      costUsd: entry.usdPerHour === null ? null : costUsdFrom(entry.usdPerHour, sc.service[s]!),
       quality: Number.isNaN(quality) ? null : quality,
       withinLatencyTarget: sc.grp[s] === 0,
     };
   }
   const chosenWithin = sc.grp[sc.top[0]!] === 0;
   const passedCount = sc.passedCount;
-  const packed = new Int32Array(passedCount + n - len);
-  packed.set(sc.passed.subarray(0, passedCount));
-  for (let s = 0, p = passedCount; s < n; s++) {
+  const passed = sc.passed;
+  const packed: number[] = [];
+  for (let p = 0; p < passedCount; p++) packed.push(passed[p]!);
+  for (let s = 0; s < n; s++) {
     if (sc.inTop[s] === 1) continue;
     const why = chosenWithin && sc.grp[s] === 1 ? R.over_latency_target : R.ranked_lower;
-    packed[p++] = pack(sc.idx[s]!, why);
+    packed.push(pack(sc.idx[s]!, why));
   }
   return new RoutedDecision(
     cx,

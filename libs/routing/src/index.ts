@@ -26,12 +26,7 @@ export { createLiveTable, LIVE_STATUS } from "./live-table.ts";
 export type { LiveTable } from "./live-table.ts";
 export { estimateResponseMs, estimateCostUsd } from "./estimate.ts";
 export { decide } from "./decide.ts";
-export {
-  MAX_ATTEMPTS,
-  nextAttempt,
-  classifyFailure,
-  shouldCoolDown,
-} from "./attempts.ts";
+export { MAX_ATTEMPTS, nextAttempt, classifyFailure, shouldCoolDown } from "./attempts.ts";
 export type {
   AttemptFailure,
   FailedAttempt,

@@ -49,11 +49,21 @@ export function resolveOptions(partial: Partial<RoutingOptions> = {}): Readonly<
   const d = DEFAULT_ROUTING_OPTIONS;
   return Object.freeze({
     expectedTokens: clamp(partial.expectedTokens, 1, 1e7, d.expectedTokens),
-    defaultTokensPerSecond: clamp(partial.defaultTokensPerSecond, 1e-3, 1e9, d.defaultTokensPerSecond),
+    defaultTokensPerSecond: clamp(
+      partial.defaultTokensPerSecond,
+      1e-3,
+      1e9,
+      d.defaultTokensPerSecond,
+    ),
     latencyBias: clamp(partial.latencyBias, 0, 1, d.latencyBias),
     latencyEwmaAlpha: clamp(partial.latencyEwmaAlpha, 1e-3, 1, d.latencyEwmaAlpha),
     jitter: clamp(partial.jitter, 0, 0.5, d.jitter),
-    qualityStalenessMs: clamp(partial.qualityStalenessMs, 0, Number.MAX_SAFE_INTEGER, d.qualityStalenessMs),
+    qualityStalenessMs: clamp(
+      partial.qualityStalenessMs,
+      0,
+      Number.MAX_SAFE_INTEGER,
+      d.qualityStalenessMs,
+    ),
     maxCandidates: Math.trunc(clamp(partial.maxCandidates, 1, 64, d.maxCandidates)),
     defaultLatencyTargetMs: clamp(partial.defaultLatencyTargetMs, 1, 1e9, d.defaultLatencyTargetMs),
     noNodeRetryAfterS: Math.ceil(clamp(partial.noNodeRetryAfterS, 1, 3600, d.noNodeRetryAfterS)),

@@ -34,7 +34,10 @@ export function pack(nodeIndex: number, reason: number): number {
   return nodeIndex * 8 + reason;
 }
 
-export function expandPassedOver(nodes: readonly NodeEntry[], packed: Int32Array): PassedOver[] {
+export function expandPassedOver(
+  nodes: readonly NodeEntry[],
+  packed: ArrayLike<number>,
+): PassedOver[] {
   const out = new Array<PassedOver>(packed.length);
   for (let p = 0; p < packed.length; p++) {
     const code = packed[p]!;

@@ -47,7 +47,10 @@ export const OnPremCostSchema = z
 export type OnPremCost = z.infer<typeof OnPremCostSchema>;
 
 /** One row of the provider cost table. */
-export const CostEntrySchema = z.discriminatedUnion("kind", [CloudSpotCostSchema, OnPremCostSchema]);
+export const CostEntrySchema = z.discriminatedUnion("kind", [
+  CloudSpotCostSchema,
+  OnPremCostSchema,
+]);
 export type CostEntry = z.infer<typeof CostEntrySchema>;
 
 /**

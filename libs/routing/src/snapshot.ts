@@ -91,7 +91,8 @@ function indexCosts(
   const byNode = new Map<string, CostEntry>();
   const byFamily = new Map<string, CostEntry>();
   const setNode = (nodeId: string, entry: CostEntry): void => {
-    if (byNode.has(nodeId)) warnings.push(`cost: node ${nodeId} priced twice; the later entry wins`);
+    if (byNode.has(nodeId))
+      warnings.push(`cost: node ${nodeId} priced twice; the later entry wins`);
     byNode.set(nodeId, entry);
   };
   for (const entry of costs) {
@@ -107,7 +108,8 @@ function indexCosts(
         } else setNode(nodeId, entry);
       }
     } else if (entry.node_id !== undefined) {
-      if (!familyOf.has(entry.node_id)) warnings.push(`cost: on_prem names unknown node ${entry.node_id}`);
+      if (!familyOf.has(entry.node_id))
+        warnings.push(`cost: on_prem names unknown node ${entry.node_id}`);
       else setNode(entry.node_id, entry);
     } else if (entry.family !== undefined) {
       if (byFamily.has(entry.family)) {
@@ -182,17 +184,22 @@ export function buildSnapshot(
     nodes.push(Object.freeze({ index: nodes.length, spec, usdPerHour, cost }));
   }
 
-  const groups = new Map<string, Map<string, { nodes: NodeEntry[]; quality: (QualityScore | null)[] }>>();
+  interface Draft {
+    nodes: NodeEntry[];
+    quality: (QualityScore | null)[];
+  }
+  // model → tier → family → nodes, in registration order.
+  const drafts = new Map<string, Map<string, Draft>[]>();
   for (const entry of nodes) {
     const { spec } = entry;
     for (const model of new Set(spec.models)) {
-      const bucketKey = key2(model, String(spec.tier));
-      let byFamily = groups.get(bucketKey);
-      if (!byFamily) groups.set(bucketKey, (byFamily = new Map()));
-      let group = byFamily.get(spec.accelerator_family);
-      if (!group) byFamily.set(spec.accelerator_family, (group = { nodes: [], quality: [] }));
-      group.nodes.push(entry);
-      group.quality.push(
+      let byTier = drafts.get(model);
+      if (!byTier) drafts.set(model, (byTier = []));
+      const byFamily = (byTier[spec.tier] ??= new Map<string, Draft>());
+      let draft = byFamily.get(spec.accelerator_family);
+      if (!draft) byFamily.set(spec.accelerator_family, (draft = { nodes: [], quality: [] }));
+      draft.nodes.push(entry);
+      draft.quality.push(
         quality.byNode.get(key2(model, spec.id)) ??
           quality.byFamily.get(key2(model, spec.accelerator_family)) ??
           null,
@@ -200,42 +207,47 @@ export function buildSnapshot(
     }
   }
   const buckets = new Map<string, (ModelTierBucket | undefined)[]>();
-  for (const entry of nodes) {
-    for (const model of entry.spec.models) {
-      let byTier = buckets.get(model);
-      if (!byTier) buckets.set(model, (byTier = [undefined, undefined, undefined, undefined, undefined]));
-      const tier = entry.spec.tier;
-      if (byTier[tier]) continue;
-      const byFamily = groups.get(key2(model, String(tier)))!;
+  for (const [model, byTier] of drafts) {
+    const tiers: (ModelTierBucket | undefined)[] = [
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ];
+    byTier.forEach((byFamily, tier) => {
       const families = new Map<string, FamilyGroup>();
       let size = 0;
-      for (const [family, g] of byFamily) {
+      for (const [family, draft] of byFamily) {
         families.set(
           family,
           Object.freeze({
             family,
-            nodes: g.nodes,
-            quality: g.quality,
-            indices: Int32Array.from(g.nodes, (e) => e.index),
-            qualityScore: Float64Array.from(g.quality, (q) => q?.score ?? Number.NaN),
-            qualityAt: Float64Array.from(g.quality, (q) => q?.updated_at ?? Number.NaN),
+            nodes: draft.nodes,
+            quality: draft.quality,
+            indices: Int32Array.from(draft.nodes, (e) => e.index),
+            qualityScore: Float64Array.from(draft.quality, (q) => q?.score ?? Number.NaN),
+            qualityAt: Float64Array.from(draft.quality, (q) => q?.updated_at ?? Number.NaN),
           }),
         );
-        size += g.nodes.length;
+        size += draft.nodes.length;
       }
-      byTier[tier] = Object.freeze({ model, tier, families, size });
-    }
+      tiers[tier] = Object.freeze({ model, tier, families, size });
+    });
+    buckets.set(model, tiers);
   }
 
   const models = new Map<string, ModelSpec>();
   for (const model of input.models ?? []) models.set(model.id, model);
   const policies = new Map<string, ResolvedPolicy>();
   for (const spec of input.policies ?? []) {
-    if (policies.has(spec.name)) warnings.push(`policy ${spec.name} defined twice; the later one wins`);
+    if (policies.has(spec.name))
+      warnings.push(`policy ${spec.name} defined twice; the later one wins`);
     policies.set(spec.name, compilePolicy(spec));
   }
   const defaultPolicy =
-    policies.get(DEFAULT_POLICY_NAME) ?? builtinDefaultPolicy(families, opts.defaultLatencyTargetMs);
+    policies.get(DEFAULT_POLICY_NAME) ??
+    builtinDefaultPolicy(families, opts.defaultLatencyTargetMs);
   policies.set(DEFAULT_POLICY_NAME, defaultPolicy);
   for (const model of models.values()) {
     if (model.default_policy !== undefined && !policies.has(model.default_policy)) {

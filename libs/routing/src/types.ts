@@ -20,8 +20,8 @@ export interface RouteRequest {
   /** Nodes already tried and failed during this request. */
   exclude?: ReadonlySet<string> | undefined;
   /**
-   * Source of randomness in [0, 1) for tie-breaking among near-equal candidates. Without
-   * it the decision is fully deterministic (no jitter).
+   * Source of randomness in [0, 1) for tie-breaking among near-equal candidates, called
+   * once per decision. Without it the decision is fully deterministic (no jitter).
    */
   random?: (() => number) | undefined;
 }

@@ -6,9 +6,7 @@ import {
   isTeeTier,
   NODE_COOLDOWN_SUBJECT,
   NodeCooldownSchema,
-  NodeObservationSchema,
   ZmlError,
-  nodeObservationSubject,
   serializeRoutingHeader,
 } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
@@ -26,6 +24,7 @@ import type { CapacitySignal } from "./capacity-signal.ts";
 import type { DispatcherConfig } from "./config.ts";
 import type { DispatcherMetrics } from "./metrics.ts";
 import { attemptSignal } from "./attempt-signal.ts";
+import type { ObservationBatcher } from "./observation-batcher.ts";
 import { withModel } from "./model-rewrite.ts";
 import { callNode } from "./node-call.ts";
 import type { AttemptOutcome } from "./node-call.ts";
@@ -47,6 +46,8 @@ export interface ExecuteDeps {
   pools: NodePools;
   capacity: CapacitySignal;
   attestation: AttestationGate;
+  /** Dispatch outcomes for the health aggregator, sent in per-node batches. */
+  observations: ObservationBatcher;
   /** Secrets by reference, for nodes whose spec names an `auth.secret_ref`. */
   secrets: ReadonlyMap<string, string>;
   config: Pick<
@@ -374,7 +375,7 @@ function observe(
     deps.routing.current().live.observeLatency(node.id, latencyMs);
   }
   deps.metrics.attempts.inc({ node: node.id, outcome: outcome.kind });
-  publishJson(deps.bus, nodeObservationSubject(node.id), NodeObservationSchema, {
+  deps.observations.add({
     type: "node.observation.v1",
     node_id: node.id,
     decision_id: decisionId,

@@ -1,6 +1,6 @@
 // Composition root: the only place that reads the environment, starts telemetry, connects
 // to NATS and wires the dispatcher together.
-import { connectBus, openKv, subscribeJson, watchKvIntoMap } from "@zml/bus";
+import { connectBus, openKv, publishJson, subscribeJson, watchKvIntoMap } from "@zml/bus";
 import type { Bus, KvMap } from "@zml/bus";
 import {
   ATTESTATION_RESULTS_BUCKET,
@@ -13,11 +13,13 @@ import {
   ModelSpecSchema,
   NODE_COOLDOWN_SUBJECT,
   NodeCooldownSchema,
+  NodeObservationBatchSchema,
   NodeSpecSchema,
   NodeStateSchema,
   PolicySpecSchema,
   ROUTE_CANCEL_SUBJECT,
   ROUTE_REQUEST_SUBJECT,
+  nodeObservationSubject,
 } from "@zml/contracts";
 import { CostEntrySchema, QualityScoreSchema } from "@zml/routing";
 import { onShutdownSignal } from "@zml/runtime";
@@ -31,6 +33,7 @@ import { loadConfig } from "./config.ts";
 import { createRouteHandler } from "./handle-route.ts";
 import { createDispatcherMetrics } from "./metrics.ts";
 import { createNodePools } from "./node-pools.ts";
+import { createObservationBatcher } from "./observation-batcher.ts";
 import { createRoutingState } from "./routing-state.ts";
 import { loadNodeSecrets } from "./secrets.ts";
 
@@ -87,12 +90,23 @@ const pools = createNodePools({
   connectTimeoutMs: config.DISPATCH_CONNECT_TIMEOUT_MS,
 });
 const cancellations = createCancellations();
+const observations = createObservationBatcher({
+  flushMs: 100,
+  maxBatch: 500,
+  send: (nodeId, list) =>
+    publishJson(bus, nodeObservationSubject(nodeId), NodeObservationBatchSchema, {
+      type: "node.observation.batch.v1",
+      node_id: nodeId,
+      observations: list,
+    }),
+});
 const executeDeps = {
   bus,
   routing,
   pools,
   capacity,
   attestation,
+  observations,
   secrets,
   config,
   log,
@@ -141,6 +155,7 @@ log.info({ ops: ops.url, nodes: nodes.map.size }, "dispatcher ready");
 onShutdownSignal(log, async () => {
   await requests.drain();
   await batch?.stop();
+  observations.flush();
   cancels.unsubscribe();
   cooldowns.unsubscribe();
   for (const w of [

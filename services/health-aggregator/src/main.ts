@@ -7,6 +7,7 @@ import { connectBus, openKv, publishJson, subscribeJson, watchKvIntoMap } from "
 import {
   KV_BUCKETS,
   NODE_OBSERVATION_ALL,
+  NodeObservationBatchSchema,
   NodeObservationSchema,
   NodeSpecSchema,
   NodeStateSchema,
@@ -17,6 +18,7 @@ import { onShutdownSignal } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { Agent } from "undici";
 import { createAggregator } from "./aggregator.ts";
+import { z } from "zod";
 import { loadConfig } from "./config.ts";
 import { joinReplicaSet } from "./membership.ts";
 import { createAggregatorMetrics } from "./metrics.ts";
@@ -97,11 +99,15 @@ const nodes = await watchKvIntoMap(await openKv(bus, KV_BUCKETS.nodes), {
 nodesLoaded = true;
 aggregator.setNodes(nodes.map);
 
+// Dispatchers send observations one by one (v1) or gathered per node (batch v1).
 const observations = subscribeJson(
   bus,
   NODE_OBSERVATION_ALL,
-  NodeObservationSchema,
-  (obs) => aggregator.observe(obs),
+  z.union([NodeObservationSchema, NodeObservationBatchSchema]),
+  (msg) => {
+    if (msg.type === "node.observation.v1") aggregator.observe(msg);
+    else for (const obs of msg.observations) aggregator.observe(obs);
+  },
   { log },
 );
 

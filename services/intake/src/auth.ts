@@ -1,12 +1,17 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ZmlError } from "@zml/contracts";
 import type { AccountSpec } from "@zml/contracts";
+import type { KeyStoreStatus } from "./key-store.ts";
 
 /** Resolves a bearer API key to its account. */
 export interface Authenticator {
   /** Rebuilds the key index; call whenever the accounts change. */
   reindex(accounts: Iterable<AccountSpec>): void;
-  authenticate(authorization: string | undefined): AccountSpec;
+  /**
+   * Returns the key's account. Throws ZmlError `unauthorized` (401) for a missing, malformed
+   * or unknown key, and `key_store_unavailable` (503) when the key store cannot be trusted.
+   */
+  authenticate(authorization: string | undefined, now: number): AccountSpec;
 }
 
 interface KeyEntry {
@@ -19,7 +24,7 @@ interface KeyEntry {
  * and the stored hash is then compared in constant time, so neither the lookup nor the
  * comparison leaks how much of a guessed key was right.
  */
-export function createAuthenticator(): Authenticator {
+export function createAuthenticator(keyStore: KeyStoreStatus): Authenticator {
   let byHash = new Map<string, KeyEntry>();
   return {
     reindex(accounts) {
@@ -31,8 +36,16 @@ export function createAuthenticator(): Authenticator {
       }
       byHash = next;
     },
-    authenticate(authorization) {
-      const digest = createHash("sha256").update(bearerToken(authorization)).digest();
+    authenticate(authorization, now) {
+      const digest = sha256(bearerToken(authorization));
+      if (!keyStore.available(now)) {
+        throw new ZmlError(
+          "key_store_unavailable",
+          "API keys cannot be checked right now; retry shortly",
+          null,
+          1,
+        );
+      }
       const entry = byHash.get(digest.toString("hex"));
       if (!entry || !timingSafeEqual(entry.hash, digest)) {
         throw new ZmlError("unauthorized", "invalid API key", "authorization");
@@ -40,6 +53,25 @@ export function createAuthenticator(): Authenticator {
       return entry.account;
     },
   };
+}
+
+/**
+ * Checks the admin credential: `Authorization: Bearer <ZML_ADMIN_TOKEN>`, compared as
+ * SHA-256 digests in constant time. Throws ZmlError `unauthorized`.
+ */
+export function createAdminAuthenticator(
+  token: string,
+): (authorization: string | undefined) => void {
+  const expected = sha256(token);
+  return (authorization) => {
+    if (!timingSafeEqual(sha256(bearerToken(authorization)), expected)) {
+      throw new ZmlError("unauthorized", "invalid admin token", "authorization");
+    }
+  };
+}
+
+function sha256(value: string): Buffer {
+  return createHash("sha256").update(value).digest();
 }
 
 function bearerToken(authorization: string | undefined): string {

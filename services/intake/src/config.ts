@@ -1,18 +1,47 @@
 import { parseConfig } from "@zml/runtime";
 import { z } from "zod";
 
-const ConfigSchema = z.object({
-  NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
-  ZML_HOST: z.string().default("0.0.0.0"),
-  ZML_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
-  LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
-  /** Largest request body accepted; larger bodies get 413 `payload_too_large`. */
-  ZML_BODY_LIMIT_BYTES: z.coerce.number().int().positive().default(4 * 1024 * 1024),
-  /** How long a client waits for a routed answer, and the longest silence mid-stream. */
-  ZML_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
-  /** Slow-header (slowloris) protection. */
-  ZML_HEADERS_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
-});
+const flag = z
+  .enum(["1", "0", "true", "false", "yes", "no"])
+  .transform((v) => v === "1" || v === "true" || v === "yes");
+
+const ConfigSchema = z
+  .object({
+    NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
+    ZML_HOST: z.string().default("0.0.0.0"),
+    ZML_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+    LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
+    /** Largest request body accepted; larger bodies get 413 `payload_too_large`. */
+    ZML_BODY_LIMIT_BYTES: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(4 * 1024 * 1024),
+    /** How long a client waits for a routed answer, and the longest silence mid-stream. */
+    ZML_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
+    /** Slow-header (slowloris) protection. */
+    ZML_HEADERS_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+    /** Time allowed to receive a whole request body; slower uploads get 408. */
+    ZML_BODY_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+    /** Idle keep-alive connections and HTTP/2 sessions are closed after this. */
+    ZML_IDLE_TIMEOUT_MS: z.coerce.number().int().positive().default(65_000),
+    /** PEM certificate and key: when both are set, intake serves TLS with ALPN h2/http1.1. */
+    ZML_TLS_CERT_FILE: z.string().min(1).optional(),
+    ZML_TLS_KEY_FILE: z.string().min(1).optional(),
+    /** Offer cleartext HTTP/2 (prior knowledge) beside HTTP/1.1 when TLS is off. */
+    ZML_H2C: flag.default(true),
+    /**
+     * How long the in-memory copy of the accounts may serve after the bus went away. Past
+     * it, requests get 503 `key_store_unavailable` rather than a verdict on stale keys.
+     */
+    ZML_KEY_STORE_MAX_STALE_MS: z.coerce.number().int().nonnegative().default(30_000),
+    /** Admin API bearer token; the admin API answers 404 when unset. */
+    ZML_ADMIN_TOKEN: z.string().min(16, "at least 16 characters").optional(),
+  })
+  .refine((c) => (c.ZML_TLS_CERT_FILE === undefined) === (c.ZML_TLS_KEY_FILE === undefined), {
+    message: "set both ZML_TLS_CERT_FILE and ZML_TLS_KEY_FILE, or neither",
+    path: ["ZML_TLS_KEY_FILE"],
+  });
 
 export type IntakeConfig = z.output<typeof ConfigSchema>;
 

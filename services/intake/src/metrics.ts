@@ -1,11 +1,13 @@
 import { Counter, Histogram } from "prom-client";
 import type { Registry } from "prom-client";
 
+export type IntakeMetrics = ReturnType<typeof createIntakeMetrics>;
+
 export function createIntakeMetrics(registry: Registry) {
   return {
     requests: new Counter({
       name: "zml_intake_requests_total",
-      help: "Inference requests by route and HTTP status",
+      help: "Inference requests by route and HTTP status (499: the client went away)",
       labelNames: ["route", "status"] as const,
       registers: [registry],
     }),

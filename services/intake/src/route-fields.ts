@@ -1,5 +1,6 @@
-import { INFERENCE_PATHS, ZmlError } from "@zml/contracts";
+import { INFER_GENERATION_FIELDS, INFERENCE_PATHS, InferRequestSchema } from "@zml/contracts";
 import type { InferencePath } from "@zml/contracts";
+import { parseJsonObject, validate } from "./validation.ts";
 
 /** What routing needs from a client's body, extracted once at the edge. */
 export interface RouteFields {
@@ -8,38 +9,63 @@ export interface RouteFields {
   tier: number;
   policy: string | undefined;
   acceleratorHint: string | undefined;
+  /** Models to try, in order, after `model`. */
+  fallbackModels: string[];
+  sort: string | undefined;
+  sessionId: string | undefined;
+}
+
+/** A native `/v1/infer` call: its routing fields and the chat completion body for the node. */
+export interface NativeCall {
+  fields: RouteFields;
+  /** The OpenAI path and body the node receives. */
+  path: InferencePath;
+  body: Buffer;
 }
 
 /**
- * Parses and checks an inference body. Only the routing fields are validated; every other
- * OpenAI parameter passes to the node untouched, as bytes. Throws ZmlError naming the field.
+ * Parses and checks an OpenAI-compatible body. Only the routing fields are validated; every
+ * other OpenAI parameter passes to the node untouched, as bytes. Throws ZmlError naming the
+ * field.
  */
 export function extractRouteFields(path: InferencePath, raw: Buffer): RouteFields {
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString("utf8"));
-  } catch {
-    throw new ZmlError("invalid_json", "request body is not valid JSON", "body");
-  }
-  if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    throw new ZmlError("invalid_request", "request body must be a JSON object", "body");
-  }
-  const parsed = INFERENCE_PATHS[path].safeParse(body);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const param = issue.path.map(String).join(".") || "body";
-    const message =
-      issue.code === "invalid_type" && issue.input === undefined
-        ? `missing required field '${param}'`
-        : `invalid '${param}': ${issue.message}`;
-    throw new ZmlError("invalid_request", message, param);
-  }
-  const data = parsed.data;
+  const data = validate(INFERENCE_PATHS[path], parseJsonObject(raw));
   return {
     model: data.model,
     stream: data.stream === true,
     tier: data.tier ?? 1,
     policy: data.policy,
     acceleratorHint: data.accelerator_hint,
+    fallbackModels: data.models ?? [],
+    sort: data.provider?.sort,
+    sessionId: data.session_id,
+  };
+}
+
+/**
+ * Parses a native `/v1/infer` body (strict: unknown fields are errors) and builds the chat
+ * completion body the node gets: model, messages, stream and the generation parameters.
+ * The routing fields travel in bus headers instead.
+ */
+export function parseNativeCall(raw: Buffer): NativeCall {
+  const data = validate(InferRequestSchema, parseJsonObject(raw));
+  const forwarded: Record<string, unknown> = { model: data.model, messages: data.messages };
+  if (data.stream !== undefined) forwarded.stream = data.stream;
+  for (const key of INFER_GENERATION_FIELDS) {
+    if (data[key] !== undefined) forwarded[key] = data[key];
+  }
+  return {
+    path: "/v1/chat/completions",
+    body: Buffer.from(JSON.stringify(forwarded)),
+    fields: {
+      model: data.model,
+      stream: data.stream === true,
+      tier: data.tier ?? 1,
+      policy: data.policy,
+      acceleratorHint: data.accelerator_hint,
+      fallbackModels: data.fallback_models ?? [],
+      sort: data.sort,
+      sessionId: data.session_id,
+    },
   };
 }

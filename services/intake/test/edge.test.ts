@@ -2,9 +2,12 @@ import { createHash } from "node:crypto";
 import type { AccountSpec, ModelSpec, PolicySpec } from "@zml/contracts";
 import { ZmlError } from "@zml/contracts";
 import { describe, expect, it } from "vitest";
-import { createAuthenticator } from "../src/auth.ts";
+import { createAdminAuthenticator, createAuthenticator } from "../src/auth.ts";
+import { createKeyStoreStatus } from "../src/key-store.ts";
 import { resolvePolicyName } from "../src/policy.ts";
-import { extractRouteFields } from "../src/route-fields.ts";
+import { createRateLimiter } from "../src/rate-limit.ts";
+import { extractRouteFields, parseNativeCall } from "../src/route-fields.ts";
+import { planRoute } from "../src/route-plan.ts";
 
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const account = (extra: Partial<AccountSpec> = {}): AccountSpec => ({
@@ -24,22 +27,109 @@ function codeOf(fn: () => unknown): [string, string | null] {
   throw new Error("did not throw");
 }
 
+function loadedKeyStore(maxStaleMs = 1_000) {
+  const ks = createKeyStoreStatus(maxStaleMs);
+  ks.markLoaded();
+  return ks;
+}
+
 describe("authenticator", () => {
-  const auth = createAuthenticator();
+  const auth = createAuthenticator(loadedKeyStore());
   auth.reindex([account()]);
 
   it("accepts a known key and rejects everything else with 401", () => {
-    expect(auth.authenticate("Bearer key-1").id).toBe("acct");
-    expect(auth.authenticate("bearer   key-1 ").id).toBe("acct");
-    for (const h of [undefined, "", "Bearer", "Bearer key-2", "Basic a2V5LTE=", "Bearer key-1\r\nx: y", `Bearer ${"k".repeat(600)}`]) {
-      expect(codeOf(() => auth.authenticate(h))).toEqual(["unauthorized", "authorization"]);
+    expect(auth.authenticate("Bearer key-1", 0).id).toBe("acct");
+    expect(auth.authenticate("bearer   key-1 ", 0).id).toBe("acct");
+    for (const h of [
+      undefined,
+      "",
+      "Bearer",
+      "Bearer key-2",
+      "Basic a2V5LTE=",
+      "Bearer key-1\r\nx: y",
+      `Bearer ${"k".repeat(600)}`,
+    ]) {
+      expect(codeOf(() => auth.authenticate(h, 0))).toEqual(["unauthorized", "authorization"]);
     }
   });
 
   it("forgets keys removed by a re-index", () => {
     auth.reindex([account({ api_key_sha256: [sha("key-2")] })]);
-    expect(codeOf(() => auth.authenticate("Bearer key-1"))[0]).toBe("unauthorized");
-    expect(auth.authenticate("Bearer key-2").id).toBe("acct");
+    expect(codeOf(() => auth.authenticate("Bearer key-1", 0))[0]).toBe("unauthorized");
+    expect(auth.authenticate("Bearer key-2", 0).id).toBe("acct");
+  });
+
+  it("answers 503, never 401, while the key store cannot be trusted", () => {
+    const ks = createKeyStoreStatus(1_000);
+    const a = createAuthenticator(ks);
+    a.reindex([account()]);
+    // Not loaded yet: neither a good nor a bad key gets a verdict.
+    expect(codeOf(() => a.authenticate("Bearer key-1", 0))[0]).toBe("key_store_unavailable");
+    expect(codeOf(() => a.authenticate("Bearer nope", 0))[0]).toBe("key_store_unavailable");
+    ks.markLoaded();
+    expect(a.authenticate("Bearer key-1", 0).id).toBe("acct");
+    // Disconnected: the copy serves within the bound, then is distrusted.
+    ks.connectionChanged(false, 10_000);
+    expect(a.authenticate("Bearer key-1", 10_999).id).toBe("acct");
+    expect(codeOf(() => a.authenticate("Bearer nope", 10_999))[0]).toBe("unauthorized");
+    expect(codeOf(() => a.authenticate("Bearer key-1", 11_000))[0]).toBe("key_store_unavailable");
+    expect(codeOf(() => a.authenticate("Bearer nope", 12_000))[0]).toBe("key_store_unavailable");
+    // A second disconnect event does not restart the clock; a reconnect does.
+    ks.connectionChanged(false, 11_500);
+    expect(codeOf(() => a.authenticate("Bearer key-1", 11_600))[0]).toBe("key_store_unavailable");
+    ks.connectionChanged(true, 13_000);
+    expect(a.authenticate("Bearer key-1", 99_000).id).toBe("acct");
+    // A missing credential is a 401 whatever the store's state.
+    ks.connectionChanged(false, 0);
+    expect(codeOf(() => a.authenticate(undefined, 99_000))[0]).toBe("unauthorized");
+  });
+});
+
+describe("admin authenticator", () => {
+  const check = createAdminAuthenticator("admin-token-0123456789");
+  it("accepts only the exact token", () => {
+    expect(() => check("Bearer admin-token-0123456789")).not.toThrow();
+    for (const h of [
+      undefined,
+      "Bearer admin-token-012345678",
+      "Bearer admin-token-01234567890",
+      "admin-token-0123456789",
+    ]) {
+      expect(codeOf(() => check(h))).toEqual(["unauthorized", "authorization"]);
+    }
+  });
+});
+
+describe("rate limiter", () => {
+  it("allows the burst, then refills at the configured rate", () => {
+    const rl = createRateLimiter();
+    const limit = { requests_per_minute: 60, burst: 2 };
+    expect(rl.take("a", limit, 0)).toEqual({ ok: true });
+    expect(rl.take("a", limit, 0)).toEqual({ ok: true });
+    expect(rl.take("a", limit, 0)).toEqual({ ok: false, retryAfterS: 1 });
+    expect(rl.take("b", limit, 0).ok).toBe(true); // buckets are per account
+    expect(rl.take("a", limit, 999).ok).toBe(false);
+    expect(rl.take("a", limit, 1_000).ok).toBe(true);
+    expect(rl.take("a", undefined, 1_000).ok).toBe(true); // no limit, no bucket
+  });
+
+  it("computes Retry-After from the refill rate and honours a lowered limit", () => {
+    const rl = createRateLimiter();
+    expect(rl.take("a", { requests_per_minute: 1 }, 0).ok).toBe(true);
+    expect(rl.take("a", { requests_per_minute: 1 }, 0)).toEqual({ ok: false, retryAfterS: 60 });
+    const fresh = createRateLimiter();
+    for (let i = 0; i < 10; i++) fresh.take("a", { requests_per_minute: 600 }, 0);
+    // 590 tokens left, capped at the new burst of 1.
+    expect(fresh.take("a", { requests_per_minute: 600, burst: 1 }, 0).ok).toBe(true);
+    expect(fresh.take("a", { requests_per_minute: 600, burst: 1 }, 0).ok).toBe(false);
+  });
+
+  it("forgets deleted accounts", () => {
+    const rl = createRateLimiter();
+    const limit = { requests_per_minute: 1 };
+    rl.take("a", limit, 0);
+    rl.retain(new Set());
+    expect(rl.take("a", limit, 0).ok).toBe(true);
   });
 });
 
@@ -54,10 +144,35 @@ describe("extractRouteFields", () => {
       tier: 1,
       policy: undefined,
       acceleratorHint: undefined,
+      fallbackModels: [],
+      sort: undefined,
+      sessionId: undefined,
     });
     expect(
-      extractRouteFields("/v1/chat/completions", buf({ ...ok, stream: true, tier: 2, policy: "p", accelerator_hint: "MI300X", unknown: 1 })),
-    ).toEqual({ model: "m", stream: true, tier: 2, policy: "p", acceleratorHint: "MI300X" });
+      extractRouteFields(
+        "/v1/chat/completions",
+        buf({
+          ...ok,
+          stream: true,
+          tier: 2,
+          policy: "p",
+          accelerator_hint: "MI300X",
+          unknown: 1,
+          models: ["x", "y"],
+          provider: { sort: "quality", other: 1 },
+          session_id: "s-1",
+        }),
+      ),
+    ).toEqual({
+      model: "m",
+      stream: true,
+      tier: 2,
+      policy: "p",
+      acceleratorHint: "MI300X",
+      fallbackModels: ["x", "y"],
+      sort: "quality",
+      sessionId: "s-1",
+    });
     expect(extractRouteFields("/v1/completions", buf({ model: "m", prompt: "x" })).model).toBe("m");
   });
 
@@ -71,32 +186,175 @@ describe("extractRouteFields", () => {
     [JSON.stringify({ ...ok, messages: [{ content: "x" }] }), "invalid_request", "messages.0.role"],
     [JSON.stringify({ ...ok, stream: "yes" }), "invalid_request", "stream"],
     [JSON.stringify({ ...ok, tier: 0 }), "invalid_request", "tier"],
+    [
+      JSON.stringify({ ...ok, accelerator_hint: "H100\r\nZml-Tier: 4" }),
+      "invalid_request",
+      "accelerator_hint",
+    ],
+    [JSON.stringify({ ...ok, session_id: "a b" }), "invalid_request", "session_id"],
+    [JSON.stringify({ ...ok, provider: { sort: "cheapest" } }), "invalid_request", "provider.sort"],
+    [JSON.stringify({ ...ok, models: "m2" }), "invalid_request", "models"],
   ])("names the field for %s", (body, code, param) => {
-    expect(codeOf(() => extractRouteFields("/v1/chat/completions", Buffer.from(body)))).toEqual([code, param]);
+    expect(codeOf(() => extractRouteFields("/v1/chat/completions", Buffer.from(body)))).toEqual([
+      code,
+      param,
+    ]);
   });
 });
 
-describe("resolvePolicyName", () => {
-  const policy = (name: string): PolicySpec => ({
-    name,
-    accelerator_preference: [{ family: "H100", priority: 1 }],
-    latency_target_ms: 1000,
-    cost_priority: "latency",
-    queue_on_saturation: false,
-    max_queue_ms: 0,
+describe("parseNativeCall", () => {
+  const buf = (v: unknown) => Buffer.from(JSON.stringify(v));
+  const messages = [{ role: "user", content: "hi" }];
+
+  it("moves routing fields to the route and keeps generation fields for the node", () => {
+    const call = parseNativeCall(
+      buf({
+        model: "m",
+        messages,
+        stream: true,
+        tier: 2,
+        policy: "p",
+        accelerator_hint: "H100",
+        fallback_models: ["n"],
+        sort: "price",
+        session_id: "s",
+        max_tokens: 5,
+        temperature: 0.5,
+      }),
+    );
+    expect(call.path).toBe("/v1/chat/completions");
+    expect(JSON.parse(call.body.toString())).toEqual({
+      model: "m",
+      messages,
+      stream: true,
+      max_tokens: 5,
+      temperature: 0.5,
+    });
+    expect(call.fields).toEqual({
+      model: "m",
+      stream: true,
+      tier: 2,
+      policy: "p",
+      acceleratorHint: "H100",
+      fallbackModels: ["n"],
+      sort: "price",
+      sessionId: "s",
+    });
   });
-  const policies = new Map([["fast", policy("fast")], ["cheap", policy("cheap")]]);
-  const model = (default_policy?: string): ModelSpec => ({ id: "m", ...(default_policy ? { default_policy } : {}) });
+
+  it("rejects unknown fields, naming them", () => {
+    expect(codeOf(() => parseNativeCall(buf({ model: "m", messages, temprature: 1 })))).toEqual([
+      "invalid_request",
+      "temprature",
+    ]);
+    expect(
+      codeOf(() => parseNativeCall(buf({ model: "m", messages, fallback_models: [1] }))),
+    ).toEqual(["invalid_request", "fallback_models.0"]);
+  });
+});
+
+const policy = (name: string): PolicySpec => ({
+  name,
+  accelerator_preference: [{ family: "H100", priority: 1 }],
+  latency_target_ms: 1000,
+  cost_priority: "latency",
+  queue_on_saturation: false,
+  max_queue_ms: 0,
+});
+
+describe("resolvePolicyName", () => {
+  const policies = new Map([
+    ["fast", policy("fast")],
+    ["cheap", policy("cheap")],
+  ]);
+  const model = (default_policy?: string): ModelSpec => ({
+    id: "m",
+    ...(default_policy ? { default_policy } : {}),
+  });
 
   it("follows request → model default → account default → balanced", () => {
-    expect(resolvePolicyName("cheap", model("fast"), account({ default_policy: "fast" }), policies)).toBe("cheap");
-    expect(resolvePolicyName(undefined, model("fast"), account({ default_policy: "cheap" }), policies)).toBe("fast");
-    expect(resolvePolicyName(undefined, model(), account({ default_policy: "cheap" }), policies)).toBe("cheap");
+    expect(
+      resolvePolicyName("cheap", model("fast"), account({ default_policy: "fast" }), policies),
+    ).toBe("cheap");
+    expect(
+      resolvePolicyName(undefined, model("fast"), account({ default_policy: "cheap" }), policies),
+    ).toBe("fast");
+    expect(
+      resolvePolicyName(undefined, model(), account({ default_policy: "cheap" }), policies),
+    ).toBe("cheap");
     expect(resolvePolicyName(undefined, model(), account(), policies)).toBe("balanced");
     expect(resolvePolicyName(undefined, model("deleted"), account(), policies)).toBe("balanced");
   });
 
   it("rejects an unknown policy named by the request", () => {
-    expect(codeOf(() => resolvePolicyName("nope", model(), account(), policies))).toEqual(["unknown_policy", "policy"]);
+    expect(codeOf(() => resolvePolicyName("nope", model(), account(), policies))).toEqual([
+      "unknown_policy",
+      "policy",
+    ]);
+  });
+});
+
+describe("planRoute", () => {
+  const models = new Map<string, ModelSpec>([
+    ["a", { id: "a" }],
+    ["b", { id: "b" }],
+    ["c", { id: "c" }],
+  ]);
+  const policies = new Map([["fast", policy("fast")]]);
+  const fields = (extra: Partial<Parameters<typeof planRoute>[0]> = {}) => ({
+    model: "a",
+    stream: false,
+    tier: 1,
+    policy: undefined,
+    acceleratorHint: undefined,
+    fallbackModels: [],
+    sort: undefined,
+    sessionId: undefined,
+    ...extra,
+  });
+
+  it("keeps distinct fallbacks in order, without the primary model", () => {
+    expect(
+      planRoute(
+        fields({ fallbackModels: ["b", "a", "c", "b"] }),
+        account(),
+        models,
+        policies,
+        "models",
+      ),
+    ).toEqual({
+      model: "a",
+      fallbackModels: ["b", "c"],
+      policy: "balanced",
+      tier: 1,
+    });
+  });
+
+  it("names the field of an unknown model, a forbidden tier and an unknown policy", () => {
+    expect(
+      codeOf(() => planRoute(fields({ model: "x" }), account(), models, policies, "models")),
+    ).toEqual(["unknown_model", "model"]);
+    expect(
+      codeOf(() =>
+        planRoute(fields({ fallbackModels: ["b", "x"] }), account(), models, policies, "models"),
+      ),
+    ).toEqual(["unknown_model", "models.1"]);
+    expect(
+      codeOf(() =>
+        planRoute(
+          fields({ fallbackModels: ["x"] }),
+          account(),
+          models,
+          policies,
+          "fallback_models",
+        ),
+      ),
+    ).toEqual(["unknown_model", "fallback_models.0"]);
+    expect(
+      codeOf(() => planRoute(fields({ tier: 3 }), account(), models, policies, "models")),
+    ).toEqual(["tier_not_allowed", "tier"]);
+    expect(
+      codeOf(() => planRoute(fields({ policy: "slow" }), account(), models, policies, "models")),
+    ).toEqual(["unknown_policy", "policy"]);
   });
 });

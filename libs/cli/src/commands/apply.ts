@@ -1,0 +1,126 @@
+import { parseArgs } from "node:util";
+import { openKv } from "@zml/bus";
+import type { Bus } from "@zml/bus";
+import { KV_BUCKETS } from "@zml/contracts";
+import type { FleetDocument } from "@zml/contracts";
+import { FleetDocumentError, applyFleet, parseFleetDocument } from "@zml/fleet";
+import type { FleetChange } from "@zml/fleet";
+import { connectCli } from "../connect.ts";
+import { CliError, UsageError } from "../io.ts";
+import type { CliIo } from "../io.ts";
+
+export const APPLY_USAGE = `usage: zml apply -f <fleet.yaml> [--dry-run] [--prune] [--nats <url>]
+
+  -f, --file <path>  fleet document (YAML or JSON, apiVersion zml/v1)
+  --dry-run          show what would change, change nothing
+  --prune            also delete nodes, models, policies and accounts the file does not list
+  --nats <url>       NATS server (default: $NATS_URL, else nats://127.0.0.1:4222)
+
+Prints one line per change (+ created, ~ updated with the fields that differ, - deleted).
+Applying the same file again changes nothing. Services pick changes up live.
+`;
+
+/** `zml apply`: validates a fleet file, shows its changes, applies them to NATS KV. */
+export async function runApply(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args);
+  if (values.help) {
+    io.stdout(APPLY_USAGE);
+    return 0;
+  }
+  if (!values.file) throw new UsageError("missing -f <fleet.yaml>");
+  const doc = loadDocument(values.file, io);
+  const bus = await connectCli(values.nats, io);
+  try {
+    const options = { prune: values.prune === true };
+    const plan = await applyFleet(bus, doc, { ...options, dryRun: true });
+    const fields = await changedFields(bus, doc, plan);
+    const changes = values["dry-run"] ? plan : await applyFleet(bus, doc, options);
+    for (const c of changes) io.stdout(`${describe(c, fields)}\n`);
+    const verb = values["dry-run"] ? "would change" : "changed";
+    io.stdout(
+      changes.length === 0
+        ? `no changes (${values.file} is already applied)\n`
+        : `${changes.length} ${changes.length === 1 ? "entry" : "entries"} ${verb}\n`,
+    );
+    return 0;
+  } finally {
+    await bus.drain();
+  }
+}
+
+function parse(args: string[]) {
+  try {
+    return parseArgs({
+      args,
+      strict: true,
+      options: {
+        file: { type: "string", short: "f" },
+        "dry-run": { type: "boolean" },
+        prune: { type: "boolean" },
+        nats: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+function loadDocument(path: string, io: CliIo): FleetDocument {
+  let text: string;
+  try {
+    text = Buffer.from(io.readFile(path)).toString("utf8");
+  } catch (err) {
+    throw new CliError(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  try {
+    return parseFleetDocument(text);
+  } catch (err) {
+    if (err instanceof FleetDocumentError) {
+      throw new CliError(
+        `${path} is not a valid fleet document:\n${err.problems.map((p) => `  ${p.path}: ${p.message}`).join("\n")}`,
+      );
+    }
+    throw err;
+  }
+}
+
+const KIND_OF_BUCKET = new Map<string, string>(
+  Object.entries(KV_BUCKETS).map(([kind, bucket]) => [bucket, kind]),
+);
+
+function describe(c: FleetChange, fields: Map<string, string[]>): string {
+  const name = `${KIND_OF_BUCKET.get(c.bucket) ?? c.bucket}/${c.key}`;
+  if (c.action === "create") return `+ ${name} created`;
+  if (c.action === "delete") return `- ${name} deleted`;
+  const changed = fields.get(`${c.bucket}/${c.key}`);
+  return `~ ${name} updated${changed?.length ? ` (${changed.join(", ")})` : ""}`;
+}
+
+/** For each planned update, the top-level fields whose values differ. */
+async function changedFields(
+  bus: Bus,
+  doc: FleetDocument,
+  plan: FleetChange[],
+): Promise<Map<string, string[]>> {
+  const desired = new Map<string, Record<string, unknown>>();
+  const add = (bucket: string, key: string, value: object) =>
+    desired.set(`${bucket}/${key}`, value as Record<string, unknown>);
+  for (const n of doc.nodes) add(KV_BUCKETS.nodes, n.id, n);
+  for (const m of doc.models) add(KV_BUCKETS.models, m.id, m);
+  for (const p of doc.policies) add(KV_BUCKETS.policies, p.name, p);
+  for (const a of doc.accounts) add(KV_BUCKETS.accounts, a.id, a);
+  const out = new Map<string, string[]>();
+  for (const c of plan.filter((x) => x.action === "update")) {
+    const entry = await (await openKv(bus, c.bucket)).get(c.key);
+    const current: Record<string, unknown> =
+      entry?.operation === "PUT" ? entry.json<Record<string, unknown>>() : {};
+    const wanted = desired.get(`${c.bucket}/${c.key}`) ?? {};
+    const keys = new Set([...Object.keys(current), ...Object.keys(wanted)]);
+    out.set(
+      `${c.bucket}/${c.key}`,
+      [...keys].filter((k) => JSON.stringify(current[k]) !== JSON.stringify(wanted[k])),
+    );
+  }
+  return out;
+}

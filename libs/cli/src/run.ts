@@ -1,0 +1,59 @@
+import { runVerifyQuoteCommand } from "@zml/tdx";
+import { APPLY_USAGE, runApply } from "./commands/apply.ts";
+import { GET_USAGE, runGet } from "./commands/get.ts";
+import { REVOKE_USAGE, runRevoke } from "./commands/revoke.ts";
+import { CliError, UsageError } from "./io.ts";
+import type { CliIo } from "./io.ts";
+
+export const USAGE = `usage: zml <command> [options]
+
+commands:
+  apply -f <fleet.yaml>     apply a fleet document to NATS KV (shows the changes; idempotent)
+  get <kind>                list nodes, policies, models, accounts or revocations, with live state
+  revoke <id> …             add (or --withdraw) a revocation-list entry
+  verify-quote <file> …     verify an Intel TDX quote offline
+
+Run 'zml <command> --help' for a command's options. NATS: --nats <url>, $NATS_URL, $NATS_TOKEN.
+`;
+
+const COMMANDS: Record<
+  string,
+  { run: (args: string[], io: CliIo) => Promise<number>; usage: string }
+> = {
+  apply: { run: runApply, usage: APPLY_USAGE },
+  get: { run: runGet, usage: GET_USAGE },
+  revoke: { run: runRevoke, usage: REVOKE_USAGE },
+};
+
+/**
+ * Runs the `zml` CLI with the arguments after the program name and returns the exit
+ * status: 0 success, 1 failure (invalid document, unreachable NATS, quote not verified),
+ * 2 usage error.
+ */
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  const [command, ...args] = argv;
+  if (command === undefined || command === "help" || command === "--help" || command === "-h") {
+    io.stdout(USAGE);
+    return command === undefined ? 2 : 0;
+  }
+  if (command === "verify-quote") return runVerifyQuoteCommand(args, io);
+  const entry = COMMANDS[command];
+  if (!entry) {
+    io.stderr(`zml: unknown command '${command}'\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    return await entry.run(args, io);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr(`zml ${command}: ${err.message}\n\n${entry.usage}`);
+      return 2;
+    }
+    if (err instanceof CliError) {
+      io.stderr(`zml ${command}: ${err.message}\n`);
+      return 1;
+    }
+    io.stderr(`zml ${command}: ${(err as Error).message}\n`);
+    return 1;
+  }
+}

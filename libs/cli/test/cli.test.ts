@@ -1,0 +1,265 @@
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { connectBus, openKv } from "@zml/bus";
+import type { Bus } from "@zml/bus";
+import { KV_BUCKETS } from "@zml/contracts";
+import type { NodeState } from "@zml/contracts";
+import { repoRoot, startNatsServer } from "@zml/harness";
+import type { NatsServerHandle } from "@zml/harness";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "../src/index.ts";
+
+const quiet = { info() {}, warn() {}, error() {} };
+let nats: NatsServerHandle;
+let bus: Bus;
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  bus = await connectBus({ servers: nats.url, name: "cli-test", log: quiet });
+});
+afterAll(async () => {
+  await bus?.drain();
+  await nats?.stop();
+});
+
+/** Runs the CLI in-process against the test's NATS, with files from `files`. */
+async function zml(argv: string[], files: Record<string, string> = {}) {
+  let stdout = "";
+  let stderr = "";
+  const code = await runCli(argv, {
+    stdout: (s) => (stdout += s),
+    stderr: (s) => (stderr += s),
+    readFile: (path) => {
+      const text = files[path];
+      if (text === undefined) throw new Error(`ENOENT: no such file ${path}`);
+      return new TextEncoder().encode(text);
+    },
+    env: { NATS_URL: nats.url },
+    now: () => new Date("2026-01-01T00:00:00Z"),
+  });
+  return { code, stdout, stderr };
+}
+
+// The walkthrough's policy shape, verbatim.
+const fleet = (latency = 2000, extraPolicy = "") => `apiVersion: zml/v1
+nodes:
+  - id: h100-a
+    endpoint: http://127.0.0.1:18101
+    framework: vllm
+    accelerator_family: H100
+    tier: 1
+    models: [llama-3.1-8b-instruct]
+  - id: mi300x-a
+    endpoint: http://127.0.0.1:18103
+    framework: vllm
+    accelerator_family: MI300X
+    tier: 1
+    models: [llama-3.1-8b-instruct]
+models:
+  - id: llama-3.1-8b-instruct
+    default_policy: interactive
+policies:
+  - name: interactive
+    accelerator_preference:
+      - family: H100
+        priority: 1
+      - family: MI300X
+        priority: 2
+    latency_target_ms: ${latency}
+    cost_priority: latency
+${extraPolicy}accounts:
+  - id: demo
+    allowed_tiers: [1, 2]
+    rate_limit:
+      requests_per_minute: 600
+`;
+const batchPolicy = `  - name: batch-cheap
+    accelerator_preference:
+      - family: MI300X
+        priority: 1
+    latency_target_ms: 30000
+    cost_priority: cost
+    queue_on_saturation: true
+    max_queue_ms: 60000
+`;
+
+describe("zml apply", () => {
+  it("shows and applies the changes, and changes nothing the second time", async () => {
+    const first = await zml(["apply", "-f", "fleet.yaml"], { "fleet.yaml": fleet() });
+    expect(first.stderr).toBe("");
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain("+ nodes/h100-a created");
+    expect(first.stdout).toContain("+ policies/interactive created");
+    expect(first.stdout).toContain("+ accounts/demo created");
+    expect(first.stdout).toContain("5 entries changed");
+    const again = await zml(["apply", "-f", "fleet.yaml"], { "fleet.yaml": fleet() });
+    expect(again.code).toBe(0);
+    expect(again.stdout).toBe("no changes (fleet.yaml is already applied)\n");
+  });
+
+  it("names the fields an update changes, and --dry-run changes nothing", async () => {
+    const files = { "fleet.yaml": fleet(1500, batchPolicy) };
+    const dry = await zml(["apply", "-f", "fleet.yaml", "--dry-run"], files);
+    expect(dry.stdout).toContain("~ policies/interactive updated (latency_target_ms)");
+    expect(dry.stdout).toContain("+ policies/batch-cheap created");
+    expect(dry.stdout).toContain("2 entries would change");
+    const kv = await openKv(bus, KV_BUCKETS.policies);
+    expect((await kv.get("interactive"))!.json()).toMatchObject({ latency_target_ms: 2000 });
+    const real = await zml(["apply", "-f", "fleet.yaml"], files);
+    expect(real.stdout).toContain("2 entries changed");
+    expect((await kv.get("interactive"))!.json()).toMatchObject({ latency_target_ms: 1500 });
+  });
+
+  it("deletes what the file no longer lists only with --prune", async () => {
+    const files = { "fleet.yaml": fleet(1500) };
+    expect((await zml(["apply", "-f", "fleet.yaml"], files)).stdout).toContain("no changes");
+    const pruned = await zml(["apply", "-f", "fleet.yaml", "--prune"], files);
+    expect(pruned.stdout).toContain("- policies/batch-cheap deleted");
+  });
+
+  it("reports every problem of an invalid file with its path, and changes nothing", async () => {
+    const bad = fleet()
+      .replace("cost_priority: latency", "cost_priority: cheapest")
+      .replace("tier: 1", "tier: 9");
+    const res = await zml(["apply", "-f", "fleet.yaml"], { "fleet.yaml": bad });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain("policies.0.cost_priority");
+    expect(res.stderr).toContain("nodes.0.tier");
+    expect((await zml(["apply", "-f", "missing.yaml"])).stderr).toContain(
+      "cannot read missing.yaml",
+    );
+    expect((await zml(["apply"])).code).toBe(2);
+    expect((await zml(["apply", "-f", "x", "--force"])).code).toBe(2);
+  });
+});
+
+describe("zml get", () => {
+  it("joins nodes with their live state", async () => {
+    const state: NodeState = {
+      type: "node.state.v1",
+      node_id: "h100-a",
+      status: "Active",
+      probe_pending: false,
+      queue_depth: 3,
+      running: 2,
+      waiting: 1,
+      kv_cache_usage: null,
+      health_score: 97,
+      consecutive_failures: 0,
+      last_error: null,
+      checked_at: 1,
+      last_ok_at: 1,
+      free_memory_gib: null,
+      last_inference_at: null,
+      tokens_per_second: null,
+      latency_ewma_ms: null,
+      ttft_ewma_ms: null,
+      instance_id: null,
+    };
+    await (await openKv(bus, KV_BUCKETS.nodeState)).put("h100-a", JSON.stringify(state));
+    const res = await zml(["get", "nodes"]);
+    expect(res.code).toBe(0);
+    const lines = res.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^NODE\s+FAMILY\s+TIER\s+STATUS\s+QUEUE\s+HEALTH/);
+    expect(lines.find((l) => l.startsWith("h100-a"))).toMatch(/H100\s+1\s+Active\s+3\/16\s+97/);
+    expect(lines.find((l) => l.startsWith("mi300x-a"))).toMatch(/Unknown/);
+    const json = JSON.parse((await zml(["get", "nodes", "-o", "json"])).stdout) as Array<{
+      spec: { id: string };
+      state?: NodeState;
+    }>;
+    expect(json.find((n) => n.spec.id === "h100-a")!.state!.queue_depth).toBe(3);
+  });
+
+  it("shows each policy's chain with active nodes per family, models and accounts", async () => {
+    expect((await zml(["get", "policies"])).stdout).toMatch(
+      /interactive\s+H100 1\/1 > MI300X 0\/1\s+latency\s+1500ms\s+fail fast/,
+    );
+    expect((await zml(["get", "models"])).stdout).toMatch(
+      /llama-3\.1-8b-instruct\s+interactive\s+1\/2\s+1\s+H100,MI300X/,
+    );
+    const accounts = await zml(["get", "accounts"]);
+    expect(accounts.stdout).toMatch(/demo\s+1,2\s+-\s+600\/min\s+0/);
+  });
+
+  it("rejects an unknown kind or format", async () => {
+    expect((await zml(["get", "widgets"])).code).toBe(2);
+    expect((await zml(["get", "nodes", "-o", "yaml"])).code).toBe(2);
+  });
+});
+
+describe("zml revoke", () => {
+  const MRTD = "AB".repeat(48);
+  it("adds a validated entry, refuses a duplicate, lists and withdraws it", async () => {
+    const res = await zml([
+      "revoke",
+      "sa-00837",
+      "--reason",
+      "TDX module advisory",
+      "--advisory",
+      "INTEL-SA-00837",
+      "--mrtd",
+      MRTD,
+    ]);
+    expect(res.stderr).toBe("");
+    expect(res.stdout).toBe("revoked sa-00837\n");
+    const stored = (await (await openKv(bus, KV_BUCKETS.revocations)).get("sa-00837"))!.json();
+    expect(stored).toEqual({
+      id: "sa-00837",
+      reason: "TDX module advisory",
+      advisory_id: "INTEL-SA-00837",
+      mrtd: MRTD.toLowerCase(),
+      revoked_at: Date.parse("2026-01-01T00:00:00Z"),
+    });
+    expect((await zml(["revoke", "sa-00837", "--reason", "x", "--node", "h100-a"])).code).toBe(1);
+    expect((await zml(["get", "revocations"])).stdout).toMatch(
+      /sa-00837\s+mrtd=ab.*advisory_id=INTEL-SA-00837/,
+    );
+    expect((await zml(["revoke", "--withdraw", "sa-00837"])).stdout).toBe("withdrew sa-00837\n");
+    expect((await zml(["revoke", "--withdraw", "sa-00837"])).code).toBe(1);
+  });
+
+  it("names the flag that is wrong", async () => {
+    const noMatch = await zml(["revoke", "r1", "--reason", "x"]);
+    expect(noMatch.code).toBe(2);
+    expect(noMatch.stderr).toContain("give at least one of --node");
+    expect((await zml(["revoke", "r1", "--reason", "x", "--mrtd", "12"])).stderr).toContain(
+      "--mrtd:",
+    );
+    expect((await zml(["revoke", "r1", "--node", "h100-a"])).stderr).toContain("--reason:");
+    expect((await zml(["revoke", "bad id", "--reason", "x", "--node", "n"])).stderr).toContain(
+      "<id>:",
+    );
+  });
+});
+
+describe("the zml binary", { timeout: 30_000 }, () => {
+  it("runs verify-quote from the TDX library", () => {
+    const root = repoRoot();
+    const out = spawnSync(
+      process.execPath,
+      [
+        join(root, "libs/cli/src/main.ts"),
+        "verify-quote",
+        join(root, "libs/tdx/test/fixtures/v4-dcap-qvl-phala.bin"),
+        "--at",
+        "2025-07-01T00:00:00Z",
+      ],
+      { encoding: "utf8" },
+    );
+    expect(out.status).toBe(0);
+    expect(out.stdout).toContain("Verdict: VERIFIED");
+  });
+
+  it("fails fast with a clear message when NATS is unreachable", () => {
+    const out = spawnSync(
+      process.execPath,
+      [join(repoRoot(), "libs/cli/src/main.ts"), "get", "nodes", "--nats", "nats://127.0.0.1:1"],
+      {
+        encoding: "utf8",
+        timeout: 30_000,
+      },
+    );
+    expect(out.status).toBe(1);
+    expect(out.stderr).toContain("cannot reach NATS at nats://127.0.0.1:1");
+  });
+});

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { buildSnapshot, createLiveTable, LIVE_STATUS } from "../src/index.ts";
+import { node, state } from "./fixtures.ts";
+
+describe("live table", () => {
+  const snapshot = buildSnapshot({ nodes: [node("a"), node("b")] });
+
+  it("starts with no state and ignores nodes it does not know", () => {
+    const live = createLiveTable(snapshot);
+    expect(live.status[0]).toBe(LIVE_STATUS.unknown);
+    expect(live.applyState(state("ghost"))).toBe(false);
+    expect(live.dispatched("ghost")).toBe(false);
+    expect(live.queueDepth("ghost")).toBeUndefined();
+  });
+
+  it("only an Active node with no probe pending is usable", () => {
+    const live = createLiveTable(snapshot);
+    live.applyState(state("a", { probe_pending: true }));
+    expect(live.status[0]).toBe(LIVE_STATUS.inactive);
+    live.applyState(state("a"));
+    expect(live.status[0]).toBe(LIVE_STATUS.active);
+  });
+
+  it("adds requests sent since the last poll to the polled depth, without double counting", () => {
+    const live = createLiveTable(snapshot);
+    live.applyState(state("a", { queue_depth: 3 }));
+    live.dispatched("a");
+    live.dispatched("a");
+    expect(live.queueDepth("a")).toBe(5);
+    // The next poll sees both requests; they are not added again.
+    live.applyState(state("a", { queue_depth: 5 }));
+    expect(live.queueDepth("a")).toBe(5);
+    live.dispatched("a");
+    expect(live.queueDepth("a")).toBe(6);
+    // One of the older requests ends: the one sent after the poll still counts.
+    live.completed("a");
+    expect(live.queueDepth("a")).toBe(6);
+    live.completed("a");
+    live.completed("a");
+    live.completed("a");
+    expect(live.queueDepth("a")).toBe(5);
+    expect(live.inFlight[0]).toBe(0);
+  });
+
+  it("takes throughput and latency history from the state, keeping its own when absent", () => {
+    const live = createLiveTable(snapshot);
+    live.applyState(
+      state("a", { tokens_per_second: 1500, latency_ewma_ms: 800, instance_id: "i-1" }),
+    );
+    live.observeLatency("a", 1800);
+    expect(live.latencyEwmaMs[0]).toBeCloseTo(800 + 0.2 * 1000);
+    live.applyState(
+      state("a", { tokens_per_second: null, latency_ewma_ms: null, instance_id: "i-1" }),
+    );
+    expect(live.tokensPerSecond[0]).toBe(1500);
+    // A restarted node inherits no history.
+    live.applyState(
+      state("a", { tokens_per_second: null, latency_ewma_ms: null, instance_id: "i-2" }),
+    );
+    expect(live.tokensPerSecond[0]).toBeNaN();
+    expect(live.latencyEwmaMs[0]).toBeNaN();
+  });
+
+  it("a cooldown only ever extends; an attestation can be revoked", () => {
+    const live = createLiveTable(snapshot);
+    live.coolDown("a", 2000);
+    live.coolDown("a", 1000);
+    expect(live.cooldownUntil[0]).toBe(2000);
+    live.setAttestedUntil("a", 5000);
+    live.setAttestedUntil("a", 0);
+    expect(live.attestedUntil[0]).toBe(0);
+  });
+
+  it("rebinding to a new snapshot carries values over by node id", () => {
+    const live = createLiveTable(snapshot);
+    live.applyState(state("b", { queue_depth: 7, instance_id: "i-b" }));
+    live.coolDown("b", 1234);
+    const next = buildSnapshot({
+      nodes: [node("c", { registered_at: 0 }), node("b", { registered_at: 1 })],
+    });
+    live.rebind(next);
+    expect(live.snapshot).toBe(next);
+    expect(live.queueDepth("b")).toBe(7);
+    expect(live.cooldownUntil[1]).toBe(1234);
+    expect(live.status[0]).toBe(LIVE_STATUS.unknown);
+    expect(live.queueDepth("a")).toBeUndefined();
+  });
+});

@@ -1,0 +1,152 @@
+import {
+  AccountSpecSchema,
+  ApprovedMeasurementSchema,
+  ConfigKeySchema,
+  CostEntrySchema,
+  KV_BUCKETS,
+  MODEL_ID_PATTERN,
+  ModelSpecSchema,
+  NODE_ID_PATTERN,
+  NodeSpecSchema,
+  PolicySpecSchema,
+  QualityScoreSchema,
+  RevocationSchema,
+  ZmlError,
+} from "@zml/contracts";
+import { z } from "zod";
+import type { ConfigStore, StoredDoc } from "./store.ts";
+
+/** What a resource's hooks may consult. */
+export interface ResourceContext {
+  now: number;
+  store: ConfigStore;
+  /** The document currently stored under the key, if any. */
+  existing: StoredDoc | undefined;
+}
+
+/** One kind of configuration document the admin API manages. */
+export interface AdminResource {
+  /** The URL segment: `/admin/v1/<kind>/<key>`. */
+  kind: string;
+  bucket: string;
+  schema: z.ZodType;
+  /** Validates the key in the path. */
+  key: z.ZodType<string>;
+  /** Field of the document that must equal the key; filled from the key when omitted. */
+  idField: "id" | "name" | undefined;
+  /** Fills server-side defaults (timestamps, registration order) before validation. */
+  prepare?: (doc: Record<string, unknown>, ctx: ResourceContext) => Promise<void> | void;
+  /** Cross-document checks after validation; throws ZmlError naming the field. */
+  check?: (doc: Record<string, unknown>, ctx: ResourceContext) => Promise<void>;
+}
+
+const NodeId = z.string().regex(NODE_ID_PATTERN, "letters, digits, '-' and '_', at most 64");
+const ModelId = z.string().max(256).regex(MODEL_ID_PATTERN, "not a valid model id");
+
+const defaultNow =
+  (field: string, when: (doc: Record<string, unknown>) => boolean = () => true) =>
+  (doc: Record<string, unknown>, ctx: ResourceContext) => {
+    if (doc[field] === undefined && when(doc)) doc[field] = ctx.now;
+  };
+
+/** A default policy must name an existing policy (or the built-in `balanced`). */
+async function checkDefaultPolicy(doc: Record<string, unknown>, ctx: ResourceContext) {
+  const name = doc.default_policy;
+  if (typeof name !== "string" || name === "balanced") return;
+  if (!(await ctx.store.get(KV_BUCKETS.policies, name))) {
+    throw new ZmlError("unknown_policy", `unknown policy '${name}'`, "default_policy");
+  }
+}
+
+/**
+ * A new node goes after every registered one (registration order orders the default
+ * policy chain); an updated node keeps its place.
+ */
+async function registrationOrder(doc: Record<string, unknown>, ctx: ResourceContext) {
+  if (doc.registered_at !== undefined) return;
+  if (ctx.existing) {
+    const prev = JSON.parse(ctx.existing.value) as { registered_at?: unknown };
+    doc.registered_at = prev.registered_at ?? 0;
+    return;
+  }
+  let max = -1;
+  for (const d of await ctx.store.list(KV_BUCKETS.nodes)) {
+    const at = (JSON.parse(d.value) as { registered_at?: unknown }).registered_at;
+    if (typeof at === "number" && at > max) max = at;
+  }
+  doc.registered_at = max + 1;
+}
+
+export const ADMIN_RESOURCES: readonly AdminResource[] = [
+  {
+    kind: "nodes",
+    bucket: KV_BUCKETS.nodes,
+    schema: NodeSpecSchema,
+    key: NodeId,
+    idField: "id",
+    prepare: registrationOrder,
+  },
+  {
+    kind: "models",
+    bucket: KV_BUCKETS.models,
+    schema: ModelSpecSchema,
+    key: ModelId,
+    idField: "id",
+    check: checkDefaultPolicy,
+  },
+  {
+    kind: "policies",
+    bucket: KV_BUCKETS.policies,
+    schema: PolicySpecSchema,
+    key: NodeId,
+    idField: "name",
+  },
+  {
+    kind: "accounts",
+    bucket: KV_BUCKETS.accounts,
+    schema: AccountSpecSchema,
+    key: NodeId,
+    idField: "id",
+    check: checkDefaultPolicy,
+  },
+  {
+    kind: "costs",
+    bucket: KV_BUCKETS.costs,
+    schema: CostEntrySchema,
+    key: ConfigKeySchema,
+    idField: undefined,
+    prepare: defaultNow("updated_at", (d) => d.kind === "cloud_spot"),
+  },
+  {
+    kind: "quality-scores",
+    bucket: KV_BUCKETS.qualityScores,
+    schema: QualityScoreSchema,
+    key: ConfigKeySchema,
+    idField: undefined,
+    prepare: defaultNow("updated_at"),
+  },
+  {
+    kind: "measurements",
+    bucket: KV_BUCKETS.measurements,
+    schema: ApprovedMeasurementSchema,
+    key: NodeId,
+    idField: "id",
+    check: async (doc, ctx) => {
+      if (!(await ctx.store.get(KV_BUCKETS.models, String(doc.model)))) {
+        throw new ZmlError("unknown_model", `model '${String(doc.model)}' does not exist`, "model");
+      }
+    },
+  },
+  {
+    kind: "revocations",
+    bucket: KV_BUCKETS.revocations,
+    schema: RevocationSchema,
+    key: NodeId,
+    idField: "id",
+    prepare: defaultNow("revoked_at"),
+  },
+];
+
+export function findResource(kind: string): AdminResource | undefined {
+  return ADMIN_RESOURCES.find((r) => r.kind === kind);
+}

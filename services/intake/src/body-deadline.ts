@@ -1,0 +1,25 @@
+import { PassThrough } from "node:stream";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { BodyTimeoutError } from "./errors.ts";
+
+/**
+ * A `preParsing` hook that bounds how long a request body may take to arrive, the same
+ * for HTTP/1.1 and HTTP/2 (Node's own `requestTimeout` only covers HTTP/1.1). A body still
+ * incomplete at the deadline fails the parse with {@link BodyTimeoutError}, which the
+ * error handler answers with 408.
+ */
+export function bodyDeadline(timeoutMs: number) {
+  return (req: FastifyRequest, reply: FastifyReply, payload: NodeJS.ReadableStream) => {
+    const out = new PassThrough();
+    const timer = setTimeout(() => out.destroy(new BodyTimeoutError()), timeoutMs);
+    const clear = () => clearTimeout(timer);
+    // Fastify's body reader handles the error; a body nobody reads must not crash on it.
+    out.on("error", () => undefined);
+    out.once("end", clear);
+    out.once("close", clear);
+    reply.raw.once("close", clear);
+    payload.on("error", (err: Error) => out.destroy(err));
+    payload.pipe(out);
+    return Promise.resolve(out);
+  };
+}

@@ -1,0 +1,52 @@
+import { ZmlError, toOpenAiError } from "@zml/contracts";
+import type { FastifyReply, FastifyRequest } from "fastify";
+
+/** Raised by the body deadline (see `body-deadline.ts`) through the body stream. */
+export class BodyTimeoutError extends Error {
+  readonly code = "request_timeout";
+  constructor() {
+    super("request body not received in time");
+    this.name = "BodyTimeoutError";
+  }
+}
+
+/** The one place that turns anything thrown while serving into a ZmlError. */
+export function toZmlError(err: unknown): ZmlError {
+  if (err instanceof ZmlError) return err;
+  if (err instanceof BodyTimeoutError) {
+    return new ZmlError("request_timeout", "request body was not received in time", "body");
+  }
+  const code = (err as { code?: string }).code;
+  switch (code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new ZmlError("payload_too_large", "request body is larger than the limit", "body");
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return new ZmlError("unsupported_media_type", "unsupported content type", "content-type");
+    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
+      return new ZmlError(
+        "invalid_request",
+        "request body length does not match Content-Length",
+        "content-length",
+      );
+    case "FST_ERR_BAD_URL":
+      return new ZmlError("invalid_request", "malformed URL", "path");
+    default:
+      break;
+  }
+  const status = (err as { statusCode?: number }).statusCode;
+  if (status !== undefined && status >= 400 && status < 500) {
+    return new ZmlError("invalid_request", (err as Error).message, null);
+  }
+  return new ZmlError("internal_error", "internal error");
+}
+
+/** Sends the OpenAI error envelope with the error's status (and Retry-After). */
+export function sendError(reply: FastifyReply, error: ZmlError): FastifyReply {
+  if (error.retryAfterS) reply.header("retry-after", String(error.retryAfterS));
+  return reply.code(error.status).send(toOpenAiError(error.toBody()));
+}
+
+/** True for HTTP/2 requests, where connection-specific headers are forbidden. */
+export function isHttp2(req: FastifyRequest): boolean {
+  return req.raw.httpVersionMajor >= 2;
+}

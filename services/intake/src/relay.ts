@@ -1,0 +1,163 @@
+import type { ServerResponse } from "node:http";
+import { createHeaders, errorOfFrame, injectTraceContext } from "@zml/bus";
+import type { Bus, MsgHdrs, ReplyMux, RouteFrame } from "@zml/bus";
+import {
+  HEADERS,
+  ROUTE_CANCEL_SUBJECT,
+  ROUTE_REQUEST_SUBJECT,
+  ROUTING_HTTP_HEADER,
+  ZmlError,
+  toOpenAiError,
+} from "@zml/contracts";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { sendError } from "./errors.ts";
+import { sseErrorEvent } from "./sse.ts";
+
+export interface RelayDeps {
+  bus: Bus;
+  mux: ReplyMux;
+  /** Longest wait for the first reply frame, and the longest silence mid-stream. */
+  idleTimeoutMs: number;
+}
+
+/**
+ * Sends one routed request over the bus and relays its reply frames to the client. A
+ * client that goes away before the reply is complete stops the relay and publishes
+ * `route.cancel` with the request's inbox, so the dispatcher can abort the node call and
+ * free its slot. `done` is called once with the status the client got.
+ */
+export function relay(
+  deps: RelayDeps,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  body: Uint8Array,
+  headers: MsgHdrs,
+  stream: boolean,
+  done: (status: number) => void,
+): Promise<unknown> | FastifyReply {
+  let complete = false;
+  const send = (onFrame: (frame: RouteFrame) => void, onAbort: () => void) => {
+    const pending = deps.mux.request(
+      ROUTE_REQUEST_SUBJECT,
+      body,
+      headers,
+      (frame) => {
+        if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
+          complete = true;
+        }
+        onFrame(frame);
+      },
+      { idleTimeoutMs: deps.idleTimeoutMs },
+    );
+    reply.raw.once("close", () => {
+      if (complete) return;
+      complete = true;
+      pending.cancel();
+      publishCancel(deps.bus, pending.inbox);
+      req.log.info({ inbox: pending.inbox }, "client went away; request cancelled");
+      done(499);
+      onAbort();
+    });
+  };
+
+  if (!stream) {
+    return new Promise((resolve) => {
+      send(
+        (frame) => {
+          if (frame.routing) reply.header(ROUTING_HTTP_HEADER, frame.routing);
+          if (frame.kind === "full") {
+            const status = frame.status ?? 502;
+            reply.code(status).header("content-type", frame.contentType ?? "application/json");
+            done(status);
+            resolve(
+              reply.send(
+                Buffer.from(frame.data.buffer, frame.data.byteOffset, frame.data.byteLength),
+              ),
+            );
+            return;
+          }
+          // `head`/`chunk` only come for streams; anything else here is an error frame.
+          const error =
+            frame.kind === "error"
+              ? errorOfFrame(frame)
+              : new ZmlError("internal_error", `unexpected ${frame.kind} frame`);
+          done(error.status);
+          resolve(sendError(reply, error));
+        },
+        () => resolve(undefined),
+      );
+    });
+  }
+
+  reply.hijack();
+  const res = reply.raw;
+  send(
+    (frame) => relayStreamFrame(res, frame, req.id, done),
+    () => undefined,
+  );
+  return reply;
+}
+
+function publishCancel(bus: Bus, inbox: string): void {
+  if (!bus.isConnected()) return; // the dispatcher's own deadline ends the call
+  const h = createHeaders();
+  h.set(HEADERS.cancelInbox, inbox);
+  bus.nc.publish(ROUTE_CANCEL_SUBJECT, new Uint8Array(0), { headers: injectTraceContext(h) });
+}
+
+/** An HTTP/1.1 or HTTP/2-compatibility response: only what both offer is used. */
+type RawResponse = ServerResponse;
+
+/** Writes one reply frame of a streamed response to the client's socket. */
+function relayStreamFrame(
+  res: RawResponse,
+  frame: RouteFrame,
+  requestId: string,
+  done: (status: number) => void,
+): void {
+  if (res.destroyed) return;
+  const routing = frame.routing ? { [ROUTING_HTTP_HEADER]: frame.routing } : {};
+  switch (frame.kind) {
+    case "head":
+      res.writeHead(frame.status ?? 200, {
+        "content-type": frame.contentType ?? "text/event-stream",
+        "cache-control": "no-cache",
+        "x-request-id": requestId,
+        ...routing,
+      });
+      return;
+    case "chunk":
+      res.write(frame.data);
+      return;
+    case "end":
+      res.end();
+      done(res.statusCode);
+      return;
+    case "full":
+      res.writeHead(frame.status ?? 502, {
+        "content-type": frame.contentType ?? "application/json",
+        "x-request-id": requestId,
+        ...routing,
+      });
+      res.end(frame.data);
+      done(frame.status ?? 502);
+      return;
+    case "error": {
+      const error = errorOfFrame(frame);
+      if (res.headersSent) {
+        res.end(sseErrorEvent(error.toBody()));
+        done(res.statusCode);
+      } else {
+        res.writeHead(error.status, {
+          "content-type": "application/json",
+          "x-request-id": requestId,
+          ...(error.retryAfterS ? { "retry-after": String(error.retryAfterS) } : {}),
+          ...routing,
+        });
+        res.end(JSON.stringify(toOpenAiError(error.toBody())));
+        done(error.status);
+      }
+      return;
+    }
+  }
+}

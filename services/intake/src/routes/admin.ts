@@ -1,0 +1,155 @@
+import { createHash, randomBytes } from "node:crypto";
+import { AccountSpecSchema, KV_BUCKETS, ZmlError } from "@zml/contracts";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { ADMIN_RESOURCES, findResource } from "../admin/resources.ts";
+import type { AdminResource } from "../admin/resources.ts";
+import type { ConfigStore, StoredDoc } from "../admin/store.ts";
+import { parseJsonObject, zodError } from "../validation.ts";
+
+export interface AdminRouteDeps {
+  store: ConfigStore;
+  /** Throws ZmlError `unauthorized` unless the admin credential is presented. */
+  checkAdmin: (authorization: string | undefined) => void;
+  clock: () => number;
+}
+
+type KeyParams = { kind: string; key: string };
+
+/**
+ * The admin API under `/admin/v1/`: every configuration document (nodes, models, policies,
+ * accounts, costs, quality scores, approved measurements, revocations) can be listed, read,
+ * put and deleted. Documents are validated with the same schemas the services read them
+ * with and stored in NATS KV, which every service watches: changes apply without restarts.
+ * A put of an identical document changes nothing (`"action": "unchanged"`).
+ */
+export function adminRoutes(deps: AdminRouteDeps) {
+  return (app: FastifyInstance) => {
+    app.addHook("onRequest", (req, _reply, done) => {
+      try {
+        deps.checkAdmin(req.headers.authorization);
+        done();
+      } catch (err) {
+        done(err as Error);
+      }
+    });
+
+    app.get("/admin/v1", () => ({ kinds: ADMIN_RESOURCES.map((r) => r.kind) }));
+
+    app.get<{ Params: { kind: string } }>("/admin/v1/:kind", async (req) => {
+      const resource = resourceOf(req.params.kind);
+      const docs = await deps.store.list(resource.bucket);
+      return { object: "list", kind: resource.kind, data: docs.map(present) };
+    });
+
+    app.get<{ Params: KeyParams }>("/admin/v1/:kind/:key", async (req) => {
+      const resource = resourceOf(req.params.kind);
+      const key = keyOf(resource, req.params.key);
+      const doc = await deps.store.get(resource.bucket, key);
+      if (!doc) throw notFound(resource, key);
+      return present(doc);
+    });
+
+    app.put<{ Params: KeyParams }>("/admin/v1/:kind/:key", async (req, reply) => {
+      const resource = resourceOf(req.params.kind);
+      const key = keyOf(resource, req.params.key);
+      const result = await putDocument(deps, resource, key, bodyOf(req));
+      return reply.code(result.action === "created" ? 201 : 200).send(result);
+    });
+
+    app.delete<{ Params: KeyParams }>("/admin/v1/:kind/:key", async (req) => {
+      const resource = resourceOf(req.params.kind);
+      const key = keyOf(resource, req.params.key);
+      if (!(await deps.store.delete(resource.bucket, key))) throw notFound(resource, key);
+      return { kind: resource.kind, key, action: "deleted" };
+    });
+
+    app.post<{ Params: { key: string } }>("/admin/v1/accounts/:key/keys", async (req, reply) => {
+      const accounts = resourceOf("accounts");
+      const id = keyOf(accounts, req.params.key);
+      return reply.code(201).send(await addApiKey(deps.store, id));
+    });
+  };
+}
+
+async function putDocument(
+  deps: AdminRouteDeps,
+  resource: AdminResource,
+  key: string,
+  doc: Record<string, unknown>,
+) {
+  const existing = await deps.store.get(resource.bucket, key);
+  const ctx = { now: deps.clock(), store: deps.store, existing };
+  if (resource.idField) {
+    const id = doc[resource.idField];
+    if (id === undefined) doc[resource.idField] = key;
+    else if (id !== key) {
+      throw new ZmlError(
+        "invalid_request",
+        `'${resource.idField}' must match the key in the path ('${key}')`,
+        resource.idField,
+      );
+    }
+  }
+  await resource.prepare?.(doc, ctx);
+  const parsed = resource.schema.safeParse(doc);
+  if (!parsed.success) throw zodError(parsed.error, true);
+  const document = parsed.data as Record<string, unknown>;
+  await resource.check?.(document, ctx);
+  const value = JSON.stringify(document);
+  const action = !existing ? "created" : existing.value === value ? "unchanged" : "updated";
+  if (action !== "unchanged") await deps.store.put(resource.bucket, key, value);
+  return { kind: resource.kind, key, action, document };
+}
+
+/**
+ * Issues a new API key for an account: only its SHA-256 is stored; the key itself is in
+ * this answer and nowhere else. The account is updated compare-and-set so a concurrent
+ * change is never overwritten.
+ */
+async function addApiKey(store: ConfigStore, id: string) {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const doc = await store.get(KV_BUCKETS.accounts, id);
+    if (!doc) throw new ZmlError("not_found", `no accounts/${id}`, "key");
+    const account = AccountSpecSchema.parse(JSON.parse(doc.value));
+    const apiKey = `zml_${randomBytes(32).toString("base64url")}`;
+    const sha256 = createHash("sha256").update(apiKey).digest("hex");
+    account.api_key_sha256 = [...account.api_key_sha256, sha256];
+    if (await store.put(KV_BUCKETS.accounts, id, JSON.stringify(account), doc.revision)) {
+      return { account: id, api_key: apiKey, sha256 };
+    }
+  }
+  throw new ZmlError("internal_error", "account kept changing; retry");
+}
+
+function resourceOf(kind: string): AdminResource {
+  const resource = findResource(kind);
+  if (!resource) throw new ZmlError("not_found", `no admin resource '${kind}'`, "kind");
+  return resource;
+}
+
+function keyOf(resource: AdminResource, raw: string): string {
+  const parsed = resource.key.safeParse(raw);
+  if (!parsed.success) {
+    throw new ZmlError(
+      "invalid_request",
+      `invalid ${resource.kind} key: ${parsed.error.issues[0]!.message}`,
+      "key",
+    );
+  }
+  return parsed.data;
+}
+
+function bodyOf(req: FastifyRequest): Record<string, unknown> {
+  if (!Buffer.isBuffer(req.body) || req.body.length === 0) {
+    throw new ZmlError("invalid_request", "request body is required", "body");
+  }
+  return parseJsonObject(req.body) as Record<string, unknown>;
+}
+
+function notFound(resource: AdminResource, key: string): ZmlError {
+  return new ZmlError("not_found", `no ${resource.kind}/${key}`, "key");
+}
+
+function present(doc: StoredDoc) {
+  return { key: doc.key, revision: doc.revision, document: JSON.parse(doc.value) as unknown };
+}

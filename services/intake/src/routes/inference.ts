@@ -1,0 +1,141 @@
+import { createHeaders, injectTraceContext } from "@zml/bus";
+import type { Bus, ReplyMux } from "@zml/bus";
+import { HEADERS, MESSAGE_TYPES, ZmlError } from "@zml/contracts";
+import type { AccountSpec, InferencePath, ModelSpec, PolicySpec } from "@zml/contracts";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Authenticator } from "../auth.ts";
+import type { IntakeMetrics } from "../metrics.ts";
+import type { RateLimiter } from "../rate-limit.ts";
+import { relay } from "../relay.ts";
+import { extractRouteFields, parseNativeCall } from "../route-fields.ts";
+import type { RouteFields } from "../route-fields.ts";
+import { planRoute } from "../route-plan.ts";
+import type { RoutePlan } from "../route-plan.ts";
+
+export interface InferenceRouteDeps {
+  bus: Bus;
+  mux: ReplyMux;
+  auth: Authenticator;
+  rateLimiter: RateLimiter;
+  models: ReadonlyMap<string, ModelSpec>;
+  policies: ReadonlyMap<string, PolicySpec>;
+  metrics: IntakeMetrics;
+  requestTimeoutMs: number;
+  clock: () => number;
+}
+
+/**
+ * The inference calls: the OpenAI-compatible `/v1/chat/completions` and `/v1/completions`
+ * (the client's bytes reach the node unchanged) and the native `/v1/infer`. All three are
+ * routed the same way and answer with the `x-zml-routing` header.
+ */
+export function inferenceRoutes(deps: InferenceRouteDeps) {
+  return (app: FastifyInstance) => {
+    for (const path of ["/v1/chat/completions", "/v1/completions"] as const) {
+      app.post(path, (req, reply) => {
+        const startedAt = deps.clock();
+        const account = admit(deps, req, startedAt);
+        const body = requireBody(req);
+        const fields = extractRouteFields(path, body);
+        return forward(deps, req, reply, { account, fields, path, body, startedAt, route: path });
+      });
+    }
+    app.post("/v1/infer", (req, reply) => {
+      const startedAt = deps.clock();
+      const account = admit(deps, req, startedAt);
+      const call = parseNativeCall(requireBody(req));
+      return forward(deps, req, reply, {
+        account,
+        fields: call.fields,
+        path: call.path,
+        body: call.body,
+        startedAt,
+        route: "/v1/infer",
+      });
+    });
+  };
+}
+
+/** Authenticates and applies the account's rate limit. */
+function admit(deps: InferenceRouteDeps, req: FastifyRequest, now: number): AccountSpec {
+  const account = deps.auth.authenticate(req.headers.authorization, now);
+  const decision = deps.rateLimiter.take(account.id, account.rate_limit, now);
+  if (!decision.ok) {
+    throw new ZmlError(
+      "rate_limited",
+      "rate limit exceeded for this account",
+      null,
+      decision.retryAfterS,
+    );
+  }
+  return account;
+}
+
+function requireBody(req: FastifyRequest): Buffer {
+  if (!Buffer.isBuffer(req.body) || req.body.length === 0) {
+    throw new ZmlError("invalid_request", "request body is required", "body");
+  }
+  return req.body;
+}
+
+interface Forward {
+  account: AccountSpec;
+  fields: RouteFields;
+  /** The OpenAI path the node is called on. */
+  path: InferencePath;
+  body: Buffer;
+  startedAt: number;
+  /** The client-facing route, for metrics. */
+  route: string;
+}
+
+function forward(
+  deps: InferenceRouteDeps,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  f: Forward,
+): Promise<unknown> | FastifyReply {
+  const plan = planRoute(
+    f.fields,
+    f.account,
+    deps.models,
+    deps.policies,
+    f.route === "/v1/infer" ? "fallback_models" : "models",
+  );
+  if (!deps.bus.isConnected()) {
+    throw new ZmlError("bus_unavailable", "gateway is reconnecting to its message bus", null, 1);
+  }
+  const headers = routeHeaders(req.id, f, plan, f.startedAt + deps.requestTimeoutMs);
+  const done = (status: number) => {
+    deps.metrics.requests.inc({ route: f.route, status: String(status) });
+    deps.metrics.duration.observe({ route: f.route }, (deps.clock() - f.startedAt) / 1000);
+  };
+  return relay(
+    { bus: deps.bus, mux: deps.mux, idleTimeoutMs: deps.requestTimeoutMs },
+    req,
+    reply,
+    f.body,
+    headers,
+    f.fields.stream,
+    done,
+  );
+}
+
+/** The bus headers of a `route.request`; every value was validated before it gets here. */
+function routeHeaders(requestId: string, f: Forward, plan: RoutePlan, deadline: number) {
+  const h = createHeaders();
+  h.set(HEADERS.type, MESSAGE_TYPES.routeRequestV1);
+  h.set(HEADERS.requestId, requestId);
+  h.set(HEADERS.model, plan.model);
+  h.set(HEADERS.path, f.path);
+  h.set(HEADERS.stream, f.fields.stream ? "1" : "0");
+  h.set(HEADERS.tier, String(plan.tier));
+  h.set(HEADERS.policy, plan.policy);
+  h.set(HEADERS.account, f.account.id);
+  h.set(HEADERS.deadline, String(deadline));
+  if (f.fields.acceleratorHint) h.set(HEADERS.acceleratorHint, f.fields.acceleratorHint);
+  if (plan.fallbackModels.length > 0) h.set(HEADERS.fallbackModels, plan.fallbackModels.join(","));
+  if (f.fields.sort) h.set(HEADERS.sort, f.fields.sort);
+  if (f.fields.sessionId) h.set(HEADERS.sessionId, f.fields.sessionId);
+  return injectTraceContext(h);
+}

@@ -1,0 +1,233 @@
+/* eslint-disable @typescript-eslint/no-unsafe-call --
+   loosely typed JSON answers keep the assertions short */
+import { pollUntil } from "@zml/harness";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { admin, auth, errorOf, startIntake } from "./helpers.ts";
+import type { Harness } from "./helpers.ts";
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startIntake();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+async function call(method: string, path: string, body?: unknown, headers = admin()) {
+  const res = await fetch(`${h.url}${path}`, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  return { status: res.status, text, json: text ? JSON.parse(text) : {} };
+}
+
+const node = {
+  endpoint: "http://10.0.0.5:8000",
+  framework: "vllm",
+  accelerator_family: "H100",
+  tier: 1,
+  models: ["m1"],
+};
+const policy = {
+  accelerator_preference: [{ family: "H100", priority: 1 }],
+  latency_target_ms: 2000,
+  cost_priority: "latency",
+};
+const MRTD = "ab".repeat(48);
+
+describe("admin credential", () => {
+  it("rejects a missing or wrong token with 401 and hides the API without one configured", async () => {
+    expect((await call("GET", "/admin/v1/nodes", undefined, {} as never)).status).toBe(401);
+    const wrong = await call("GET", "/admin/v1/nodes", undefined, admin("not-the-admin-token"));
+    expect(wrong.status).toBe(401);
+    expect(errorOf(wrong.text)).toMatchObject({ code: "unauthorized", param: "authorization" });
+    // An API key is not an admin credential.
+    expect((await call("GET", "/admin/v1/nodes", undefined, auth())).status).toBe(401);
+    const off = await startIntake({ config: { ZML_ADMIN_TOKEN: undefined }, nats: h.nats });
+    try {
+      const res = await fetch(`${off.url}/admin/v1/nodes`, { headers: admin() });
+      expect(res.status).toBe(404);
+    } finally {
+      await off.close();
+    }
+  });
+});
+
+describe("documents", () => {
+  it("creates, reads, lists, updates idempotently and deletes a node", async () => {
+    const created = await call("PUT", "/admin/v1/nodes/h100-x", node);
+    expect(created.status).toBe(201);
+    expect(created.json).toMatchObject({
+      action: "created",
+      document: { id: "h100-x", max_concurrency: 16 },
+    });
+    const again = await call("PUT", "/admin/v1/nodes/h100-x", node);
+    expect(again.status).toBe(200);
+    expect(again.json.action).toBe("unchanged");
+    const updated = await call("PUT", "/admin/v1/nodes/h100-x", { ...node, max_concurrency: 4 });
+    expect(updated.json.action).toBe("updated");
+    // An update keeps the node's registration order; a new node goes last.
+    const second = await call("PUT", "/admin/v1/nodes/h100-y", node);
+    expect(second.json.document.registered_at).toBe(updated.json.document.registered_at + 1);
+    const one = await call("GET", "/admin/v1/nodes/h100-x");
+    expect(one.json.document.max_concurrency).toBe(4);
+    const list = await call("GET", "/admin/v1/nodes");
+    expect(list.json.data.map((d: { key: string }) => d.key)).toEqual(["h100-x", "h100-y"]);
+    expect((await call("DELETE", "/admin/v1/nodes/h100-x")).json.action).toBe("deleted");
+    expect((await call("GET", "/admin/v1/nodes/h100-x")).status).toBe(404);
+    expect((await call("DELETE", "/admin/v1/nodes/h100-x")).status).toBe(404);
+  });
+
+  it("accepts every kind of document", async () => {
+    const docs: Array<[string, unknown]> = [
+      ["policies/interactive", policy],
+      ["models/org%2Fnew-model", { default_policy: "interactive" }],
+      [
+        "accounts/team-a",
+        {
+          allowed_tiers: [1, 2],
+          default_policy: "interactive",
+          rate_limit: { requests_per_minute: 600 },
+        },
+      ],
+      [
+        "costs/aws-prod.H100",
+        {
+          kind: "cloud_spot",
+          cloud_account: "aws-prod",
+          family: "H100",
+          nodes: ["h100-y"],
+          usd_per_gpu_hour: 2.1,
+        },
+      ],
+      [
+        "costs/onprem-mi300x",
+        { kind: "on_prem", family: "MI300X", usd_per_gpu_hour: 1.2, gpus_per_node: 8 },
+      ],
+      ["quality-scores/m1.H100", { model: "m1", family: "H100", score: 87.5, source: "lmarena" }],
+      ["measurements/m1-tdx", { model: "m1", tier: 3, mrtd: MRTD.toUpperCase() }],
+      [
+        "revocations/intel-sa-00837",
+        { reason: "TDX module advisory", advisory_id: "INTEL-SA-00837" },
+      ],
+    ];
+    for (const [path, doc] of docs) {
+      const res = await call("PUT", `/admin/v1/${path}`, doc);
+      expect(res.status, `${path}: ${res.text}`).toBe(201);
+    }
+    expect((await call("GET", "/admin/v1/models/org%2Fnew-model")).json.document).toEqual({
+      id: "org/new-model",
+      default_policy: "interactive",
+    });
+    // Server-side defaults: times from the clock, hex normalised.
+    expect(
+      (await call("GET", "/admin/v1/costs/aws-prod.H100")).json.document.updated_at,
+    ).toBeGreaterThan(0);
+    expect(
+      (await call("GET", "/admin/v1/revocations/intel-sa-00837")).json.document.revoked_at,
+    ).toBeGreaterThan(0);
+    expect((await call("GET", "/admin/v1/measurements/m1-tdx")).json.document.mrtd).toBe(MRTD);
+  });
+
+  it("applies changes live: a model put over the admin API is served at once", async () => {
+    await call("PUT", "/admin/v1/models/live-model", {});
+    await pollUntil(
+      async () => {
+        const res = await fetch(`${h.url}/v1/models`, { headers: auth() });
+        const list = (await res.json()) as { data: Array<{ id: string }> };
+        return list.data.some((m) => m.id === "live-model");
+      },
+      { timeoutMs: 10_000, message: "live-model listed" },
+    );
+  });
+
+  it("issues API keys that work at once and are stored only as hashes", async () => {
+    await call("PUT", "/admin/v1/accounts/keyed", { allowed_tiers: [1] });
+    const res = await call("POST", "/admin/v1/accounts/keyed/keys");
+    expect(res.status).toBe(201);
+    const { api_key, sha256 } = res.json as { api_key: string; sha256: string };
+    const stored = await call("GET", "/admin/v1/accounts/keyed");
+    expect(stored.json.document.api_key_sha256).toEqual([sha256]);
+    expect(stored.text).not.toContain(api_key);
+    await pollUntil(
+      async () => (await fetch(`${h.url}/v1/models`, { headers: auth(api_key) })).status === 200,
+      { timeoutMs: 10_000, message: "new key accepted" },
+    );
+    expect((await call("POST", "/admin/v1/accounts/nobody/keys")).status).toBe(404);
+  });
+});
+
+describe("invalid admin documents", () => {
+  it.each([
+    ["nodes/n1", { ...node, endpoint: "ftp://x" }, "invalid_request", "endpoint"],
+    ["nodes/n1", { ...node, tier: 5 }, "invalid_request", "tier"],
+    ["nodes/n1", { ...node, id: "other" }, "invalid_request", "id"],
+    ["nodes/n1", { ...node, colour: "red" }, "invalid_request", "colour"],
+    ["nodes/bad%20id", node, "invalid_request", "key"],
+    ["policies/p1", { ...policy, cost_priority: "cheap" }, "invalid_request", "cost_priority"],
+    [
+      "policies/p1",
+      { ...policy, accelerator_preference: [] },
+      "invalid_request",
+      "accelerator_preference",
+    ],
+    ["policies/p1", { ...policy, name: "p2" }, "invalid_request", "name"],
+    ["models/m9", { default_policy: "missing" }, "unknown_policy", "default_policy"],
+    ["accounts/a1", { allowed_tiers: [7] }, "invalid_request", "allowed_tiers.0"],
+    ["accounts/a1", { api_key: "plaintext" }, "invalid_request", "api_key"],
+    ["accounts/a1", { api_key_sha256: ["abc"] }, "invalid_request", "api_key_sha256.0"],
+    [
+      "accounts/a1",
+      { rate_limit: { requests_per_minute: 0 } },
+      "invalid_request",
+      "rate_limit.requests_per_minute",
+    ],
+    ["costs/c1", { kind: "spot" }, "invalid_request", "kind"],
+    ["costs/c1", { kind: "on_prem", usd_per_gpu_hour: 1 }, "invalid_request", "node_id"],
+    [
+      "costs/c1",
+      { kind: "on_prem", node_id: "n1", usd_per_gpu_hour: -1 },
+      "invalid_request",
+      "usd_per_gpu_hour",
+    ],
+    [
+      "quality-scores/q1",
+      { model: "m1", node_id: "n1", score: 101, source: "x" },
+      "invalid_request",
+      "score",
+    ],
+    ["measurements/me1", { model: "m1", tier: 2, mrtd: MRTD }, "invalid_request", "tier"],
+    ["measurements/me1", { model: "m1", tier: 3, mrtd: "zz" }, "invalid_request", "mrtd"],
+    ["measurements/me1", { model: "nope", tier: 3, mrtd: MRTD }, "unknown_model", "model"],
+    ["revocations/r1", { reason: "x" }, "invalid_request", "node_id"],
+    ["revocations/r1", { reason: "x", fmspc: "12" }, "invalid_request", "fmspc"],
+    ["widgets/w1", {}, "not_found", "kind"],
+  ])("PUT %s %j → %s naming %s", async (path, doc, code, param) => {
+    const res = await call("PUT", `/admin/v1/${path}`, doc);
+    expect(errorOf(res.text)).toMatchObject({ code, param });
+    expect(res.status).toBe(code === "not_found" || code === "unknown_model" ? 404 : 400);
+  });
+
+  it("rejects malformed JSON, non-objects and empty bodies", async () => {
+    expect(errorOf((await call("PUT", "/admin/v1/policies/p1", "{")).text)).toMatchObject({
+      code: "invalid_json",
+      param: "body",
+    });
+    expect(errorOf((await call("PUT", "/admin/v1/policies/p1", "[]")).text)).toMatchObject({
+      code: "invalid_request",
+      param: "body",
+    });
+    expect(errorOf((await call("PUT", "/admin/v1/policies/p1")).text)).toMatchObject({
+      code: "invalid_request",
+      param: "body",
+    });
+  });
+
+  it("lists every problem of a document in the message", async () => {
+    const res = await call("PUT", "/admin/v1/nodes/n1", { ...node, tier: 9, framework: "x" });
+    expect(res.json.error.message).toMatch(/framework/);
+    expect(res.json.error.message).toMatch(/tier/);
+  });
+});

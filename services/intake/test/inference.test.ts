@@ -1,0 +1,210 @@
+import { request as httpRequest } from "node:http";
+import { createReplyWriter } from "@zml/bus";
+import type { Msg, Subscription } from "@zml/bus";
+import {
+  HEADERS,
+  ROUTE_CANCEL_SUBJECT,
+  ROUTE_REQUEST_SUBJECT,
+  ROUTING_HTTP_HEADER,
+} from "@zml/contracts";
+import { pollUntil } from "@zml/harness";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { API_KEY, LIMITED_KEY, auth, errorOf, startIntake } from "./helpers.ts";
+import type { Harness } from "./helpers.ts";
+
+/**
+ * Intake against a real bus, with this test standing in for the dispatcher: it records
+ * every route request and answers by the requested model.
+ */
+
+const ROUTING =
+  'decision-id="d-1", node="n1", policy="fast", family="H100", queue-depth=0, tier=1, attempts=1';
+let h: Harness;
+let dispatcher: Subscription;
+let cancels: Subscription;
+const seen: Msg[] = [];
+const cancelled: string[] = [];
+
+beforeAll(async () => {
+  h = await startIntake();
+  const enc = new TextEncoder();
+  dispatcher = h.bus.nc.subscribe(ROUTE_REQUEST_SUBJECT, {
+    callback: (_err, msg) => {
+      seen.push(msg);
+      const w = createReplyWriter(h.bus.nc, msg.reply!);
+      const model = msg.headers?.get(HEADERS.model);
+      if (model === "m2") return; // never answers: the client will give up
+      if (msg.headers?.get(HEADERS.stream) === "1") {
+        w.head(200, "text/event-stream", ROUTING);
+        w.chunk(enc.encode('data: {"x":1}\n\n'));
+        w.chunk(enc.encode("data: [DONE]\n\n"));
+        w.end();
+        return;
+      }
+      w.full(200, "application/json", ROUTING, msg.data);
+    },
+  });
+  cancels = h.bus.nc.subscribe(ROUTE_CANCEL_SUBJECT, {
+    callback: (_err, msg) => void cancelled.push(msg.headers?.get(HEADERS.cancelInbox) ?? ""),
+  });
+});
+afterAll(async () => {
+  dispatcher?.unsubscribe();
+  cancels?.unsubscribe();
+  await h?.close();
+});
+beforeEach(() => {
+  seen.length = 0;
+});
+
+async function post(path: string, body: string, headers: Record<string, string> = auth()) {
+  const res = await fetch(`${h.url}${path}`, { method: "POST", headers, body });
+  return { status: res.status, headers: res.headers, text: await res.text() };
+}
+
+const chat = (extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model: "m1", messages: [{ role: "user", content: "hi" }], ...extra });
+
+describe("routing an OpenAI-compatible call", () => {
+  it("forwards the bytes unchanged with the routing fields in bus headers", async () => {
+    const body = chat({
+      temperature: 0.2,
+      logit_bias: { "42": 1 },
+      models: ["m2", "m1", "org/m3"],
+      provider: { sort: "price" },
+      session_id: "sess-1",
+      accelerator_hint: "H100",
+      tier: 2,
+      policy: "fast",
+    });
+    const res = await post("/v1/chat/completions", body);
+    expect(res.status).toBe(200);
+    expect(res.text).toBe(body);
+    expect(res.headers.get(ROUTING_HTTP_HEADER)).toBe(ROUTING);
+    expect(res.headers.get("x-request-id")).toBeTruthy();
+    const hdr = seen[0]!.headers!;
+    expect(new TextDecoder().decode(seen[0]!.data)).toBe(body);
+    expect(hdr.get(HEADERS.model)).toBe("m1");
+    expect(hdr.get(HEADERS.path)).toBe("/v1/chat/completions");
+    expect(hdr.get(HEADERS.fallbackModels)).toBe("m2,org/m3");
+    expect(hdr.get(HEADERS.sort)).toBe("price");
+    expect(hdr.get(HEADERS.sessionId)).toBe("sess-1");
+    expect(hdr.get(HEADERS.acceleratorHint)).toBe("H100");
+    expect(hdr.get(HEADERS.tier)).toBe("2");
+    expect(hdr.get(HEADERS.policy)).toBe("fast");
+    expect(hdr.get(HEADERS.account)).toBe("main");
+    expect(Number(hdr.get(HEADERS.deadline))).toBeGreaterThan(Date.now());
+  });
+
+  it("sends no optional headers when the request has no such fields", async () => {
+    await post("/v1/completions", JSON.stringify({ model: "m1", prompt: "x" }));
+    const hdr = seen[0]!.headers!;
+    expect(hdr.get(HEADERS.path)).toBe("/v1/completions");
+    expect(hdr.get(HEADERS.policy)).toBe("balanced");
+    for (const name of [
+      HEADERS.fallbackModels,
+      HEADERS.sort,
+      HEADERS.sessionId,
+      HEADERS.acceleratorHint,
+    ]) {
+      expect(hdr.has(name)).toBe(false);
+    }
+  });
+
+  it("relays a stream frame by frame with the routing header", async () => {
+    const res = await post("/v1/chat/completions", chat({ stream: true }));
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/event-stream");
+    expect(res.headers.get(ROUTING_HTTP_HEADER)).toBe(ROUTING);
+    expect(res.text).toBe('data: {"x":1}\n\ndata: [DONE]\n\n');
+  });
+});
+
+describe("the native call", () => {
+  it("routes like the OpenAI call and gives the node a chat completion body", async () => {
+    const res = await post(
+      "/v1/infer",
+      JSON.stringify({
+        model: "m1",
+        messages: [{ role: "user", content: "hi" }],
+        fallback_models: ["m2"],
+        sort: "quality",
+        max_tokens: 7,
+        tier: 2,
+      }),
+    );
+    expect(res.status).toBe(200);
+    expect(res.headers.get(ROUTING_HTTP_HEADER)).toBe(ROUTING);
+    const hdr = seen[0]!.headers!;
+    expect(hdr.get(HEADERS.path)).toBe("/v1/chat/completions");
+    expect(hdr.get(HEADERS.fallbackModels)).toBe("m2");
+    expect(hdr.get(HEADERS.sort)).toBe("quality");
+    expect(hdr.get(HEADERS.tier)).toBe("2");
+    expect(JSON.parse(new TextDecoder().decode(seen[0]!.data))).toEqual({
+      model: "m1",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 7,
+    });
+  });
+
+  it("names a misspelt field", async () => {
+    const res = await post(
+      "/v1/infer",
+      JSON.stringify({ model: "m1", messages: [{ role: "user" }], fallbacks: ["m2"] }),
+    );
+    expect(res.status).toBe(400);
+    expect(errorOf(res.text)).toMatchObject({ code: "invalid_request", param: "fallbacks" });
+  });
+});
+
+describe("a client that goes away", () => {
+  it.each([false, true])("cancels the routed request on the bus (stream=%s)", async (stream) => {
+    const before = cancelled.length;
+    const body = chat({ model: "m2", stream });
+    const req = httpRequest(`${h.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { ...auth(), "content-length": Buffer.byteLength(body) },
+    });
+    req.on("error", () => undefined);
+    req.end(body);
+    await pollUntil(() => seen.length > 0, { timeoutMs: 10_000, message: "request on the bus" });
+    req.destroy();
+    await pollUntil(() => cancelled.length > before, {
+      timeoutMs: 10_000,
+      message: "cancel published",
+    });
+    expect(cancelled.at(-1)).toBe(seen[0]!.reply);
+  });
+});
+
+describe("accounts", () => {
+  it("limits an account's rate with 429, Retry-After and the OpenAI shape", async () => {
+    const limited = auth(LIMITED_KEY);
+    expect((await post("/v1/chat/completions", chat(), limited)).status).toBe(200);
+    expect((await post("/v1/chat/completions", chat(), limited)).status).toBe(200);
+    const res = await post("/v1/chat/completions", chat(), limited);
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(errorOf(res.text)).toEqual({
+      code: "rate_limited",
+      param: null,
+      type: "rate_limit_error",
+    });
+    // Other accounts are unaffected.
+    expect((await post("/v1/chat/completions", chat())).status).toBe(200);
+  });
+
+  it("lists the configured models to a known key only", async () => {
+    const ok = await fetch(`${h.url}/v1/models`, { headers: auth(API_KEY) });
+    expect(ok.status).toBe(200);
+    const list = (await ok.json()) as { data: Array<{ id: string }> };
+    expect(list.data.map((m) => m.id).sort()).toEqual(["m1", "m2", "org/m3"]);
+    const bad = await fetch(`${h.url}/v1/models`, { headers: auth("nope") });
+    expect(bad.status).toBe(401);
+    expect(errorOf(await bad.text())).toEqual({
+      code: "unauthorized",
+      param: "authorization",
+      type: "authentication_error",
+    });
+  });
+});

@@ -1,0 +1,60 @@
+// Figure 7: memory of each service, from the kernel (resident set) and from the service's own
+// Prometheus metrics (V8 heap in use, memory held outside the heap by buffers).
+import { request } from "undici";
+import type { BenchStack } from "./bench-stack.ts";
+import { memoryOf } from "./proc.ts";
+
+export interface ServiceMemory {
+  rssMiB: number;
+  peakRssMiB: number;
+  /** `nodejs_heap_size_used_bytes`; NaN when the service has no such metric. */
+  heapUsedMiB: number;
+  /** `nodejs_external_memory_bytes` (Buffers and other memory outside the V8 heap). */
+  externalMiB: number;
+}
+
+const MIB = 1024 * 1024;
+
+async function scrape(url: string | undefined): Promise<Map<string, number>> {
+  const values = new Map<string, number>();
+  if (url === undefined) return values;
+  try {
+    const res = await request(`${url}/metrics`);
+    for (const line of (await res.body.text()).split("\n")) {
+      const m =
+        /^(nodejs_heap_size_used_bytes|nodejs_external_memory_bytes)(?:\{[^}]*\})?\s+(\S+)/.exec(
+          line,
+        );
+      if (m) values.set(m[1]!, Number(m[2]));
+    }
+  } catch {
+    // A service without metrics still has its /proc figures.
+  }
+  return values;
+}
+
+/** Memory of the four services and of nats-server (kernel figures only: not a Node process). */
+export async function measureMemory(stack: BenchStack): Promise<Record<string, ServiceMemory>> {
+  const out: Record<string, ServiceMemory> = {};
+  for (const name of ["intake", "dispatcher", "health-aggregator", "attestation"]) {
+    const pid = stack.services.get(name)?.pid;
+    const proc = pid === undefined ? undefined : memoryOf(pid);
+    const metrics = await scrape(stack.opsUrls.get(name));
+    out[name] = {
+      rssMiB: proc?.rssMiB ?? Number.NaN,
+      peakRssMiB: proc?.peakMiB ?? Number.NaN,
+      heapUsedMiB: (metrics.get("nodejs_heap_size_used_bytes") ?? Number.NaN) / MIB,
+      externalMiB: (metrics.get("nodejs_external_memory_bytes") ?? Number.NaN) / MIB,
+    };
+  }
+  const nats = stack.natsPid === undefined ? undefined : memoryOf(stack.natsPid);
+  if (nats !== undefined) {
+    out["nats-server"] = {
+      rssMiB: nats.rssMiB,
+      peakRssMiB: nats.peakMiB,
+      heapUsedMiB: Number.NaN,
+      externalMiB: Number.NaN,
+    };
+  }
+  return out;
+}
