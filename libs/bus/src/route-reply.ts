@@ -14,6 +14,8 @@ export interface RouteFrame {
   seq: number;
   /** Upstream HTTP status on `full` and `head` frames. */
   status: number | undefined;
+  /** Node time in ms on `full` and `head` frames (see `HEADERS.nodeMs`). */
+  nodeMs: number | undefined;
   contentType: string | undefined;
   routing: string | undefined;
   data: Uint8Array;
@@ -25,8 +27,14 @@ const KINDS = new Set<string>(Object.values(REPLY_KINDS));
 
 /** Sends the frames of one reply. Not safe to use after `full`, `end` or `error`. */
 export interface ReplyWriter {
-  full(status: number, contentType: string, routing: string, body: Uint8Array): void;
-  head(status: number, contentType: string, routing: string): void;
+  full(
+    status: number,
+    contentType: string,
+    routing: string,
+    body: Uint8Array,
+    nodeMs?: number,
+  ): void;
+  head(status: number, contentType: string, routing: string, nodeMs?: number): void;
   chunk(data: Uint8Array): void;
   end(): void;
   error(body: ErrorBody, routing?: string): void;
@@ -40,18 +48,19 @@ export function createReplyWriter(nc: NatsConnection, replySubject: string): Rep
     hdrs.set(HEADERS.seq, String(seq++));
     nc.publish(replySubject, data, { headers: hdrs });
   };
-  const described = (status: number, contentType: string, routing: string) => {
+  const described = (status: number, contentType: string, routing: string, nodeMs?: number) => {
     const h = natsHeaders();
     h.set(HEADERS.status, String(status));
     h.set(HEADERS.contentType, contentType);
     if (routing) h.set(HEADERS.routing, routing);
+    if (nodeMs !== undefined) h.set(HEADERS.nodeMs, nodeMs.toFixed(3));
     return h;
   };
   return {
-    full: (status, contentType, routing, body) =>
-      frame(REPLY_KINDS.full, body, described(status, contentType, routing)),
-    head: (status, contentType, routing) =>
-      frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing)),
+    full: (status, contentType, routing, body, nodeMs) =>
+      frame(REPLY_KINDS.full, body, described(status, contentType, routing, nodeMs)),
+    head: (status, contentType, routing, nodeMs) =>
+      frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing, nodeMs)),
     chunk: (data) => frame(REPLY_KINDS.chunk, data),
     end: () => frame(REPLY_KINDS.end, new Uint8Array(0)),
     error: (body, routing) => {
@@ -198,10 +207,12 @@ function decodeFrame(msg: Msg): RouteFrame | null {
   const seq = Number(h?.get(HEADERS.seq));
   if (!h || !kind || !KINDS.has(kind) || !Number.isInteger(seq)) return null;
   const status = h.get(HEADERS.status);
+  const nodeMs = h.get(HEADERS.nodeMs);
   return {
     kind: kind as ReplyKind,
     seq,
     status: status ? Number(status) : undefined,
+    nodeMs: nodeMs ? Number(nodeMs) : undefined,
     contentType: h.get(HEADERS.contentType) || undefined,
     routing: h.get(HEADERS.routing) || undefined,
     data: msg.data,
@@ -213,6 +224,7 @@ function errorFrame(error: ZmlError, seq: number): RouteFrame {
     kind: REPLY_KINDS.error,
     seq,
     status: undefined,
+    nodeMs: undefined,
     contentType: "application/json",
     routing: undefined,
     data: encoder.encode(JSON.stringify(error.toBody())),

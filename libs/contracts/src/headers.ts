@@ -31,6 +31,11 @@ export const HEADERS = {
   /** Upstream HTTP status on `full` and `head` frames. */
   status: "Zml-Status",
   contentType: "Zml-Content-Type",
+  /**
+   * On `full` and `head` frames: milliseconds the node took (to the whole answer for
+   * `full`, to its response headers for `head`), so intake can measure what ZML added.
+   */
+  nodeMs: "Zml-Node-Ms",
   /** RFC 8941 dictionary describing the routing decision (see `routing-header.ts`). */
   routing: "Zml-Routing",
 } as const;

@@ -77,11 +77,11 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
     } catch (err) {
       return { kind: "retryable", status, retryAfterS: null, ...classify(err) };
     }
-    call.writer.full(status, contentType, call.routing, body);
+    call.writer.full(status, contentType, call.routing, body, call.clock() - call.startedAt);
     return { kind: "relayed", status, ttftMs, retryAfterS };
   }
 
-  call.writer.head(status, contentType, call.routing);
+  call.writer.head(status, contentType, call.routing, ttftMs);
   // Only the last few bytes matter for spotting the terminal `[DONE]` event.
   let tail: Buffer = Buffer.alloc(0);
   try {

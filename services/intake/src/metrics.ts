@@ -18,5 +18,12 @@ export function createIntakeMetrics(registry: Registry) {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers: [registry],
     }),
+    addedLatency: new Histogram({
+      name: "zml_intake_added_latency_seconds",
+      help: "What ZML added: time to the first answer frame at intake minus the node's own time (whole answer, or time to headers for streams)",
+      labelNames: ["route", "stream"] as const,
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers: [registry],
+    }),
   };
 }

@@ -13,11 +13,21 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { sendError } from "./errors.ts";
 import { sseErrorEvent } from "./sse.ts";
 
+/** What the relay learned about a request, for metrics, the span and the log line. */
+export interface RelayOutcome {
+  /** The `x-zml-routing` value, when a node was chosen. */
+  routing: string | undefined;
+  /** Node time reported with the first answer frame, and when that frame arrived here. */
+  nodeMs: number | undefined;
+  firstFrameAt: number | undefined;
+}
+
 export interface RelayDeps {
   bus: Bus;
   mux: ReplyMux;
   /** Longest wait for the first reply frame, and the longest silence mid-stream. */
   idleTimeoutMs: number;
+  clock: () => number;
 }
 
 /**
@@ -33,15 +43,22 @@ export function relay(
   body: Uint8Array,
   headers: MsgHdrs,
   stream: boolean,
-  done: (status: number) => void,
+  finish: (status: number, outcome: RelayOutcome) => void,
 ): Promise<unknown> | FastifyReply {
   let complete = false;
+  const outcome: RelayOutcome = { routing: undefined, nodeMs: undefined, firstFrameAt: undefined };
+  const done = (status: number) => finish(status, outcome);
   const send = (onFrame: (frame: RouteFrame) => void, onAbort: () => void) => {
     const pending = deps.mux.request(
       ROUTE_REQUEST_SUBJECT,
       body,
       headers,
       (frame) => {
+        if (frame.routing) outcome.routing = frame.routing;
+        if (outcome.firstFrameAt === undefined) {
+          outcome.firstFrameAt = deps.clock();
+          outcome.nodeMs = frame.nodeMs;
+        }
         if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
           complete = true;
         }
