@@ -66,6 +66,8 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
       ? new NoopSpanProcessor()
       : new BatchSpanProcessor({
           exporter: new OTLPTraceExporter({ url, headers: otlpHeaders(env) }),
+          // The standard variable, read from the given env like the exporter settings above.
+          ...positiveInt(env.OTEL_BSP_SCHEDULE_DELAY, "scheduledDelayMillis"),
         });
 
   const sdk = new NodeSDK({
@@ -94,4 +96,14 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
       return stopped;
     },
   };
+}
+
+function positiveInt<K extends string>(
+  value: string | undefined,
+  key: K,
+): Partial<Record<K, number>> {
+  const n = Number(value);
+  return value !== undefined && Number.isInteger(n) && n > 0
+    ? ({ [key]: n } as Partial<Record<K, number>>)
+    : {};
 }

@@ -126,17 +126,20 @@ function forward(
     }
     const decisionId = outcome.routing ? decisionIdOf(outcome.routing) : undefined;
     endServerSpan(span, status, decisionId, addedMs);
-    req.log.info(
-      {
-        decision_id: decisionId,
-        route: f.route,
-        status,
-        account: f.account.id,
-        model: plan.model,
-        duration_ms: now - f.startedAt,
-        added_ms: addedMs,
-      },
-      "request completed",
+    // Logged in the span's context so the line carries its trace and span ids.
+    context.with(trace.setSpan(context.active(), span), () =>
+      req.log.info(
+        {
+          decision_id: decisionId,
+          route: f.route,
+          status,
+          account: f.account.id,
+          model: plan.model,
+          duration_ms: now - f.startedAt,
+          added_ms: addedMs,
+        },
+        "request completed",
+      ),
     );
   };
   // Inside the span's context, so the bus headers carry it to the dispatcher.

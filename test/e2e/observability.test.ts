@@ -1,0 +1,240 @@
+import { pollUntil } from "@zml/harness";
+import { request } from "undici";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chat } from "../support/http.ts";
+import { startOtlpReceiver } from "../support/otlp-receiver.ts";
+import type { ReceivedSpan } from "../support/otlp-receiver.ts";
+import { API_KEY, startStack, waitForStatus } from "../support/stack.ts";
+import type { Stack } from "../support/stack.ts";
+
+const SECRET_PROMPT = "zebra-violet-4471 my card number is 4111";
+let otlp: Awaited<ReturnType<typeof startOtlpReceiver>>;
+let stack: Stack;
+
+beforeAll(async () => {
+  otlp = await startOtlpReceiver();
+  stack = await startStack({
+    nodes: [
+      { nodeId: "o-h100-a", family: "H100", models: ["obs"] },
+      { nodeId: "o-h100-b", family: "H100", models: ["obs"] },
+      { nodeId: "o-mi300x", family: "MI300X", models: ["obs"] },
+      { nodeId: "o-retry-bad", family: "H100", models: ["obs-retry"] },
+      { nodeId: "o-retry-good", family: "H100", models: ["obs-retry"] },
+    ],
+    fleet: {
+      models: [
+        { id: "obs", default_policy: "chain" },
+        { id: "obs-retry", default_policy: "chain" },
+        { id: "obs-none" },
+      ],
+      policies: [
+        {
+          name: "chain",
+          accelerator_preference: [
+            { family: "H100", priority: 1 },
+            { family: "MI300X", priority: 2 },
+          ],
+          latency_target_ms: 60_000,
+          cost_priority: "latency",
+          queue_on_saturation: false,
+          max_queue_ms: 0,
+        },
+      ],
+    },
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+      OTEL_BSP_SCHEDULE_DELAY: "100",
+      NODE_COOLDOWN_MS: "1",
+    },
+  });
+  await waitForStatus(stack, "Active");
+});
+afterAll(async () => {
+  await stack?.stop();
+  await otlp?.close();
+});
+
+const secretChat = (model: string) =>
+  chat(model, { messages: [{ role: "user", content: SECRET_PROMPT }] });
+
+/** All spans of the trace the gateway created for a request id, once both services exported. */
+async function traceOf(requestId: string): Promise<ReceivedSpan[]> {
+  return pollUntil(
+    () => {
+      const root = otlp.spans.find(
+        (s) => s.service === "zml-intake" && s.attributes["zml.request_id"] === requestId,
+      );
+      if (!root) return undefined;
+      const trace = otlp.spans.filter((s) => s.traceId === root.traceId);
+      return trace.some((s) => s.service === "zml-dispatcher" && s.name !== "zml.decision")
+        ? trace
+        : undefined;
+    },
+    { timeoutMs: 15_000, message: `trace of ${requestId}` },
+  );
+}
+
+async function send(requestId: string, body: unknown) {
+  const res = await request(`${stack.intakeUrl}/v1/chat/completions`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${API_KEY}`,
+      "content-type": "application/json",
+      "x-request-id": requestId,
+    },
+    body: JSON.stringify(body),
+  });
+  await res.body.text();
+  return res.statusCode;
+}
+
+function expectConnected(trace: ReceivedSpan[]): void {
+  const ids = new Set(trace.map((s) => s.spanId));
+  const roots = trace.filter((s) => !ids.has(s.parentSpanId));
+  expect(roots.map((s) => `${s.service}:${s.name}`)).toEqual([
+    "zml-intake:POST /v1/chat/completions",
+  ]);
+  expect(new Set(trace.map((s) => s.service))).toEqual(new Set(["zml-intake", "zml-dispatcher"]));
+}
+
+describe("every routing decision is one connected trace", () => {
+  it("a success: intake → NATS → decision → one attempt, with the decision's attributes", async () => {
+    expect(await send("obs-ok", secretChat("obs"))).toBe(200);
+    const trace = await traceOf("obs-ok");
+    expectConnected(trace);
+    const decision = trace.find((s) => s.name === "zml.decision")!;
+    expect(decision.attributes).toMatchObject({
+      "zml.policy": "chain",
+      "zml.cost_priority": "latency",
+      "zml.tier": 1,
+      "zml.family": "H100",
+      "zml.attempt": 1,
+      "zml.outcome": "chosen",
+    });
+    for (const key of [
+      "zml.decision_id",
+      "zml.node",
+      "zml.queue_depth",
+      "zml.estimate.response_ms",
+    ]) {
+      expect(decision.attributes[key], key).toBeDefined();
+    }
+    const intake = trace.find((s) => s.service === "zml-intake")!;
+    expect(intake.attributes["zml.decision_id"]).toBe(decision.attributes["zml.decision_id"]);
+    const attempts = trace.filter((s) => s.name === "POST" && s.kind === 3);
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]!.attributes["http.response.status_code"]).toBe(200);
+  });
+
+  it("a retry: two attempts in the same trace, the first answering 500", async () => {
+    stack.sims.get("o-retry-bad")!.setFault({ kind: "status", status: 500 });
+    // Both nodes rank alike (random tie-break), and cooldowns are 1 ms in this stack: send
+    // until the failing node was picked first.
+    let trace: ReceivedSpan[] | undefined;
+    for (let i = 0; i < 30 && !trace; i++) {
+      expect(await send(`obs-retry-${i}`, secretChat("obs-retry"))).toBe(200);
+      const t = await traceOf(`obs-retry-${i}`);
+      if (t.filter((s) => s.name === "POST" && s.kind === 3).length === 2) trace = t;
+    }
+    expect(trace, "a request whose first attempt hit the failing node").toBeDefined();
+    expectConnected(trace!);
+    const attempts = trace!.filter((s) => s.name === "POST" && s.kind === 3);
+    expect(attempts.map((s) => s.attributes["http.response.status_code"])).toEqual([500, 200]);
+    expect(attempts.map((s) => s.attributes["zml.node"])).toEqual(["o-retry-bad", "o-retry-good"]);
+    expect(attempts[1]!.attributes["zml.attempt.kind"]).toBe("retry");
+    expect(trace!.filter((s) => s.name === "zml.decision")).toHaveLength(2);
+  });
+
+  it("a fallback to the next family, with the passed-over candidates as events", async () => {
+    for (const id of ["o-h100-a", "o-h100-b"])
+      stack.sims.get(id)!.setFault({ kind: "status", status: 503 });
+    expect(await send("obs-fallback", secretChat("obs"))).toBe(200);
+    const trace = await traceOf("obs-fallback");
+    expectConnected(trace);
+    const attempts = trace.filter((s) => s.name === "POST" && s.kind === 3);
+    expect(attempts.map((s) => s.attributes["zml.family"])).toEqual(["H100", "H100", "MI300X"]);
+    const last = trace.filter((s) => s.name === "zml.decision").at(-1)!;
+    expect(last.attributes["zml.family"]).toBe("MI300X");
+    const reasons = last.events
+      .filter((e) => e.name === "zml.candidate.passed_over")
+      .map((e) => e.attributes["zml.reason"]);
+    expect(reasons.length).toBeGreaterThan(0);
+  });
+
+  it("a 503: the rejection is traced with its reason", async () => {
+    expect(await send("obs-503", secretChat("obs-none"))).toBe(503);
+    const trace = await traceOf("obs-503");
+    expectConnected(trace);
+    const decision = trace.find((s) => s.name === "zml.decision")!;
+    expect(decision.attributes).toMatchObject({ "zml.outcome": "rejected" });
+    expect(decision.attributes["zml.rejection.reason"]).toBeTruthy();
+    expect(
+      trace.find((s) => s.service === "zml-intake")!.attributes["http.response.status_code"],
+    ).toBe(503);
+  });
+});
+
+describe("nothing secret leaves in logs or spans", () => {
+  it("has neither the prompt nor the API key in any exported span or any service log", () => {
+    const exported = otlp.rawBodies.join("\n");
+    const logs = stack.logs();
+    expect(exported.length).toBeGreaterThan(0);
+    expect(logs.length).toBeGreaterThan(0);
+    for (const secret of [SECRET_PROMPT, "zebra-violet", API_KEY]) {
+      expect(exported.includes(secret), `span export contains ${secret}`).toBe(false);
+      expect(logs.includes(secret), `logs contain ${secret}`).toBe(false);
+    }
+    // Every log line is JSON with trace correlation where a request is involved.
+    const lines = logs.split("\n").filter((l) => l.startsWith("{"));
+    const completed = lines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === "request completed");
+    expect(completed.length).toBeGreaterThan(0);
+    for (const l of completed) {
+      expect(l.trace_id).toMatch(/^[0-9a-f]{32}$/);
+      expect(l.span_id).toMatch(/^[0-9a-f]{16}$/);
+    }
+    expect(completed.some((l) => typeof l.decision_id === "string")).toBe(true);
+  });
+});
+
+describe("metrics", () => {
+  const SAMPLE = /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? (-?[0-9.eE+-]+|NaN|Nan|[+-]?Inf)( -?\d+)?$/;
+
+  it("every service serves valid Prometheus text with the series an SRE needs", async () => {
+    const opsUrls = new Map<string, string>();
+    for (const [name, proc] of stack.services) {
+      const match = /"ops":"(http:\/\/[^"]+)"/.exec(proc.output());
+      if (match) opsUrls.set(name, match[1]!);
+    }
+    opsUrls.set("intake", stack.intakeUrl);
+    const expected: Record<string, string[]> = {
+      intake: [
+        "zml_intake_requests_total",
+        "zml_intake_request_duration_seconds",
+        "zml_intake_added_latency_seconds",
+      ],
+      dispatcher: [
+        "zml_dispatcher_decisions_total",
+        "zml_dispatcher_attempts_total",
+        "zml_dispatcher_retries_total",
+        "zml_dispatcher_cooldowns_total",
+        "zml_dispatcher_saturation_total",
+        "zml_batch_jobs_running",
+      ],
+      "health-aggregator": ["zml_node_state", "zml_node_queue_depth"],
+      attestation: [],
+    };
+    for (const [service, series] of Object.entries(expected)) {
+      const url = opsUrls.get(service);
+      expect(url, `${service} ops url`).toBeDefined();
+      const text = await (await request(`${url}/metrics`)).body.text();
+      for (const line of text.split("\n")) {
+        if (line === "" || line.startsWith("#")) continue;
+        expect(line, `${service}: ${line}`).toMatch(SAMPLE);
+      }
+      for (const name of series) expect(text, `${service} exports ${name}`).toContain(`\n${name}`);
+      expect(text).toContain("process_cpu_seconds_total");
+    }
+  });
+});
