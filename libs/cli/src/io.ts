@@ -1,3 +1,5 @@
+import { parseArgs } from "node:util";
+import type { ParseArgsConfig } from "node:util";
 import { readFileSync } from "node:fs";
 
 /** What a command may touch, injected so commands run in-process in tests. */
@@ -35,5 +37,16 @@ export class CliError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "CliError";
+  }
+}
+
+/** `node:util` parseArgs, with a {@link UsageError} (exit code 2) instead of Node's TypeError. */
+export function parseCommandArgs<T extends ParseArgsConfig>(
+  config: T,
+): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
   }
 }

@@ -1,4 +1,3 @@
-import { parseArgs } from "node:util";
 import { openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { KV_BUCKETS } from "@zml/contracts";
@@ -6,7 +5,7 @@ import type { FleetDocument } from "@zml/contracts";
 import { FleetDocumentError, applyFleet, parseFleetDocument } from "@zml/fleet";
 import type { FleetChange } from "@zml/fleet";
 import { connectCli } from "../connect.ts";
-import { CliError, UsageError } from "../io.ts";
+import { CliError, parseCommandArgs, UsageError } from "../io.ts";
 import type { CliIo } from "../io.ts";
 
 export const APPLY_USAGE = `usage: zml apply -f <fleet.yaml> [--dry-run] [--prune] [--nats <url>]
@@ -49,21 +48,17 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
 }
 
 function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      strict: true,
-      options: {
-        file: { type: "string", short: "f" },
-        "dry-run": { type: "boolean" },
-        prune: { type: "boolean" },
-        nats: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  return parseCommandArgs({
+    args,
+    strict: true,
+    options: {
+      file: { type: "string", short: "f" },
+      "dry-run": { type: "boolean" },
+      prune: { type: "boolean" },
+      nats: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
 }
 
 function loadDocument(path: string, io: CliIo): FleetDocument {

@@ -1,4 +1,3 @@
-import { parseArgs } from "node:util";
 import type { Bus } from "@zml/bus";
 import {
   AccountSpecSchema,
@@ -13,7 +12,7 @@ import {
 import type { NodeSpec, NodeState } from "@zml/contracts";
 import { connectCli } from "../connect.ts";
 import { readBucket } from "../kv-read.ts";
-import { UsageError } from "../io.ts";
+import { parseCommandArgs, UsageError } from "../io.ts";
 import type { CliIo } from "../io.ts";
 import { formatTable } from "../table.ts";
 
@@ -65,20 +64,16 @@ export async function runGet(args: string[], io: CliIo): Promise<number> {
 }
 
 function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        output: { type: "string", short: "o" },
-        nats: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  return parseCommandArgs({
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      output: { type: "string", short: "o" },
+      nats: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
 }
 
 function isKind(value: string | undefined): value is Kind {

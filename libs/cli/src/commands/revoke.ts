@@ -1,8 +1,7 @@
-import { parseArgs } from "node:util";
 import { openKv } from "@zml/bus";
 import { KV_BUCKETS, RevocationSchema } from "@zml/contracts";
 import { connectCli } from "../connect.ts";
-import { CliError, UsageError } from "../io.ts";
+import { CliError, parseCommandArgs, UsageError } from "../io.ts";
 import type { CliIo } from "../io.ts";
 
 export const REVOKE_USAGE = `usage: zml revoke <id> --reason <text> [match …] [--nats <url>]
@@ -101,24 +100,20 @@ async function withdraw(id: string, nats: string | undefined, io: CliIo): Promis
 }
 
 function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        reason: { type: "string" },
-        node: { type: "string" },
-        mrtd: { type: "string" },
-        fmspc: { type: "string" },
-        "pck-serial": { type: "string" },
-        advisory: { type: "string" },
-        withdraw: { type: "string" },
-        nats: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  return parseCommandArgs({
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      reason: { type: "string" },
+      node: { type: "string" },
+      mrtd: { type: "string" },
+      fmspc: { type: "string" },
+      "pck-serial": { type: "string" },
+      advisory: { type: "string" },
+      withdraw: { type: "string" },
+      nats: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
 }
