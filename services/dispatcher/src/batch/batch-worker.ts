@@ -194,8 +194,9 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
       }
       metrics.waiting.set(waiting.length);
       const woken = new Promise<void>((r) => (wake = r));
-      // Capacity frees on completions and state changes; the timeout paces expiry checks.
-      await Promise.race([deps.capacity.wait(1_000), woken]);
+      // With jobs waiting, capacity frees on completions and state changes and the timeout
+      // paces expiry checks; with none, only a new job wakes the loop (no per-request churn).
+      await (waiting.length > 0 ? Promise.race([deps.capacity.wait(1_000), woken]) : woken);
     }
   })();
 
