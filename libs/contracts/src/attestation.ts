@@ -28,7 +28,11 @@ export function attestationResultSubject(nodeId: string): string {
   return `${ATTESTATION_RESULT_PREFIX}.${nodeId}`;
 }
 
-/** Path the attestation service fetches a quote from, on the node's `endpoint`. */
+/**
+ * Path the attestation service fetches a quote from, on the node's `endpoint`:
+ * `?nonce=<64 hex>`, plus `&session_key=1` to have the node generate a fresh ephemeral
+ * session key and bind it into the quote (tier-4 sessions, see {@link NodeQuoteResponseSchema}).
+ */
 export const NODE_QUOTE_PATH = "/attestation/quote";
 /** Nonce length in bytes; it travels as lowercase hex. */
 export const ATTESTATION_NONCE_BYTES = 32;
@@ -43,9 +47,11 @@ export const NonceHexSchema = z.string().regex(/^[0-9a-f]{64}$/, "32 bytes of lo
 
 /**
  * The REPORTDATA a node must put in its quote for `nonceHex`: the nonce (32 bytes) followed
- * by a 32-byte key binding, zero unless given (reserved for tier-4 session keys, e.g.
- * SHA-256 of the node's ephemeral public key). 128 lowercase hex characters. The nonce is
- * readable as is, so anyone can check a published quote with Intel's DCAP tooling.
+ * by a 32-byte key binding, zero unless given. For a tier-4 session key the binding is the
+ * SHA-256 of the key's SPKI DER bytes (the base64-decoded `session_public_key`), so the
+ * quote vouches that the key was generated inside the attested TD. 128 lowercase hex
+ * characters. Both halves are readable as is, so anyone can check a published quote with
+ * Intel's DCAP tooling.
  *
  * @throws TypeError when `nonceHex` or `bindingHex` is not 32 bytes of hex.
  */
@@ -67,6 +73,12 @@ export const NodeQuoteResponseSchema = z.object({
    * forge it; it can only serve an older copy that is still within its validity.
    */
   collateral: z.record(z.string(), z.string()).nullish(),
+  /**
+   * Only when asked with `session_key=1`: a fresh ephemeral X25519 public key, base64 of its
+   * SPKI DER (44 bytes), whose SHA-256 is the quote's REPORTDATA binding (see
+   * {@link expectedReportData}). The private key never leaves the TD.
+   */
+  session_public_key: z.string().min(1).max(1024).optional(),
 });
 export type NodeQuoteResponse = z.infer<typeof NodeQuoteResponseSchema>;
 
@@ -110,6 +122,11 @@ export const ATTESTATION_FAILURES = {
   revoked: "revoked",
   /** The service could not verify (a bug or bad configuration); fail closed. */
   internalError: "internal_error",
+  /**
+   * Asked for a session key, the node served none, or one that is not an X25519 public key
+   * in SPKI DER form.
+   */
+  sessionKey: "session_key",
 } as const;
 
 /**
@@ -154,6 +171,12 @@ export const AttestationResultSchema = z.object({
   checks: z.array(AttestationCheckSchema),
   /** The revocation-list entry that matched, when `reason_code` is `revoked`. */
   revocation: z.object({ id: z.string(), reason: z.string() }).nullable(),
+  /**
+   * The node's ephemeral session public key (base64 SPKI DER, X25519) that REPORTDATA binds,
+   * in results of `session_key` verify requests only (never cached); null otherwise. Results
+   * written before this field existed parse with null.
+   */
+  session_public_key: z.string().nullable().default(null),
 });
 export type AttestationResult = z.output<typeof AttestationResultSchema>;
 
@@ -163,13 +186,22 @@ export type AttestationResult = z.output<typeof AttestationResultSchema>;
  * attestation with a service nonce (cached and published). With `nonce` the node is attested
  * with the caller's nonce and the result is only returned, never cached or published (the
  * caller vouches for that nonce's freshness, e.g. a client verifying independently).
+ * `session_key: true` (only with `nonce`) also asks the node for a fresh ephemeral session
+ * key bound into REPORTDATA; the result carries it in `session_public_key`, and a node that
+ * serves none fails with `session_key`.
  */
-export const AttestationVerifyRequestSchema = z.strictObject({
-  type: z.literal("attestation.verify.v1"),
-  node_id: z.string().regex(NODE_ID_PATTERN),
-  nonce: NonceHexSchema.optional(),
-  fresh: z.boolean().optional(),
-});
+export const AttestationVerifyRequestSchema = z
+  .strictObject({
+    type: z.literal("attestation.verify.v1"),
+    node_id: z.string().regex(NODE_ID_PATTERN),
+    nonce: NonceHexSchema.optional(),
+    fresh: z.boolean().optional(),
+    session_key: z.boolean().optional(),
+  })
+  .refine((r) => r.session_key !== true || r.nonce !== undefined, {
+    message: "session_key needs a nonce",
+    path: ["session_key"],
+  });
 export type AttestationVerifyRequest = z.input<typeof AttestationVerifyRequestSchema>;
 
 export const ATTESTATION_VERIFY_ERRORS = [

@@ -11,7 +11,7 @@ import { createSimMetrics } from "./metrics.ts";
 import { errorBodyJson, parseInferenceRequest } from "./openai-request.ts";
 import type { InferenceKind } from "./openai-request.ts";
 import { readBody } from "./read-body.ts";
-import { checkTeeOptions, createTeeQuoter, nonceOf } from "./tee.ts";
+import { checkTeeOptions, createTeeQuoter, nonceOf, wantsSessionKey } from "./tee.ts";
 import { SIM_FLAVOURS } from "./types.ts";
 import type {
   SimFault,
@@ -355,7 +355,8 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       };
       return sendJson(res, 400, JSON.stringify(body));
     }
-    sendJson(res, 200, JSON.stringify(quoter.quote(nonce)), { "cache-control": "no-store" });
+    const answer = quoter.quote(nonce, { sessionKey: wantsSessionKey(req.url ?? "/") });
+    sendJson(res, 200, JSON.stringify(answer), { "cache-control": "no-store" });
   }
 
   function methodNotAllowed(res: ServerResponse): void {

@@ -1,6 +1,6 @@
 // Tier 3/4 mode: answers quote requests like a TD's attestation agent would, with quotes in
 // the real v4 layout signed through a test PCK chain.
-import { generateKeyPairSync } from "node:crypto";
+import { createHash, generateKeyPairSync } from "node:crypto";
 import { expectedReportData, NonceHexSchema } from "@zml/contracts";
 import type { NodeQuoteResponse } from "@zml/contracts";
 import { buildTestQuoteV4 } from "@zml/tdx/testing";
@@ -33,8 +33,19 @@ export function checkTeeOptions(tee: SimTeeOptions): void {
 
 /** A TEE node's quote source: one quote per nonce, or the first one forever when replaying. */
 export interface TeeQuoter {
-  quote(nonceHex: string): NodeQuoteResponse;
+  /**
+   * A quote for the nonce. With `sessionKey`, a fresh ephemeral X25519 key pair is made and
+   * its public key (SPKI DER, base64) is served with the quote and bound into REPORTDATA
+   * (SHA-256 of the DER); the private key is dropped, as the simulator serves no encrypted
+   * channel.
+   */
+  quote(nonceHex: string, options?: { sessionKey?: boolean }): NodeQuoteResponse;
   readonly served: number;
+}
+
+/** A fresh X25519 public key as SPKI DER. */
+function ephemeralSessionKey(): Buffer {
+  return generateKeyPairSync("x25519").publicKey.export({ type: "spki", format: "der" });
 }
 
 export function createTeeQuoter(tee: SimTeeOptions): TeeQuoter {
@@ -48,13 +59,15 @@ export function createTeeQuoter(tee: SimTeeOptions): TeeQuoter {
     if (value !== undefined) measurements[field] = value.toLowerCase();
   }
   return {
-    quote(nonceHex) {
+    quote(nonceHex, options = {}) {
       served += 1;
       if (tee.replayQuote && first) return first;
+      const sessionKey = options.sessionKey === true ? ephemeralSessionKey() : undefined;
+      const binding = sessionKey && createHash("sha256").update(sessionKey).digest("hex");
       const quote = buildTestQuoteV4({
         mrtd: measurements["mrtd"] ?? "",
         ...measurements,
-        reportData: expectedReportData(nonceHex),
+        reportData: expectedReportData(nonceHex, binding),
         debug: tee.debug === true,
         attestationKey,
         pckChainPem: tee.signer.pckChainPem,
@@ -62,6 +75,7 @@ export function createTeeQuoter(tee: SimTeeOptions): TeeQuoter {
       });
       const answer: NodeQuoteResponse = { quote_b64: Buffer.from(quote).toString("base64") };
       if (tee.collateral) answer.collateral = { ...tee.collateral };
+      if (sessionKey) answer.session_public_key = sessionKey.toString("base64");
       first ??= answer;
       return answer;
     },
@@ -75,4 +89,10 @@ export function createTeeQuoter(tee: SimTeeOptions): TeeQuoter {
 export function nonceOf(url: string): string | undefined {
   const nonce = new URL(url, "http://sim").searchParams.get("nonce")?.toLowerCase();
   return NonceHexSchema.safeParse(nonce).success ? nonce : undefined;
+}
+
+/** Whether a quote request asks for a session key (`session_key=1` or `true`). */
+export function wantsSessionKey(url: string): boolean {
+  const value = new URL(url, "http://sim").searchParams.get("session_key");
+  return value === "1" || value === "true";
 }

@@ -94,7 +94,8 @@ export interface SimTeeSigner {
 /**
  * Tier 3/4 mode: the node serves TDX quotes v4 in the real layout on
  * `GET /attestation/quote?nonce=<64 hex>`, signed through a test certificate chain (never
- * Intel's), with REPORTDATA = nonce ‖ 32 zero bytes.
+ * Intel's), with REPORTDATA = nonce ‖ 32 zero bytes; with `&session_key=1`, a fresh
+ * ephemeral X25519 public key is served too and REPORTDATA = nonce ‖ SHA-256(its SPKI DER).
  */
 export interface SimTeeOptions {
   signer: SimTeeSigner;

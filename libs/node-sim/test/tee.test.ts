@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { createHash, createPublicKey } from "node:crypto";
 import { once } from "node:events";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -49,7 +50,12 @@ async function getQuote(url: string, nonceHex: string): Promise<NodeQuoteRespons
   return NodeQuoteResponseSchema.parse(await res.json());
 }
 
-function verify(answer: NodeQuoteResponse, nonceHex: string, root = pki.root.pem) {
+function verify(
+  answer: NodeQuoteResponse,
+  nonceHex: string,
+  root = pki.root.pem,
+  binding?: string,
+) {
   return verifyQuote({
     quote: answer.quote_b64,
     collateral: answer.collateral as unknown as Collateral,
@@ -57,7 +63,7 @@ function verify(answer: NodeQuoteResponse, nonceHex: string, root = pki.root.pem
     trustedRootPem: root,
     policy: {
       approvedMeasurements: [{ mrtd: MRTD, rtmr3: RTMR3 }],
-      expectedReportData: expectedReportData(nonceHex),
+      expectedReportData: expectedReportData(nonceHex, binding),
       requireCollateral: true,
     },
   });
@@ -80,6 +86,27 @@ describe("TEE mode", () => {
     expect(failedChecks(verify(second, nonce("6b")))).toEqual([]);
     expect(failedChecks(verify(second, nonce("5a")))).toEqual(["report_data"]);
     expect(node.stats().quotes_served).toBe(2);
+  });
+
+  it("binds a fresh ephemeral X25519 session key into REPORTDATA when asked", async () => {
+    await using node = await teeNode();
+    const ask = async (n: string) => {
+      const res = await fetch(`${node.url}/attestation/quote?nonce=${n}&session_key=1`);
+      expect(res.status).toBe(200);
+      return NodeQuoteResponseSchema.parse(await res.json());
+    };
+    const answer = await ask(nonce("5a"));
+    const der = Buffer.from(answer.session_public_key!, "base64");
+    const key = createPublicKey({ key: der, format: "der", type: "spki" });
+    expect(key.asymmetricKeyType).toBe("x25519");
+    const binding = createHash("sha256").update(der).digest("hex");
+    const result = verify(answer, nonce("5a"), pki.root.pem, binding);
+    expect(failedChecks(result)).toEqual([]);
+    expect(result.fields?.reportdata).toBe(nonce("5a") + binding);
+    // Without the binding the same quote does not verify; each request gets a new key.
+    expect(failedChecks(verify(answer, nonce("5a")))).toEqual(["report_data"]);
+    expect((await ask(nonce("5a"))).session_public_key).not.toBe(answer.session_public_key);
+    expect((await getQuote(node.url, nonce("5a"))).session_public_key).toBeUndefined();
   });
 
   it("marks a debug TD as such", async () => {

@@ -45,6 +45,8 @@ export interface AttestationServiceDeps {
 export interface VerifyOptions {
   nonce?: string | undefined;
   fresh?: boolean | undefined;
+  /** With `nonce` only: also have the node bind a fresh session key (never cached). */
+  sessionKey?: boolean | undefined;
 }
 
 export interface AttestationService {
@@ -255,7 +257,17 @@ export function createAttestationService(deps: AttestationServiceDeps): Attestat
           : { type: REPLY, error: { code: "unknown_node", message: `no node ${nodeId}` } };
       }
       if (options.nonce !== undefined) {
-        return { type: REPLY, result: await deps.attest(entry.node, options.nonce) };
+        const sessionKey = options.sessionKey === true;
+        return {
+          type: REPLY,
+          result: await deps.attest(entry.node, options.nonce, { sessionKey }),
+        };
+      }
+      if (options.sessionKey === true) {
+        return {
+          type: REPLY,
+          error: { code: "invalid_request", message: "session_key needs a nonce" },
+        };
       }
       const cached = results.get(nodeId);
       if (!options.fresh && cached && servable(cached, deps.now())) {

@@ -9,9 +9,14 @@ import type {
 } from "@zml/contracts";
 import { evaluateQuote, failedResult } from "./evaluate.ts";
 import type { TeeNode, TrustPolicy } from "./evaluate.ts";
+import type { QuoteRequestOptions } from "./quote-fetch.ts";
 
 export interface AttestorDeps {
-  fetchQuote(node: TeeNode, nonceHex: string): Promise<NodeQuoteResponse>;
+  fetchQuote(
+    node: TeeNode,
+    nonceHex: string,
+    options: QuoteRequestOptions,
+  ): Promise<NodeQuoteResponse>;
   /** Current approved measurements and revocation list (in-memory KV mirrors). */
   approved(): Iterable<ApprovedMeasurement>;
   revocations(): Iterable<Revocation>;
@@ -19,14 +24,21 @@ export interface AttestorDeps {
   now(): number;
 }
 
-/** Attests a node with a nonce; never rejects. */
-export type Attest = (node: TeeNode, nonceHex: string) => Promise<AttestationResult>;
+/**
+ * Attests a node with a nonce, and with `sessionKey` also checks the ephemeral session key
+ * the node must bind into REPORTDATA; never rejects.
+ */
+export type Attest = (
+  node: TeeNode,
+  nonceHex: string,
+  options?: QuoteRequestOptions,
+) => Promise<AttestationResult>;
 
 export function createAttestor(deps: AttestorDeps): Attest {
-  return async (node, nonceHex) => {
+  return async (node, nonceHex, options = {}) => {
     let quote: NodeQuoteResponse;
     try {
-      quote = await deps.fetchQuote(node, nonceHex);
+      quote = await deps.fetchQuote(node, nonceHex, options);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       return failedResult(
@@ -43,6 +55,7 @@ export function createAttestor(deps: AttestorDeps): Attest {
       node,
       quote,
       nonceHex,
+      sessionKey: options.sessionKey === true,
       approved: deps.approved(),
       revocations: deps.revocations(),
       policy: deps.policy,

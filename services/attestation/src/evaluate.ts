@@ -1,5 +1,6 @@
 // The attestation decision: a pure function of the node, its quote, the approved
 // measurements, the revocation list, the trust policy and the time. No I/O.
+import { createHash, createPublicKey } from "node:crypto";
 import { ATTESTATION_FAILURES, expectedReportData, findRevocation } from "@zml/contracts";
 import type {
   ApprovedMeasurement,
@@ -40,6 +41,8 @@ export interface EvaluateInput {
   node: TeeNode;
   quote: NodeQuoteResponse;
   nonceHex: string;
+  /** The node was asked for a session key: it must serve one and bind it into REPORTDATA. */
+  sessionKey?: boolean;
   approved: Iterable<ApprovedMeasurement>;
   revocations: Iterable<Revocation>;
   policy: TrustPolicy;
@@ -74,7 +77,25 @@ export function failedResult(
     nonce_hex: nonceHex,
     checks: [],
     revocation: null,
+    session_public_key: null,
   };
+}
+
+/**
+ * The REPORTDATA binding of a session key: SHA-256 (hex) of its SPKI DER bytes, given as
+ * canonical base64. Undefined when the value is not an X25519 public key in that form.
+ */
+export function sessionKeyBinding(publicKeyB64: string): string | undefined {
+  const der = Buffer.from(publicKeyB64, "base64");
+  // Node's base64 decoder skips what it cannot read; only a canonical encoding is accepted.
+  if (der.length === 0 || der.toString("base64") !== publicKeyB64) return undefined;
+  try {
+    const key = createPublicKey({ key: der, format: "der", type: "spki" });
+    if (key.asymmetricKeyType !== "x25519") return undefined;
+  } catch {
+    return undefined;
+  }
+  return createHash("sha256").update(der).digest("hex");
 }
 
 /** The result marked revoked by `revocation`; unusable from `now` on. */
@@ -125,13 +146,23 @@ function measurementOf(fields: QuoteFields): TdMeasurement {
 
 /**
  * Verifies a node's quote: chain to the pinned root, signatures, collateral (TCB status,
- * CRLs), not a debug TD, REPORTDATA = the nonce's {@link expectedReportData}, measurement
- * approved for at least one of the node's models at its tier, and no matching revocation.
- * A passed result expires at min(now + TTL, the earliest certificate or collateral expiry).
- * Never throws: a verifier error is an `internal_error` result (fail closed).
+ * CRLs), not a debug TD, REPORTDATA = the nonce's {@link expectedReportData} (with the
+ * session key's binding when one was asked for), measurement approved for at least one of
+ * the node's models at its tier, and no matching revocation. A passed result expires at
+ * min(now + TTL, the earliest certificate or collateral expiry). Never throws: a verifier
+ * error is an `internal_error` result (fail closed).
  */
 export function evaluateQuote(input: EvaluateInput): AttestationResult {
   const { node, policy, now, nonceHex } = input;
+  const sessionKey = input.sessionKey === true ? input.quote.session_public_key : undefined;
+  const binding = sessionKey === undefined ? undefined : sessionKeyBinding(sessionKey);
+  if (input.sessionKey === true && binding === undefined) {
+    const why =
+      sessionKey === undefined
+        ? "asked for a session key, the node served none"
+        : "session_public_key is not an X25519 public key (canonical base64 of SPKI DER)";
+    return failedResult(node, now, ATTESTATION_FAILURES.sessionKey, why, nonceHex);
+  }
   const approved = [...input.approved];
   const byModel = new Map(node.models.map((m) => [m, setsFor(approved, m, node.tier)]));
   let verification;
@@ -146,7 +177,7 @@ export function evaluateQuote(input: EvaluateInput): AttestationResult {
         acceptableTcbStatuses: policy.acceptableTcbStatuses,
         allowDebug: false,
         approvedMeasurements: [...byModel.values()].flat(),
-        expectedReportData: expectedReportData(nonceHex),
+        expectedReportData: expectedReportData(nonceHex, binding),
         requireCollateral: policy.requireCollateral,
       },
     });
@@ -179,6 +210,7 @@ export function evaluateQuote(input: EvaluateInput): AttestationResult {
     nonce_hex: nonceHex,
     checks: verification.checks.map(({ name, ok, detail }) => ({ name, ok, detail })),
     revocation: null,
+    session_public_key: sessionKey ?? null,
   };
   const revocation = findRevocation(input.revocations, result);
   return revocation ? revokedResult(result, revocation, now) : result;

@@ -59,8 +59,8 @@ const publish = (result: AttestationResult) => {
 };
 
 const attest = createAttestor({
-  fetchQuote: (node, nonce) =>
-    fetchNodeQuote(node.endpoint, nonce, config.ATTESTATION_QUOTE_TIMEOUT_MS),
+  fetchQuote: (node, nonce, options) =>
+    fetchNodeQuote(node.endpoint, nonce, config.ATTESTATION_QUOTE_TIMEOUT_MS, options),
   approved: () => live.measurements.values(),
   revocations: () => live.revocations.values(),
   policy: trust.policy,
@@ -68,9 +68,9 @@ const attest = createAttestor({
 });
 
 const service = createAttestationService({
-  attest: async (node, nonce) => {
+  attest: async (node, nonce, options) => {
     const end = metrics.duration.startTimer();
-    const result = await attest(node, nonce);
+    const result = await attest(node, nonce, options);
     end();
     metrics.attestations.inc({ outcome: result.ok ? "ok" : (result.reason_code ?? "failed") });
     if (!result.ok) {

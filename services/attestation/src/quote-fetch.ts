@@ -15,9 +15,22 @@ export class QuoteFetchError extends Error {
   }
 }
 
-/** `GET <endpoint>/attestation/quote?nonce=<hex>`, without a trailing-slash double. */
-export function quoteUrl(endpoint: string, nonceHex: string): string {
-  return `${endpoint.replace(/\/+$/, "")}${NODE_QUOTE_PATH}?nonce=${nonceHex}`;
+export interface QuoteRequestOptions {
+  /** Ask for a fresh ephemeral session key bound into REPORTDATA (tier-4 sessions). */
+  sessionKey?: boolean | undefined;
+}
+
+/**
+ * `GET <endpoint>/attestation/quote?nonce=<hex>[&session_key=1]`, without a trailing-slash
+ * double.
+ */
+export function quoteUrl(
+  endpoint: string,
+  nonceHex: string,
+  options: QuoteRequestOptions = {},
+): string {
+  const base = `${endpoint.replace(/\/+$/, "")}${NODE_QUOTE_PATH}?nonce=${nonceHex}`;
+  return options.sessionKey === true ? `${base}&session_key=1` : base;
 }
 
 async function readLimited(res: Response): Promise<string> {
@@ -36,19 +49,21 @@ async function readLimited(res: Response): Promise<string> {
 }
 
 /**
- * Asks the node for a quote bound to `nonceHex`. Rejects with {@link QuoteFetchError} on a
- * network error, a timeout, a non-200 status or an answer that is not
- * `{ quote_b64, collateral? }`.
+ * Asks the node for a quote bound to `nonceHex` (and to a new session key, when asked).
+ * Rejects with {@link QuoteFetchError} on a network error, a timeout, a non-200 status or an
+ * answer that is not `{ quote_b64, collateral?, session_public_key? }`. Whether a requested
+ * session key came back is for the verifier to judge.
  */
 export async function fetchNodeQuote(
   endpoint: string,
   nonceHex: string,
   timeoutMs: number,
+  options: QuoteRequestOptions = {},
 ): Promise<NodeQuoteResponse> {
   const signal = AbortSignal.timeout(timeoutMs);
   let res: Response;
   try {
-    res = await fetch(quoteUrl(endpoint, nonceHex), {
+    res = await fetch(quoteUrl(endpoint, nonceHex, options), {
       signal,
       headers: { accept: "application/json" },
       redirect: "error",

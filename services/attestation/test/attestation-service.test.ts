@@ -48,14 +48,21 @@ function harness() {
   let now = NOW;
   let nonces = 0;
   const outcome = new Map<string, Outcome>();
-  const pending: Array<{ node: TeeNode; nonce: string; resolve: (r: AttestationResult) => void }> =
-    [];
+  const pending: Array<{
+    node: TeeNode;
+    nonce: string;
+    sessionKey: boolean;
+    resolve: (r: AttestationResult) => void;
+  }> = [];
   const published: AttestationResult[] = [];
   const unpublished: string[] = [];
   const timers: Array<{ fn: () => void; at: number; cancelled: boolean }> = [];
   const revocations = new Map<string, Revocation>();
   const deps: AttestationServiceDeps = {
-    attest: (node, nonce) => new Promise((resolve) => pending.push({ node, nonce, resolve })),
+    attest: (node, nonce, options = {}) =>
+      new Promise((resolve) =>
+        pending.push({ node, nonce, sessionKey: options.sessionKey === true, resolve }),
+      ),
     newNonce: () => (nonces++).toString(16).padStart(64, "0"),
     publish: (r) => published.push(r),
     unpublish: (id) => unpublished.push(id),
@@ -176,6 +183,22 @@ describe("attestation service", () => {
     await h.settle();
     expect(await reply).toMatchObject({ result: { nonce_hex: "ee".repeat(32) } });
     expect(h.published).toHaveLength(count);
+  });
+
+  it("asks for a session key only with a caller's nonce, and never caches that result", async () => {
+    const h = harness();
+    h.service.syncNodes(new Map([["a", spec("a")]]));
+    await h.settle();
+    const count = h.published.length;
+    const reply = h.service.verify("a", { nonce: "ee".repeat(32), sessionKey: true });
+    expect(h.pending[0]).toMatchObject({ nonce: "ee".repeat(32), sessionKey: true });
+    await h.settle();
+    expect(await reply).toMatchObject({ result: { ok: true } });
+    expect(h.published).toHaveLength(count);
+    expect(await h.service.verify("a", { sessionKey: true })).toMatchObject({
+      error: { code: "invalid_request" },
+    });
+    expect(h.pending).toHaveLength(0);
   });
 
   it("keeps a valid result when the node is briefly unreachable, but not a failed check", async () => {

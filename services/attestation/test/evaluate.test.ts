@@ -1,7 +1,9 @@
+import { createHash, generateKeyPairSync } from "node:crypto";
+import type { KeyObject } from "node:crypto";
 import { AttestationResultSchema, attestationVerdict, expectedReportData } from "@zml/contracts";
 import { INTEL_SGX_ROOT_CA_PEM } from "@zml/tdx";
 import { describe, expect, it } from "vitest";
-import { evaluateQuote } from "../src/evaluate.ts";
+import { evaluateQuote, sessionKeyBinding } from "../src/evaluate.ts";
 import type { EvaluateInput } from "../src/evaluate.ts";
 import {
   approved,
@@ -126,6 +128,65 @@ describe("evaluateQuote", () => {
       measurement: { mrtd: MRTD },
     });
     expect(attestationVerdict(r, [], NOW, MODEL)).toMatchObject({ reason: "revoked" });
+  });
+
+  describe("with a session key", () => {
+    const spki = (key: KeyObject) => key.export({ type: "spki", format: "der" });
+    const x25519 = () => spki(generateKeyPairSync("x25519").publicKey);
+    const key = x25519();
+    const b64 = key.toString("base64");
+    const binding = createHash("sha256").update(key).digest("hex");
+    const bound = () => ({
+      ...quote({ reportData: expectedReportData(NONCE, binding) }),
+      session_public_key: b64,
+    });
+
+    it("passes a quote whose REPORTDATA binds the nonce and the key, and returns the key", () => {
+      expect(sessionKeyBinding(b64)).toBe(binding);
+      const r = evaluate({ quote: bound(), sessionKey: true });
+      expect(r).toMatchObject({ ok: true, session_public_key: b64, nonce_hex: NONCE });
+      // A background attestation never carries a key, even if the node sends one.
+      expect(evaluate({ quote: { ...quote(), session_public_key: b64 } })).toMatchObject({
+        ok: true,
+        session_public_key: null,
+      });
+    });
+
+    it.each([
+      ["no key served", () => quote(), "session_key"],
+      [
+        "a key that is not X25519",
+        () => ({
+          ...bound(),
+          session_public_key: spki(generateKeyPairSync("ed25519").publicKey).toString("base64"),
+        }),
+        "session_key",
+      ],
+      [
+        "a key that is not base64 SPKI",
+        () => ({ ...bound(), session_public_key: "AAAA" }),
+        "session_key",
+      ],
+      [
+        "a non-canonical base64 key",
+        () => ({ ...bound(), session_public_key: `${b64}!` }),
+        "session_key",
+      ],
+      [
+        "an unbound key (zero binding)",
+        () => ({ ...quote(), session_public_key: b64 }),
+        "report_data",
+      ],
+      [
+        "another key than the bound one",
+        () => ({ ...bound(), session_public_key: x25519().toString("base64") }),
+        "report_data",
+      ],
+    ])("fails %s", (_what, make, code) => {
+      const r = evaluate({ quote: make(), sessionKey: true });
+      expect(r).toMatchObject({ ok: false, reason_code: code, approved_models: [] });
+      expect(attestationVerdict(r, [], NOW, MODEL).usable).toBe(false);
+    });
   });
 
   it("ignores revocations that match only some of their fields", () => {

@@ -44,6 +44,22 @@ describe("fetchNodeQuote", () => {
 
   it("builds the URL without doubling slashes", () => {
     expect(quoteUrl("http://n:1/", "ab")).toBe("http://n:1/attestation/quote?nonce=ab");
+    expect(quoteUrl("http://n:1", "ab", { sessionKey: true })).toBe(
+      "http://n:1/attestation/quote?nonce=ab&session_key=1",
+    );
+  });
+
+  it("asks a TEE node for a session key when told to", async () => {
+    const node = await startSimNode({
+      nodeId: "tee-a",
+      flavour: "vllm",
+      models: ["m"],
+      tee: { signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key }, mrtd: MRTD },
+    });
+    closers.push(() => node.close());
+    expect((await fetchNodeQuote(node.url, NONCE, 5_000)).session_public_key).toBeUndefined();
+    const answer = await fetchNodeQuote(node.url, NONCE, 5_000, { sessionKey: true });
+    expect(Buffer.from(answer.session_public_key!, "base64")).toHaveLength(44);
   });
 
   it.each([

@@ -33,6 +33,13 @@ const ConfigSchema = z.object({
   BATCH_DEFAULT_MAX_QUEUE_MS: z.coerce.number().int().positive().default(3_600_000),
   /** Deadline of one job's execution once it has started. */
   BATCH_JOB_TIMEOUT_MS: z.coerce.number().int().positive().default(600_000),
+  /**
+   * How long an expired or ended tier-4 session is kept so that its requests get
+   * `session_expired` / `session_node_unavailable` rather than `session_not_found`.
+   */
+  SESSION_RETENTION_MS: z.coerce.number().int().nonnegative().default(3_600_000),
+  /** How often each replica removes sessions past their retention. */
+  SESSION_SWEEP_INTERVAL_MS: z.coerce.number().int().min(1_000).default(60_000),
 });
 
 export type DispatcherConfig = z.output<typeof ConfigSchema>;

@@ -9,7 +9,7 @@ import {
   ZmlError,
   serializeRoutingHeader,
 } from "@zml/contracts";
-import type { NodeSpec } from "@zml/contracts";
+import type { NodeSpec, NodeState, Session } from "@zml/contracts";
 import {
   DEFAULT_POLICY_NAME,
   decide,
@@ -31,6 +31,8 @@ import type { AttemptOutcome } from "./node-call.ts";
 import type { NodePools } from "./node-pools.ts";
 import type { RouteRequest } from "./route-request.ts";
 import type { RoutingState } from "./routing-state.ts";
+import { checkSession, sessionNodeView } from "./session-check.ts";
+import type { SessionStore } from "./session-store.ts";
 import {
   endAttemptSpan,
   endRouteSpan,
@@ -48,6 +50,10 @@ export interface ExecuteDeps {
   attestation: AttestationGate;
   /** Dispatch outcomes for the health aggregator, sent in per-node batches. */
   observations: ObservationBatcher;
+  /** Tier-4 sessions: a request with a session id goes to its session's node only. */
+  sessions: SessionStore;
+  /** Latest node states (a session node's instance id). */
+  states: ReadonlyMap<string, NodeState>;
   /** Secrets by reference, for nodes whose spec names an `auth.secret_ref`. */
   secrets: ReadonlyMap<string, string>;
   config: Pick<
@@ -116,6 +122,7 @@ async function runRoute(
   const { request, writer, cancelled } = exec;
   // The logger's mixin adds trace and span ids; the decision id goes on every line too.
   const log = deps.log.child({ decision_id: decisionId, request_id: request.requestId });
+  if (request.sessionId !== undefined) return runSessionRoute(deps, exec, decisionId, log);
   const resolved = resolveRequestPolicy(deps, request);
   if (!resolved.ok) return reject(deps, writer, log, resolved, null);
   const policy = resolved.policy;
@@ -209,40 +216,9 @@ async function runRoute(
       deps.metrics.retries.inc({ kind: model === request.model ? "retry" : "fallback" });
     }
 
-    const path = deps.pools.pathFor(node, request.path);
-    const attemptKind = attempt === 1 ? "first" : model === request.model ? "retry" : "fallback";
-    const attemptSpan = startAttemptSpan(node, path, attempt, attemptKind, model);
-    // The node receives `traceparent` of its attempt span.
-    const headers = context.with(trace.setSpan(context.active(), attemptSpan), () =>
-      nodeHeaders(deps, node, request.stream),
-    );
-    live.dispatched(node.id);
-    if (attempt === 1) exec.onDispatched?.();
-    const startedAt = deps.clock();
-    let outcome: AttemptOutcome;
-    const abort = attemptSignal(cancelled, request.deadline - startedAt);
-    try {
-      outcome = await callNode({
-        pool: deps.pools.get(node),
-        path,
-        body: model === request.model ? exec.body : withModel(exec.body, model),
-        headers,
-        stream: request.stream,
-        signal: abort.signal,
-        headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
-        bodyIdleTimeoutMs: deps.config.DISPATCH_BODY_IDLE_TIMEOUT_MS,
-        writer,
-        routing,
-        startedAt,
-        clock: deps.clock,
-      });
-    } finally {
-      abort.dispose();
-      deps.routing.current().live.completed(node.id);
-      deps.capacity.notify();
-    }
-    endAttemptSpan(attemptSpan, outcome.status, outcome.kind === "relayed" ? null : outcome.error);
-    const latencyMs = deps.clock() - startedAt;
+    const kind = attempt === 1 ? "first" : model === request.model ? "retry" : "fallback";
+    const plan = { node, model, attempt, kind, routing } as const;
+    const { outcome, latencyMs } = await dispatchAttempt(deps, exec, plan);
     if (cancelled.aborted) {
       deps.metrics.decisions.inc({ outcome: "cancelled" });
       log.info({ node: node.id, attempts: attempt }, "client went away; node call aborted");
@@ -271,13 +247,156 @@ async function runRoute(
       );
       return { kind: outcome.kind, status: outcome.status, attempts: attempt, routing };
     }
-    const failure: AttemptFailure =
-      outcome.status !== null
-        ? { kind: "status", status: outcome.status }
-        : { kind: outcome.outcome === "timeout" ? "timeout" : "network_error" };
+    const failure = failureOf(outcome);
     failures.push({ model, nodeId: node.id, family: node.accelerator_family, failure });
     if (shouldCoolDown(failure)) coolDown(deps, node, outcome.retryAfterS, outcome.error);
     log.warn({ node: node.id, attempt, error: outcome.error }, "attempt failed");
+  }
+}
+
+interface AttemptPlan {
+  node: NodeSpec;
+  model: string;
+  attempt: number;
+  kind: "first" | "retry" | "fallback";
+  routing: string;
+}
+
+/** Sends the payload to one node and relays its answer; the caller judges the outcome. */
+async function dispatchAttempt(
+  deps: ExecuteDeps,
+  exec: Execution,
+  plan: AttemptPlan,
+): Promise<{ outcome: AttemptOutcome; latencyMs: number }> {
+  const { request, cancelled } = exec;
+  const { node, model, attempt } = plan;
+  const path = deps.pools.pathFor(node, request.path);
+  const attemptSpan = startAttemptSpan(node, path, attempt, plan.kind, model);
+  // The node receives `traceparent` of its attempt span.
+  const headers = context.with(trace.setSpan(context.active(), attemptSpan), () =>
+    nodeHeaders(deps, node, request.stream),
+  );
+  deps.routing.current().live.dispatched(node.id);
+  if (attempt === 1) exec.onDispatched?.();
+  const startedAt = deps.clock();
+  let outcome: AttemptOutcome;
+  const abort = attemptSignal(cancelled, request.deadline - startedAt);
+  try {
+    outcome = await callNode({
+      pool: deps.pools.get(node),
+      path,
+      body: model === request.model ? exec.body : withModel(exec.body, model),
+      headers,
+      stream: request.stream,
+      signal: abort.signal,
+      headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
+      bodyIdleTimeoutMs: deps.config.DISPATCH_BODY_IDLE_TIMEOUT_MS,
+      writer: exec.writer,
+      routing: plan.routing,
+      startedAt,
+      clock: deps.clock,
+    });
+  } finally {
+    abort.dispose();
+    deps.routing.current().live.completed(node.id);
+    deps.capacity.notify();
+  }
+  endAttemptSpan(attemptSpan, outcome.status, outcome.kind === "relayed" ? null : outcome.error);
+  return { outcome, latencyMs: deps.clock() - startedAt };
+}
+
+function failureOf(outcome: AttemptOutcome & { kind: "retryable" }): AttemptFailure {
+  return outcome.status !== null
+    ? { kind: "status", status: outcome.status }
+    : { kind: outcome.outcome === "timeout" ? "timeout" : "network_error" };
+}
+
+/**
+ * A request of a tier-4 session: one attempt on the session's node and never on another
+ * (the node's ephemeral session key lives only there). When the node cannot take it or the
+ * attempt fails (5xx, network error, timeout), the session ends and the client gets
+ * `session_node_unavailable`; no other node ever sees the payload.
+ */
+async function runSessionRoute(
+  deps: ExecuteDeps,
+  exec: Execution,
+  decisionId: string,
+  log: Logger,
+): Promise<ExecutionResult> {
+  const { request, writer, cancelled } = exec;
+  const sessionId = request.sessionId!;
+  trace.getActiveSpan()?.setAttribute("zml.session_id", sessionId);
+  const found = await deps.sessions.lookup(sessionId);
+  if (cancelled.aborted) return { kind: "cancelled" };
+  const view = sessionNodeView(deps.routing, deps.attestation, deps.states);
+  const check = checkSession(found, request, view, deps.clock());
+  if (!check.ok) {
+    if (check.end !== undefined && check.session) {
+      await endSession(deps, log, check.session, check.end);
+    }
+    deps.metrics.decisions.inc({ outcome: check.error.code });
+    log.info({ session: sessionId, outcome: check.error.code }, "session request refused");
+    writer.error(check.error.toBody());
+    return { kind: "failed", error: check.error, attempts: 0 };
+  }
+  const { session, node } = check;
+  const routing = serializeRoutingHeader({
+    decisionId,
+    node: node.id,
+    policy: session.policy,
+    family: node.accelerator_family,
+    queueDepth: Math.round(deps.routing.current().live.queueDepth(node.id) ?? 0),
+    tier: node.tier,
+    attempts: 1,
+  });
+  const plan = { node, model: session.model, attempt: 1, kind: "first", routing } as const;
+  const { outcome, latencyMs } = await dispatchAttempt(deps, exec, plan);
+  if (cancelled.aborted) {
+    deps.metrics.decisions.inc({ outcome: "cancelled" });
+    return { kind: "cancelled" };
+  }
+  observe(deps, node, decisionId, outcome, latencyMs);
+  if (outcome.kind === "relayed") {
+    if (outcome.status === 429) coolDown(deps, node, outcome.retryAfterS, "http_429");
+    deps.metrics.decisions.inc({ outcome: "session_routed" });
+    log.info(
+      { session: sessionId, node: node.id, status: outcome.status, latency_ms: latencyMs },
+      "session request routed",
+    );
+    return { kind: "relayed", status: outcome.status, attempts: 1, routing };
+  }
+  if (outcome.kind === "retryable" && shouldCoolDown(failureOf(outcome))) {
+    coolDown(deps, node, outcome.retryAfterS, outcome.error);
+  }
+  await endSession(deps, log, session, `node ${node.id} failed: ${outcome.error}`);
+  if (outcome.kind === "broken") {
+    // The client already got the stream's explicit error frame.
+    deps.metrics.decisions.inc({ outcome: "broken" });
+    return { kind: "broken", status: outcome.status, attempts: 1, routing };
+  }
+  const error = new ZmlError(
+    "session_node_unavailable",
+    `session ${sessionId} ended: node ${node.id} failed (${outcome.error}); open a new session`,
+    "session_id",
+  );
+  deps.metrics.decisions.inc({ outcome: error.code });
+  writer.error(error.toBody(), routing);
+  return { kind: "failed", error, attempts: 1 };
+}
+
+/** Records that the session's node can no longer serve it, so later requests are refused. */
+async function endSession(
+  deps: ExecuteDeps,
+  log: Logger,
+  session: Session,
+  why: string,
+): Promise<void> {
+  deps.metrics.sessions.inc({ outcome: "node_unavailable" });
+  log.warn({ session: session.session_id, node: session.node_id, reason: why }, "session ended");
+  try {
+    await deps.sessions.end(session, "node_unavailable", why, deps.clock());
+  } catch (err) {
+    log.error({ session: session.session_id, err: String(err) }, "session end not recorded");
   }
 }
 

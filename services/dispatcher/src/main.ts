@@ -1,8 +1,10 @@
 // Composition root: the only place that reads the environment, starts telemetry, connects
 // to NATS and wires the dispatcher together.
+import { randomBytes } from "node:crypto";
 import { connectBus, openKv, publishJson, subscribeJson, watchKvIntoMap } from "@zml/bus";
 import type { Bus, KvMap } from "@zml/bus";
 import {
+  ATTESTATION_NONCE_BYTES,
   ATTESTATION_RESULTS_BUCKET,
   AccountSpecSchema,
   AttestationResultSchema,
@@ -19,6 +21,8 @@ import {
   PolicySpecSchema,
   ROUTE_CANCEL_SUBJECT,
   ROUTE_REQUEST_SUBJECT,
+  SESSIONS_BUCKET,
+  SessionSchema,
   nodeObservationSubject,
 } from "@zml/contracts";
 import { CostEntrySchema, QualityScoreSchema } from "@zml/routing";
@@ -36,6 +40,8 @@ import { createNodePools } from "./node-pools.ts";
 import { createObservationBatcher } from "./observation-batcher.ts";
 import { createRoutingState } from "./routing-state.ts";
 import { loadNodeSecrets } from "./secrets.ts";
+import { createSessionStore } from "./session-store.ts";
+import { createSessionService, createVerifyClient, serveSessions } from "./sessions.ts";
 
 // Tracing is instrumented by hand, so the SDK only has to be up before the first message.
 const telemetry = startTelemetry({ serviceName: "zml-dispatcher", env: process.env });
@@ -58,6 +64,10 @@ const [nodes, models, policies, costs, quality, states, accounts, attestations, 
     watch(bus, ATTESTATION_RESULTS_BUCKET, AttestationResultSchema),
     watch(bus, KV_BUCKETS.revocations, RevocationSchema),
   ]);
+// Tier-4 sessions, loaded before serving like the rest of the configuration.
+const sessionsKv = await openKv(bus, SESSIONS_BUCKET);
+const sessionMap = await watchKvIntoMap(sessionsKv, { schema: SessionSchema, log });
+const sessions = createSessionStore(sessionsKv, sessionMap);
 const routing = createRoutingState({
   nodes: nodes.map,
   models: models.map,
@@ -107,6 +117,8 @@ const executeDeps = {
   capacity,
   attestation,
   observations,
+  sessions,
+  states: states.map,
   secrets,
   config,
   log,
@@ -114,6 +126,25 @@ const executeDeps = {
   clock: Date.now,
   random: Math.random,
 };
+const sessionSubs = serveSessions(
+  bus,
+  createSessionService({
+    ...executeDeps,
+    accounts: accounts.map,
+    revocations: revocations.map,
+    store: sessions,
+    verify: createVerifyClient(bus),
+    newNonce: () => randomBytes(ATTESTATION_NONCE_BYTES).toString("hex"),
+    newSessionId: () => `ses-${randomBytes(16).toString("hex")}`,
+  }),
+  log,
+);
+const sweep = setInterval(() => {
+  sessions.sweep(Date.now(), config.SESSION_RETENTION_MS).catch((err: unknown) => {
+    log.warn({ err: String(err) }, "session sweep failed");
+  });
+}, config.SESSION_SWEEP_INTERVAL_MS);
+sweep.unref();
 const handle = createRouteHandler({ ...executeDeps, cancellations });
 const batch = config.BATCH_ENABLED
   ? await startBatchWorker({ ...executeDeps, accounts, registry })
@@ -154,6 +185,8 @@ log.info({ ops: ops.url, nodes: nodes.map.size }, "dispatcher ready");
 
 onShutdownSignal(log, async () => {
   await requests.drain();
+  clearInterval(sweep);
+  await Promise.all(sessionSubs.map((sub) => sub.drain()));
   await batch?.stop();
   observations.flush();
   cancels.unsubscribe();
@@ -168,6 +201,7 @@ onShutdownSignal(log, async () => {
     accounts,
     attestations,
     revocations,
+    sessionMap,
   ]) {
     w.stop();
   }

@@ -8,6 +8,7 @@ export interface DispatcherMetrics {
   cooldowns: Counter<"node">;
   saturation: Counter<"reason">;
   queueTimeouts: Counter;
+  sessions: Counter<"outcome">;
 }
 
 export function createDispatcherMetrics(registry: Registry): DispatcherMetrics {
@@ -43,6 +44,11 @@ export function createDispatcherMetrics(registry: Registry): DispatcherMetrics {
       "zml_dispatcher_queue_timeouts_total",
       "Queued requests that found no capacity within max_queue_ms",
       [],
+    ),
+    sessions: counter(
+      "zml_dispatcher_sessions_total",
+      "Tier-4 session events (created, create_<error>, deleted, node_unavailable)",
+      ["outcome"],
     ),
   };
 }

@@ -16,9 +16,11 @@ import { createIntakeMetrics } from "./metrics.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import type { RateLimiter } from "./rate-limit.ts";
 import { adminRoutes } from "./routes/admin.ts";
+import { attestationRoutes } from "./routes/attestation.ts";
 import { inferenceRoutes } from "./routes/inference.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { opsRoutes } from "./routes/ops.ts";
+import { sessionRoutes } from "./routes/sessions.ts";
 import { createServerFactory } from "./server.ts";
 import { settleUnreadBody } from "./unread-body.ts";
 import type { ServerOptions } from "./server.ts";
@@ -138,6 +140,8 @@ export async function buildApp(deps: IntakeDeps) {
       clock: deps.clock,
     }),
   );
+  await app.register(sessionRoutes(deps));
+  await app.register(attestationRoutes(deps));
   if (config.ZML_ADMIN_TOKEN !== undefined) {
     await app.register(
       adminRoutes({

@@ -1,0 +1,123 @@
+import type { Bus } from "@zml/bus";
+import {
+  ATTESTATION_VERIFY_SUBJECT,
+  AttestationVerifyReplySchema,
+  AttestationVerifyRequestSchema,
+  expectedReportData,
+  NODE_ID_PATTERN,
+  ZmlError,
+} from "@zml/contracts";
+import type { AttestationResult } from "@zml/contracts";
+import type { FastifyInstance } from "fastify";
+import { admit } from "../admit.ts";
+import type { Authenticator } from "../auth.ts";
+import { requestReply } from "../bus-request.ts";
+import type { RateLimiter } from "../rate-limit.ts";
+
+/** A new attestation waits for the node's quote (up to 5 s in the attestation service). */
+const VERIFY_TIMEOUT_MS = 15_000;
+const NONCE = /^[0-9a-fA-F]{64}$/;
+
+export interface AttestationRouteDeps {
+  bus: Bus;
+  auth: Authenticator;
+  rateLimiter: RateLimiter;
+  clock: () => number;
+}
+
+/** `GET /v1/attestation/{node_id}`: everything needed to verify the node with Intel DCAP tooling. */
+export interface AttestationView {
+  object: "attestation";
+  node_id: string;
+  tier: number;
+  /** The raw TDX quote, base64. */
+  quote_b64: string | null;
+  nonce_hex: string | null;
+  /** The REPORTDATA the quote must carry: the nonce, then 32 zero bytes. */
+  expected_report_data: string | null;
+  verification: Pick<AttestationResult, "ok" | "reason_code" | "reason" | "checks"> &
+    Pick<AttestationResult, "tcb_status" | "advisory_ids" | "revocation">;
+  measurement: AttestationResult["measurement"];
+  /** Epoch ms. */
+  verified_at: number;
+  expires_at: number;
+}
+
+/**
+ * Independent verification of a tier 3/4 node. Without `nonce`, the attestation service's
+ * current result (attested with its own nonce, refreshed in the background); with
+ * `?nonce=<64 hex>`, a fresh quote from the node bound to the caller's nonce, so the
+ * caller knows it is not a replay. Unknown or non-TEE nodes are 404 `not_found`.
+ */
+export function attestationRoutes(deps: AttestationRouteDeps) {
+  return (app: FastifyInstance) => {
+    app.get<{ Params: { node_id: string }; Querystring: { nonce?: string } }>(
+      "/v1/attestation/:node_id",
+      async (req): Promise<AttestationView> => {
+        admit(deps, req.headers.authorization, deps.clock());
+        const nodeId = req.params.node_id;
+        const nonce = req.query.nonce;
+        if (nonce !== undefined && (typeof nonce !== "string" || !NONCE.test(nonce))) {
+          throw new ZmlError("invalid_request", "nonce must be 32 bytes of hex", "nonce");
+        }
+        if (!NODE_ID_PATTERN.test(nodeId)) throw unknownNode(nodeId);
+        const reply = await requestReply(deps.bus, {
+          subject: ATTESTATION_VERIFY_SUBJECT,
+          requestSchema: AttestationVerifyRequestSchema,
+          replySchema: AttestationVerifyReplySchema,
+          request: {
+            type: "attestation.verify.v1",
+            node_id: nodeId,
+            ...(nonce === undefined ? {} : { nonce: nonce.toLowerCase() }),
+          },
+          timeoutMs: VERIFY_TIMEOUT_MS,
+          service: "the attestation service",
+        });
+        if ("error" in reply) {
+          switch (reply.error.code) {
+            case "unknown_node":
+              throw unknownNode(nodeId);
+            case "not_tee_node":
+              throw new ZmlError(
+                "not_found",
+                `node ${nodeId} is not a tier 3/4 node: it has no attestation`,
+                "node_id",
+              );
+            case "invalid_request":
+              throw new ZmlError("invalid_request", reply.error.message, null);
+            default:
+              throw new ZmlError("bus_unavailable", reply.error.message, null, 1);
+          }
+        }
+        return present(reply.result);
+      },
+    );
+  };
+}
+
+function unknownNode(nodeId: string): ZmlError {
+  return new ZmlError("not_found", `no node ${nodeId}`, "node_id");
+}
+
+function present(r: AttestationResult): AttestationView {
+  return {
+    object: "attestation",
+    node_id: r.node_id,
+    tier: r.tier,
+    quote_b64: r.quote_b64,
+    nonce_hex: r.nonce_hex,
+    expected_report_data: r.nonce_hex === null ? null : expectedReportData(r.nonce_hex),
+    verification: {
+      ok: r.ok,
+      reason_code: r.reason_code,
+      reason: r.reason,
+      checks: r.checks,
+      tcb_status: r.tcb_status,
+      advisory_ids: r.advisory_ids,
+      revocation: r.revocation,
+    },
+    measurement: r.measurement,
+    verified_at: r.verified_at,
+    expires_at: r.expires_at,
+  };
+}

@@ -1,0 +1,145 @@
+import type { Bus } from "@zml/bus";
+import {
+  NonceHexSchema,
+  SESSION_CREATE_BUDGET_MS,
+  SESSION_CREATE_SUBJECT,
+  SESSION_DELETE_SUBJECT,
+  SESSION_MAX_TTL_S,
+  SessionCreateReplySchema,
+  SessionCreateRequestSchema,
+  SessionDeleteReplySchema,
+  SessionDeleteRequestSchema,
+  ZmlError,
+} from "@zml/contracts";
+import type { ModelSpec, PolicySpec, Session } from "@zml/contracts";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { z } from "zod";
+import { admit } from "../admit.ts";
+import type { Authenticator } from "../auth.ts";
+import { requestReply } from "../bus-request.ts";
+import { resolvePolicyName } from "../policy.ts";
+import type { RateLimiter } from "../rate-limit.ts";
+import { parseJsonObject, validate } from "../validation.ts";
+
+const SESSION_TIER = 4;
+
+/** `POST /v1/sessions` body. */
+export const SessionBodySchema = z.strictObject({
+  model: z.string().min(1).max(256),
+  policy: z.string().min(1).max(64).optional(),
+  /** Lifetime in seconds (default 3600). */
+  ttl_s: z.number().int().min(1).max(SESSION_MAX_TTL_S).optional(),
+  /** The client's own nonce for the quote's REPORTDATA (32 bytes, lowercase hex). */
+  nonce: z
+    .string()
+    .transform((s) => s.toLowerCase())
+    .pipe(NonceHexSchema)
+    .optional(),
+  /** Sessions are tier 4; accepted so a client may say so. */
+  tier: z.literal(SESSION_TIER).optional(),
+});
+
+/** `POST /v1/sessions` answer (201). Times are epoch milliseconds. */
+export interface SessionView {
+  object: "session";
+  session_id: string;
+  node_id: string;
+  model: string;
+  tier: number;
+  created_at: number;
+  expires_at: number;
+  /**
+   * The node's quote: REPORTDATA = `nonce_hex` ‖ SHA-256(base64-decoded
+   * `session_public_key`), verifiable with Intel DCAP tooling.
+   */
+  attestation: Session["attestation"];
+}
+
+export interface SessionRouteDeps {
+  bus: Bus;
+  auth: Authenticator;
+  rateLimiter: RateLimiter;
+  models: ReadonlyMap<string, ModelSpec>;
+  policies: ReadonlyMap<string, PolicySpec>;
+  clock: () => number;
+}
+
+/**
+ * Tier-4 sessions. `POST /v1/sessions` has a dispatcher pick an attested tier-4 node for
+ * the model and attest it afresh with an ephemeral session key; chat requests that carry
+ * the returned `session_id` (and `tier: 4`) then reach that node only, and fail with
+ * `session_node_unavailable` if it fails. `DELETE /v1/sessions/{id}` ends the session (its
+ * owner only; 204).
+ */
+export function sessionRoutes(deps: SessionRouteDeps) {
+  return (app: FastifyInstance) => {
+    app.post("/v1/sessions", async (req, reply) => {
+      const account = admit(deps, req.headers.authorization, deps.clock());
+      const body = validate(SessionBodySchema, parseJsonObject(bodyOf(req)));
+      if (!account.allowed_tiers.includes(SESSION_TIER)) {
+        throw new ZmlError("tier_not_allowed", "account may not use tier 4", "tier");
+      }
+      const model = deps.models.get(body.model);
+      if (!model)
+        throw new ZmlError("unknown_model", `model '${body.model}' does not exist`, "model");
+      const policy = resolvePolicyName(body.policy, model, account, deps.policies);
+      const answer = await requestReply(deps.bus, {
+        subject: SESSION_CREATE_SUBJECT,
+        requestSchema: SessionCreateRequestSchema,
+        replySchema: SessionCreateReplySchema,
+        request: {
+          type: "session.create.v1",
+          account: account.id,
+          model: model.id,
+          policy,
+          ...(body.ttl_s === undefined ? {} : { ttl_s: body.ttl_s }),
+          ...(body.nonce === undefined ? {} : { nonce: body.nonce }),
+        },
+        timeoutMs: SESSION_CREATE_BUDGET_MS + 5_000,
+        service: "the dispatchers",
+      });
+      if ("error" in answer) throw ZmlError.fromBody(answer.error);
+      return reply.code(201).send(present(answer.session));
+    });
+
+    app.delete<{ Params: { id: string } }>("/v1/sessions/:id", async (req, reply) => {
+      const account = admit(deps, req.headers.authorization, deps.clock());
+      const id = req.params.id;
+      if (id.length > 128) throw new ZmlError("session_not_found", "no such session", "id");
+      const answer = await requestReply(deps.bus, {
+        subject: SESSION_DELETE_SUBJECT,
+        requestSchema: SessionDeleteRequestSchema,
+        replySchema: SessionDeleteReplySchema,
+        request: {
+          type: "session.delete.v1",
+          account: account.id,
+          session_id: id,
+        },
+        timeoutMs: 10_000,
+        service: "the dispatchers",
+      });
+      if ("error" in answer) throw ZmlError.fromBody(answer.error);
+      return reply.code(204).send();
+    });
+  };
+}
+
+function bodyOf(req: FastifyRequest): Buffer {
+  if (!Buffer.isBuffer(req.body) || req.body.length === 0) {
+    throw new ZmlError("invalid_request", "request body is required", "body");
+  }
+  return req.body;
+}
+
+function present(s: Session): SessionView {
+  return {
+    object: "session",
+    session_id: s.session_id,
+    node_id: s.node_id,
+    model: s.model,
+    tier: s.tier,
+    created_at: s.created_at,
+    expires_at: s.expires_at,
+    attestation: s.attestation,
+  };
+}
