@@ -1,5 +1,13 @@
 export { createClient } from "./client.ts";
-export type { ClientOptions, CallOptions, ZmlClient } from "./client.ts";
+export type {
+  ClientOptions,
+  CallOptions,
+  ZmlClient,
+  JobsApi,
+  JobOptions,
+  JobReceipt,
+  JobView,
+} from "./client.ts";
 export { ZmlApiError, ZmlConnectionError } from "./errors.ts";
 export { parseSse } from "./sse.ts";
 export type { SseEvent } from "./sse.ts";

@@ -18,6 +18,7 @@ import type { RateLimiter } from "./rate-limit.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { attestationRoutes } from "./routes/attestation.ts";
 import { inferenceRoutes } from "./routes/inference.ts";
+import { jobRoutes } from "./routes/jobs.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { opsRoutes } from "./routes/ops.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
@@ -142,6 +143,7 @@ export async function buildApp(deps: IntakeDeps) {
   );
   await app.register(sessionRoutes(deps));
   await app.register(attestationRoutes(deps));
+  await app.register(jobRoutes(deps));
   if (config.ZML_ADMIN_TOKEN !== undefined) {
     await app.register(
       adminRoutes({

@@ -1,0 +1,174 @@
+import { randomUUID } from "node:crypto";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { createHeaders, ensureJobStreams, injectTraceContext, openKv } from "@zml/bus";
+import type { Bus, KV } from "@zml/bus";
+import {
+  HEADERS,
+  JOB_HEADERS,
+  JOB_ID_PATTERN,
+  JOB_MESSAGE_TYPE,
+  JOB_STATUS_BUCKET,
+  JOB_STREAMS,
+  JobStatusSchema,
+  ROUTING_HTTP_HEADER,
+  ZmlError,
+  jobResultSubject,
+  jobSubmitSubject,
+  parseRoutingHeader,
+} from "@zml/contracts";
+import type { ModelSpec, PolicySpec } from "@zml/contracts";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { z } from "zod";
+import { admit } from "../admit.ts";
+import type { Authenticator } from "../auth.ts";
+import type { RateLimiter } from "../rate-limit.ts";
+import { extractRouteFields } from "../route-fields.ts";
+import { planRoute } from "../route-plan.ts";
+import { parseJsonObject, validate } from "../validation.ts";
+
+/** `POST /v1/jobs`: one inference request to run as a batch job. */
+export const JobBodySchema = z.strictObject({
+  /** Your id for the job (dedupe key: the same id within 10 minutes is one job). */
+  job_id: z.string().regex(JOB_ID_PATTERN, "letters, digits, '-' and '_', at most 64").optional(),
+  /** The OpenAI endpoint the job calls. */
+  path: z.enum(["/v1/chat/completions", "/v1/completions"]).default("/v1/chat/completions"),
+  /** The OpenAI request body, exactly as it would be POSTed to `path`. */
+  request: z.record(z.string(), z.unknown()),
+});
+
+export interface JobRouteDeps {
+  bus: Bus;
+  auth: Authenticator;
+  rateLimiter: RateLimiter;
+  models: ReadonlyMap<string, ModelSpec>;
+  policies: ReadonlyMap<string, PolicySpec>;
+  clock: () => number;
+}
+
+/**
+ * Batch jobs over HTTP: `POST /v1/jobs` validates like a sync request and publishes the job
+ * to JetStream (202; JetStream dedupes by job id), `GET /v1/jobs/{id}` answers its status
+ * and, once finished, its result. Jobs published directly to JetStream are visible here too.
+ */
+export function jobRoutes(deps: JobRouteDeps) {
+  let ready: Promise<{ status: KV }> | undefined;
+  // Streams and the status bucket are created on first use, so intake starts without them.
+  const setup = () =>
+    (ready ??= ensureJobStreams(deps.bus).then(async () => ({
+      status: await openKv(deps.bus, JOB_STATUS_BUCKET),
+    })));
+
+  return (app: FastifyInstance) => {
+    app.post("/v1/jobs", async (req, reply) => {
+      const account = admit(deps, req.headers.authorization, deps.clock());
+      const job = validate(JobBodySchema, parseJsonObject(bodyOf(req)));
+      const body = Buffer.from(JSON.stringify(job.request));
+      const fields = extractRouteFields(job.path, body);
+      if (fields.stream || fields.sessionId) {
+        throw new ZmlError(
+          "invalid_request",
+          "batch jobs cannot stream or use a session",
+          "request.stream",
+        );
+      }
+      const plan = planRoute(fields, account, deps.models, deps.policies, "models");
+      const jobId = job.job_id ?? `job-${randomUUID().replaceAll("-", "")}`;
+      await setup();
+      const h = createHeaders();
+      h.set(HEADERS.type, JOB_MESSAGE_TYPE);
+      h.set(HEADERS.model, plan.model);
+      h.set(HEADERS.path, job.path);
+      h.set(HEADERS.tier, String(plan.tier));
+      h.set(HEADERS.policy, plan.policy);
+      h.set(HEADERS.account, account.id);
+      if (plan.fallbackModels.length) h.set(HEADERS.fallbackModels, plan.fallbackModels.join(","));
+      if (fields.acceleratorHint) h.set(HEADERS.acceleratorHint, fields.acceleratorHint);
+      if (fields.sort) h.set(HEADERS.sort, fields.sort);
+      const ack = await jetstream(deps.bus.nc).publish(jobSubmitSubject(account.id, jobId), body, {
+        headers: injectTraceContext(h),
+        msgID: jobId,
+      });
+      return reply.code(202).send({
+        object: "job",
+        job_id: jobId,
+        status: "queued",
+        duplicate: ack.duplicate,
+      });
+    });
+
+    app.get("/v1/jobs/:id", async (req) => {
+      const account = admit(deps, req.headers.authorization, deps.clock());
+      const id = (req.params as { id: string }).id;
+      const notFound = new ZmlError("not_found", `no job '${id}'`, "id");
+      if (!JOB_ID_PATTERN.test(id)) throw notFound;
+      const { status: statusKv } = await setup();
+      const jsm = await jetstreamManager(deps.bus.nc);
+      const entry = await statusKv.get(id);
+      const parsed =
+        entry?.operation === "PUT" ? JobStatusSchema.safeParse(entry.json()) : undefined;
+      const status = parsed?.success ? parsed.data : undefined;
+      if (!status) {
+        // Not pulled by a worker yet: it waits in the work queue under this account's subject.
+        const waiting = await jsm.streams.getMessage(JOB_STREAMS.jobs, {
+          last_by_subj: jobSubmitSubject(account.id, id),
+        });
+        if (!waiting) throw notFound;
+        return {
+          object: "job",
+          job_id: id,
+          status: "queued",
+          attempts: 0,
+          error_code: null,
+          result: null,
+        };
+      }
+      // Another account's job is indistinguishable from a missing one.
+      if (status.account !== account.id) throw notFound;
+      const result = await jsm.streams.getMessage(JOB_STREAMS.results, {
+        last_by_subj: jobResultSubject(id),
+      });
+      return {
+        object: "job",
+        job_id: id,
+        status: status.status,
+        attempts: status.attempts,
+        error_code: status.error_code,
+        updated_at: status.updated_at,
+        result: result ? resultView(result.header, result.data) : null,
+      };
+    });
+  };
+}
+
+function resultView(h: { get(k: string): string }, data: Uint8Array) {
+  const text = Buffer.from(data).toString("utf8");
+  const routing = h.get(HEADERS.routing);
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // a streamed job's SSE text stays a string
+  }
+  return {
+    outcome: h.get(JOB_HEADERS.outcome),
+    http_status: Number(h.get(HEADERS.status)),
+    [ROUTING_HTTP_HEADER]: routing || null,
+    routing: routing ? safeRouting(routing) : null,
+    body,
+  };
+}
+
+function safeRouting(header: string) {
+  try {
+    return parseRoutingHeader(header);
+  } catch {
+    return null;
+  }
+}
+
+function bodyOf(req: FastifyRequest): Buffer {
+  if (!Buffer.isBuffer(req.body) || req.body.length === 0) {
+    throw new ZmlError("invalid_request", "request body is required", "body");
+  }
+  return req.body;
+}
