@@ -15,7 +15,9 @@ import {
 } from "@zml/contracts";
 import { z } from "zod";
 import { ADMIN_RESOURCES } from "./admin/resources.ts";
+import { JobBodySchema } from "./routes/jobs.ts";
 import { ModelListSchema } from "./routes/models.ts";
+import { SessionBodySchema } from "./routes/sessions.ts";
 
 /** The OpenAI error envelope every error answer uses. */
 export const OpenAiErrorSchema = z.object({
@@ -32,6 +34,8 @@ const COMPONENTS: Record<string, z.ZodType> = {
   ChatCompletionRequest: ChatCompletionRequestSchema,
   CompletionRequest: CompletionRequestSchema,
   InferRequest: InferRequestSchema,
+  JobRequest: JobBodySchema,
+  SessionRequest: SessionBodySchema,
   ModelList: ModelListSchema,
   Error: OpenAiErrorSchema,
   NodeSpec: NodeSpecSchema,
@@ -175,6 +179,74 @@ function adminPaths(): Record<string, object> {
   return paths;
 }
 
+const object = (description: string) => ({
+  description,
+  content: json({ type: "object", additionalProperties: true }),
+});
+const pathParam = (name: string) => ({
+  name,
+  in: "path",
+  required: true,
+  schema: { type: "string" },
+});
+
+/** Tier 4 sessions, independent attestation checks and batch jobs. */
+function trustAndBatchPaths(): Record<string, object> {
+  return {
+    "/v1/sessions": {
+      post: {
+        summary: "Open a tier 4 session pinned to one freshly attested node",
+        description:
+          "The answer carries the node's quote: REPORTDATA = nonce ‖ SHA-256(session public key).",
+        security: [{ apiKey: [] }],
+        requestBody: { required: true, content: json(ref("SessionRequest")) },
+        responses: { "201": object("The session"), ...errors(400, 401, 403, 404, 429, 503, 504) },
+      },
+    },
+    "/v1/sessions/{id}": {
+      parameters: [pathParam("id")],
+      delete: {
+        summary: "End a session (its owner only)",
+        security: [{ apiKey: [] }],
+        responses: { "204": { description: "Ended" }, ...errors(401, 404, 503) },
+      },
+    },
+    "/v1/attestation/{node_id}": {
+      parameters: [
+        pathParam("node_id"),
+        { name: "nonce", in: "query", required: false, schema: { type: "string" } },
+      ],
+      get: {
+        summary: "A tier 3/4 node's raw TDX quote and verification, for independent checks",
+        security: [{ apiKey: [] }],
+        responses: {
+          "200": object("Quote, verification, measurement, expiry"),
+          ...errors(400, 401, 404, 503, 504),
+        },
+      },
+    },
+    "/v1/jobs": {
+      post: {
+        summary: "Queue a batch job on JetStream",
+        security: [{ apiKey: [] }],
+        requestBody: { required: true, content: json(ref("JobRequest")) },
+        responses: {
+          "202": object("Queued (or a duplicate of a queued job id)"),
+          ...errors(400, 401, 403, 404, 429, 503),
+        },
+      },
+    },
+    "/v1/jobs/{id}": {
+      parameters: [pathParam("id")],
+      get: {
+        summary: "A job's status and, once finished, its result",
+        security: [{ apiKey: [] }],
+        responses: { "200": object("Status and result"), ...errors(401, 404, 503) },
+      },
+    },
+  };
+}
+
 /**
  * The OpenAPI 3.1 document of the intake API, generated from the same zod schemas that
  * validate requests and admin documents, so the two cannot drift apart.
@@ -207,6 +279,7 @@ export function buildOpenApiDocument(version: string): object {
           },
         },
       },
+      ...trustAndBatchPaths(),
       ...adminPaths(),
     },
     components: {
