@@ -37,6 +37,7 @@ export interface BenchStack {
   /** Base URL of each service's `/readyz` and `/metrics`. */
   opsUrls: Map<string, string>;
   natsPid: number | undefined;
+  natsUrl: string;
   stop(): Promise<void>;
 }
 
@@ -146,7 +147,15 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         .join("\n");
       throw new Error(`${(error as Error).message}\nservice output:\n${logs}`, { cause: error });
     }
-    return { intakeUrl, nodes, services, opsUrls, natsPid: childPidByName("nats-server"), stop };
+    return {
+      intakeUrl,
+      nodes,
+      services,
+      opsUrls,
+      natsPid: childPidByName("nats-server"),
+      natsUrl: nats.url,
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;

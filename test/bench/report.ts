@@ -168,6 +168,13 @@ export function renderReport(summary: BenchSummary, command: string): string {
       ]),
     ),
     "",
+    "## Batch jobs (JetStream → batch workers → instant node → results stream)",
+    "",
+    summary.batch
+      ? `${summary.batch.jobs} jobs in ${num(summary.batch.seconds, 2)} s: ` +
+          `**${num(summary.batch.jobsPerSecond, 0)} jobs/s**, ${summary.batch.failed} not done.`
+      : "skipped",
+    "",
     "## CPU time per request (µs, median over rounds; 10 ms clock resolution)",
     "",
     cpuTable(summary.scenarios),

@@ -12,6 +12,8 @@ import { startBenchStack } from "./bench-stack.ts";
 import type { BenchNodeSpec, BenchStack } from "./bench-stack.ts";
 import { startLoadGenerator } from "./load-client.ts";
 import type { LoadGenerator } from "./load-client.ts";
+import { measureBatch } from "./batch-bench.ts";
+import type { BatchFigures } from "./batch-bench.ts";
 import { measureMemory } from "./memory.ts";
 import type { ServiceMemory } from "./memory.ts";
 import { renderReport } from "./report.ts";
@@ -23,7 +25,7 @@ import { judgeTargets, summariseScenario } from "./summary.ts";
 import type { BenchSummary, ScenarioSummary } from "./summary.ts";
 
 const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
-  [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--profile intake,dispatcher]
+  [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher]
 scenarios: ${SCENARIOS.map((s) => s.key).join(", ")}
 `;
 
@@ -37,6 +39,7 @@ function options() {
       "warmup-ms": { type: "string" },
       only: { type: "string" },
       "skip-routing": { type: "boolean", default: false },
+      "skip-batch": { type: "boolean", default: false },
       profile: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -59,6 +62,7 @@ function options() {
     help: values.help,
     json: values.json,
     skipRouting: values["skip-routing"],
+    skipBatch: values["skip-batch"],
     profile: values.profile?.split(",").map((s) => s.trim()),
     scenarios: only ? SCENARIOS.filter((s) => only.includes(s.key)) : SCENARIOS,
     settings,
@@ -113,10 +117,16 @@ async function main(): Promise<number> {
   });
   let scenarios: ScenarioSummary[];
   let memory: Record<string, ServiceMemory>;
+  let batch: BatchFigures | null = null;
   try {
     const load = await startLoadGenerator();
     try {
       scenarios = await measure(stack, load, opts);
+      const instant = [...nodeSpecs.values()].find((n) => n.model === "bench-instant");
+      if (instant && !opts.skipBatch) {
+        progress("batch jobs");
+        batch = await measureBatch(stack.natsUrl, "bench", instant.model, 2_000);
+      }
       memory = await measureMemory(stack);
     } finally {
       await load.close();
@@ -132,7 +142,7 @@ async function main(): Promise<number> {
   }
 
   const completed = scenarios.reduce((n, s) => n + s.completed, 0);
-  const failed = scenarios.reduce((n, s) => n + s.failed, 0);
+  const failed = scenarios.reduce((n, s) => n + s.failed, 0) + (batch?.failed ?? 0);
   const summary: BenchSummary = {
     date: new Date().toISOString(),
     machine: {
@@ -145,6 +155,7 @@ async function main(): Promise<number> {
     scenarios,
     routing,
     memory,
+    batch,
     targets: judgeTargets(scenarios, routing),
     requests: { completed, failed },
     elapsedS: (performance.now() - startedAt) / 1000,

@@ -1,3 +1,4 @@
+import type { BatchFigures } from "./batch-bench.ts";
 // Turns the rounds into the reported figures. Per side: the median over rounds of each round's
 // percentile. Ratios and added milliseconds: the median over pairs of (gateway vs direct in the
 // same pair), which cancels drift better than comparing the two medians.
@@ -54,6 +55,8 @@ export interface BenchSummary {
   scenarios: ScenarioSummary[];
   routing: RoutingFigures;
   memory: Record<string, ServiceMemory>;
+  /** Batch jobs per second through an instant node; null when skipped. */
+  batch: BatchFigures | null;
   targets: Target[];
   requests: { completed: number; failed: number };
   elapsedS: number;

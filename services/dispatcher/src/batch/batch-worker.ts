@@ -81,7 +81,7 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
       if (outcome.kind === "retry" && msg.info.deliveryCount < deps.config.BATCH_MAX_DELIVERIES) {
         msg.nak(deps.config.BATCH_RETRY_DELAY_MS);
         metrics.outcomes.inc({ outcome: "retried" });
-        await writeStatusSafe(
+        void writeStatusSafe(
           statusKv,
           ticket,
           "queued",
@@ -108,7 +108,7 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
       await msg.ackAck();
       if (recorded) {
         metrics.outcomes.inc({ outcome: final });
-        await writeStatusSafe(
+        void writeStatusSafe(
           statusKv,
           ticket,
           final,
@@ -173,7 +173,7 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
     writer: ReturnType<typeof createCollectingWriter>,
   ) => {
     metrics.running.inc();
-    await writeStatusSafe(statusKv, ticket, "running", null, null, 0);
+    void writeStatusSafe(statusKv, ticket, "running", null, null, 0);
     // Long jobs tell JetStream they are alive so it does not redeliver them meanwhile.
     const progress = setInterval(() => ticket.msg.working(), progressEveryMs);
     try {
@@ -218,7 +218,6 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
       }
       const released = new Promise<void>((r) => (ticket.ticket.release = r));
       waiting.push(ticket.ticket);
-      await writeStatusSafe(statusKv, ticket.ticket, "queued", null, null, 0);
       wake();
       await released;
     }
