@@ -232,7 +232,9 @@ async function runRoute(
         coolDown(deps, node, outcome.retryAfterS, "http_429");
       }
       deps.metrics.decisions.inc({ outcome: outcome.kind === "relayed" ? "routed" : "broken" });
-      log.info(
+      // Intake logs one info line per request with its decision id; here the detail is debug,
+      // unless the stream broke.
+      log[outcome.kind === "relayed" ? "debug" : "warn"](
         {
           node: node.id,
           family: node.accelerator_family,
