@@ -18,7 +18,7 @@ beforeAll(async () => {
       { nodeId: "o-h100-a", family: "H100", models: ["obs"] },
       { nodeId: "o-h100-b", family: "H100", models: ["obs"] },
       { nodeId: "o-mi300x", family: "MI300X", models: ["obs"] },
-      { nodeId: "o-retry-bad", family: "H100", models: ["obs-retry"] },
+      { nodeId: "o-retry-bad", family: "A100", models: ["obs-retry"] },
       { nodeId: "o-retry-good", family: "H100", models: ["obs-retry"] },
     ],
     fleet: {
@@ -33,6 +33,7 @@ beforeAll(async () => {
           accelerator_preference: [
             { family: "H100", priority: 1 },
             { family: "MI300X", priority: 2 },
+            { family: "A100", priority: 3 },
           ],
           latency_target_ms: 60_000,
           cost_priority: "latency",
@@ -128,21 +129,16 @@ describe("every routing decision is one connected trace", () => {
 
   it("a retry: two attempts in the same trace, the first answering 500", async () => {
     stack.sims.get("o-retry-bad")!.setFault({ kind: "status", status: 500 });
-    // Both nodes rank alike (random tie-break), and cooldowns are 1 ms in this stack: send
-    // until the failing node was picked first.
-    let trace: ReceivedSpan[] | undefined;
-    for (let i = 0; i < 30 && !trace; i++) {
-      expect(await send(`obs-retry-${i}`, secretChat("obs-retry"))).toBe(200);
-      const t = await traceOf(`obs-retry-${i}`);
-      if (t.filter((s) => s.name === "POST" && s.kind === 3).length === 2) trace = t;
-    }
-    expect(trace, "a request whose first attempt hit the failing node").toBeDefined();
-    expectConnected(trace!);
-    const attempts = trace!.filter((s) => s.name === "POST" && s.kind === 3);
+    // The hint makes the failing A100 node the first choice; the retry goes to the H100 one.
+    const body = { ...secretChat("obs-retry"), accelerator_hint: "A100" };
+    expect(await send("obs-retry", body)).toBe(200);
+    const trace = await traceOf("obs-retry");
+    expectConnected(trace);
+    const attempts = trace.filter((s) => s.name === "POST" && s.kind === 3);
     expect(attempts.map((s) => s.attributes["http.response.status_code"])).toEqual([500, 200]);
     expect(attempts.map((s) => s.attributes["zml.node"])).toEqual(["o-retry-bad", "o-retry-good"]);
     expect(attempts[1]!.attributes["zml.attempt.kind"]).toBe("retry");
-    expect(trace!.filter((s) => s.name === "zml.decision")).toHaveLength(2);
+    expect(trace.filter((s) => s.name === "zml.decision")).toHaveLength(2);
   });
 
   it("a fallback to the next family, with the passed-over candidates as events", async () => {
