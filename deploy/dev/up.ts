@@ -9,6 +9,7 @@ import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
 
 const root = repoRoot();
 const apiKey = process.env.ZML_DEMO_API_KEY || "zml-demo-key";
+const adminToken = process.env.ZML_ADMIN_TOKEN || "zml-demo-admin";
 const intakePort = Number(process.env.ZML_PORT || 8080);
 const fleetFile = process.env.ZML_FLEET_FILE || join(root, "deploy/config/dev-fleet.yaml");
 const quietLog = { info() {}, warn() {}, error() {} };
@@ -74,7 +75,7 @@ async function main(): Promise<void> {
     },
     {
       name: "intake",
-      env: { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1" },
+      env: { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1", ZML_ADMIN_TOKEN: adminToken },
       ready: `http://127.0.0.1:${intakePort}/readyz`,
     },
   ];
@@ -115,6 +116,8 @@ async function main(): Promise<void> {
 ZML is serving.
   intake URL   ${intake}
   API key      ${apiKey}
+  admin token  ${adminToken}   (admin API under ${intake}/admin/v1/; OpenAPI at ${intake}/openapi.json)
+  fleet CLI    npm run zml -- get nodes --nats ${nats.url}
   metrics      ${intake}/metrics, http://127.0.0.1:9101/metrics (dispatcher), :9102 (aggregator), :9103 (attestation)
 
 Try:
