@@ -142,7 +142,8 @@ function collect(sc: Scratch, cx: Context): void {
       let reason = -1;
       let depth = 0;
       let tps = liveTps[i]!;
-      tps = tps > 0 && tps < Infinity ? Math.max(tps, MIN_TPS) : defaultTps;
+      const tpsKnown = tps > 0 && tps < Infinity;
+      tps = tpsKnown ? Math.max(tps, MIN_TPS) : defaultTps;
       if (exclude !== undefined && exclude.has(snapshot.nodes[i]!.spec.id)) reason = R.excluded;
       else if (status[i] !== LIVE_STATUS.active) {
         reason = status[i] === LIVE_STATUS.unknown ? R.no_state : R.not_active;
@@ -180,7 +181,11 @@ function collect(sc: Scratch, cx: Context): void {
       sDepth[n] = depth;
       service[n] = ms;
       sResp[n] = resp;
-      grp[n] = resp <= target ? 0 : 1;
+      // An idle node never measured (no throughput, no latency) is not judged slow on the
+      // default guess: the policy's order decides until observations come in. Otherwise a
+      // newly added family would lose to any measured one, whatever the chain says.
+      const unmeasuredIdle = depth === 0 && !tpsKnown && Number.isNaN(latencyEwma[i]!);
+      grp[n] = resp <= target || unmeasuredIdle ? 0 : 1;
       // NaN unless quality routing is on and the score is fresh (a missing one is NaN).
       quality[n] = wantQuality && qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
       n++;

@@ -336,6 +336,31 @@ describe("cost and balanced policies", () => {
     }
   });
 
+  it("does not judge an idle, never-measured node slow: the chain order decides", () => {
+    // A new MI300X node (no throughput, no latency yet) first in the chain, and an H100 node
+    // already measured fast: the new family still gets the traffic the policy gives it.
+    const nodes = [node("new-mi300x", { accelerator_family: "MI300X" }), node("known-h100")];
+    const { snapshot, live } = fleet(nodes, {
+      states: [{ tokens_per_second: null }, { tokens_per_second: 5_000 }],
+    });
+    live.observeLatency("known-h100", 50);
+    const chain = policy({
+      cost_priority: "latency",
+      latency_target_ms: 2_000,
+      accelerator_preference: [
+        { family: "MI300X", priority: 1 },
+        { family: "H100", priority: 2 },
+      ],
+    });
+    expect(ids(ok(decide(snapshot, live, { model: MODEL, tier: 1 }, chain, NOW)))[0]).toBe(
+      "new-mi300x",
+    );
+    // Once it has a queue, the default guess applies again and it is over the target.
+    live.dispatched("new-mi300x");
+    const busy = ok(decide(snapshot, live, { model: MODEL, tier: 1 }, chain, NOW));
+    expect(ids(busy)[0]).toBe("known-h100");
+  });
+
   it("when every node misses the target it takes the fastest and says so", () => {
     const { snapshot, live } = fleet([node("a"), node("b")], {
       costs: [onPrem({ node_id: "a" }, 1), onPrem({ node_id: "b" }, 9)],
