@@ -1,12 +1,9 @@
-import { execFileSync } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect as h2connect } from "node:http2";
 import type { IncomingHttpHeaders } from "node:http2";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
-import { pollUntil } from "@zml/harness";
+import { createTestCertificate, pollUntil } from "@zml/harness";
+import type { TestCertificate } from "@zml/harness";
 import OpenAI from "openai";
 import { Agent, fetch as undiciFetch, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -26,38 +23,15 @@ import type { Stack } from "../support/stack.ts";
  */
 
 let stack: Stack;
-let dir: string;
+let tls: TestCertificate;
 let cert: Buffer;
 let url: string;
 let h1: Agent;
 let h2: Agent;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "zml-e2e-tls-"));
-  execFileSync(
-    "openssl",
-    [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-keyout",
-      join(dir, "key.pem"),
-      "-out",
-      join(dir, "cert.pem"),
-      "-days",
-      "1",
-      "-subj",
-      "/CN=localhost",
-      "-addext",
-      "subjectAltName=IP:127.0.0.1",
-    ],
-    { stdio: "ignore" },
-  );
-  cert = readFileSync(join(dir, "cert.pem"));
+  tls = createTestCertificate();
+  cert = tls.cert;
   stack = await startStack({
     nodes: [
       { nodeId: "h100-a", family: "H100" },
@@ -71,7 +45,7 @@ beforeAll(async () => {
       },
     ],
     fleet: { models: [{ id: MODEL }, { id: "slow-model" }] },
-    env: { ZML_TLS_CERT_FILE: join(dir, "cert.pem"), ZML_TLS_KEY_FILE: join(dir, "key.pem") },
+    env: { ZML_TLS_CERT_FILE: tls.certPath, ZML_TLS_KEY_FILE: tls.keyPath },
   });
   url = stack.intakeUrl.replace(/^http:/, "https:");
   h1 = new Agent({ connect: { ca: cert } });
@@ -81,7 +55,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.allSettled([h1?.close(), h2?.close()]);
   await stack?.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  tls?.dispose();
 });
 
 describe("TLS with ALPN", () => {

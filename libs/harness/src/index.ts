@@ -11,3 +11,5 @@ export { startProcess, ProcessExitedError, ProcessTimeoutError } from "./process
 export type { ManagedProcess, StartProcessOptions } from "./process.ts";
 export type { OutputStream } from "./output-log.ts";
 export { repoRoot } from "./repo-root.ts";
+export { createTestCertificate } from "./tls-cert.ts";
+export type { TestCertificate } from "./tls-cert.ts";

@@ -1,15 +1,11 @@
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { connect as h2connect } from "node:http2";
 import type { ClientHttp2Session, IncomingHttpHeaders } from "node:http2";
 import { request as httpsRequest } from "node:https";
 import { connect as netConnect } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
-import { startNatsServer } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
+import { createTestCertificate, startNatsServer } from "@zml/harness";
+import type { NatsServerHandle, TestCertificate } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_KEY, errorOf, startIntake } from "./helpers.ts";
 import type { Harness } from "./helpers.ts";
@@ -192,38 +188,15 @@ describe("cleartext: HTTP/1.1 and h2c on one port", () => {
 describe("TLS with ALPN", () => {
   let h: Harness;
   let cert: Buffer;
-  let dir: string;
+  let tls: TestCertificate;
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "zml-tls-"));
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        join(dir, "key.pem"),
-        "-out",
-        join(dir, "cert.pem"),
-        "-days",
-        "1",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1",
-      ],
-      { stdio: "ignore" },
-    );
-    cert = readFileSync(join(dir, "cert.pem"));
-    h = await startIntake({ nats, tls: { cert, key: readFileSync(join(dir, "key.pem")) } });
+    tls = createTestCertificate();
+    cert = tls.cert;
+    h = await startIntake({ nats, tls: { cert, key: tls.key } });
   });
   afterAll(async () => {
     await h?.close();
-    rmSync(dir, { recursive: true, force: true });
+    tls?.dispose();
   });
 
   it("negotiates h2 and http/1.1 by ALPN", async () => {
