@@ -18,8 +18,6 @@ export const NODE_STATE_PREFIX = "zml.node.state";
 export const NODE_OBSERVATION_PREFIX = "zml.node.observation";
 /** A dispatcher cooled a node down; every replica skips it until `until`. */
 export const NODE_COOLDOWN_SUBJECT = "zml.node.cooldown";
-/** Revocation-list broadcasts, captured by the revocation stream. */
-export const REVOCATION_SUBJECT = "zml.revocation";
 /** Attestation verification request-reply. */
 export const ATTESTATION_VERIFY_SUBJECT = "zml.attestation.verify";
 
@@ -44,10 +42,6 @@ export const KV_BUCKETS = {
   revocations: "zml_revocations",
 } as const;
 export type KvBucketName = (typeof KV_BUCKETS)[keyof typeof KV_BUCKETS];
-
-export const STREAMS = {
-  revocations: "ZML_REVOCATIONS",
-} as const;
 
 /**
  * Node ids become subject tokens and KV keys, so they are restricted to characters valid in
