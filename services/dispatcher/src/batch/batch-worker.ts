@@ -41,6 +41,9 @@ export interface BatchWorkerDeps extends ExecuteDeps {
     >;
 }
 
+/** What finishing a job needs: the message to ack and where its result goes. */
+type JobRef = Pick<Ticket, "account" | "jobId" | "msg">;
+
 /** A pulled job waiting for capacity. */
 interface Ticket {
   account: string;
@@ -75,7 +78,7 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
   let wake: () => void = () => {};
   const progressEveryMs = deps.config.BATCH_ACK_WAIT_MS / 3;
 
-  const finish = async (ticket: Ticket, outcome: Finished) => {
+  const finish = async (ticket: JobRef, outcome: Finished) => {
     const { msg, jobId, account } = ticket;
     try {
       if (outcome.kind === "retry" && msg.info.deliveryCount < deps.config.BATCH_MAX_DELIVERIES) {
@@ -279,7 +282,7 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
     account: string,
     msg: JsMsg,
     now: number,
-  ): { ok: true; ticket: Ticket } | { ok: false; stub: Ticket; failure: Finished } {
+  ): { ok: true; ticket: Ticket } | { ok: false; stub: JobRef; failure: Finished } {
     const jobId = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
     const submittedAt = Math.floor(Number(msg.info.timestampNanos) / 1e6);
     const base = { account, jobId, msg, submittedAt, lastProgressAt: now, release: () => {} };
@@ -290,7 +293,7 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
       const error = err instanceof ZmlError ? err : new ZmlError("invalid_request", "bad job");
       return {
         ok: false,
-        stub: { ...base, request: undefined as never },
+        stub: base,
         failure: errorFinished(error, "failed", 0),
       };
     }
