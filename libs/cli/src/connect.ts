@@ -35,3 +35,17 @@ export async function connectCli(url: string | undefined, io: CliIo): Promise<Bu
     clearTimeout(timer);
   }
 }
+
+/** Runs `fn` with a connected bus and drains it afterwards, whatever `fn` does. */
+export async function withBus<T>(
+  url: string | undefined,
+  io: CliIo,
+  fn: (bus: Bus) => Promise<T>,
+): Promise<T> {
+  const bus = await connectCli(url, io);
+  try {
+    return await fn(bus);
+  } finally {
+    await bus.drain();
+  }
+}

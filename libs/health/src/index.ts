@@ -1,4 +1,4 @@
-export { readMetrics } from "./metrics-reading.ts";
+export { readMetrics, idleReading } from "./metrics-reading.ts";
 export type { MetricsFramework, MetricsReading } from "./metrics-reading.ts";
 export { CUSTOM_HEALTH_STATUSES, CustomHealthSchema, readCustomHealth } from "./custom-health.ts";
 export type { CustomHealth, CustomHealthReading, CustomHealthStatus } from "./custom-health.ts";

@@ -123,7 +123,8 @@ function hasNoSampleLines(text: string): boolean {
   });
 }
 
-function idleReading(): MetricsReading {
+/** A node with nothing running or waiting and no other figures (e.g. a provider without metrics). */
+export function idleReading(): MetricsReading {
   return {
     running: 0,
     waiting: 0,

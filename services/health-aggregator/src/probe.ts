@@ -1,22 +1,7 @@
 import type { NodeSpec } from "@zml/contracts";
-import { readCustomHealth, readMetrics } from "@zml/health";
-import type { MetricsReading, ProbeResult } from "@zml/health";
+import { idleReading, readCustomHealth, readMetrics } from "@zml/health";
+import type { ProbeResult } from "@zml/health";
 import type { Dispatcher } from "undici";
-
-/**
- * An OpenAI-compatible provider exposes no load metrics: its health answer is all a probe
- * learns, and the dispatcher's observations carry the rest of the signal.
- */
-const NO_METRICS: MetricsReading = {
-  running: 0,
-  waiting: 0,
-  queueDepth: 0,
-  kvCacheUsage: null,
-  freeMemoryGib: null,
-  promptTokensTotal: null,
-  generationTokensTotal: null,
-  instanceId: null,
-};
 
 /**
  * Probes one node: its health endpoint, then (for vLLM and TGI) its Prometheus metrics;
@@ -48,7 +33,9 @@ export async function probeNode(
         ? { ok: true, reading }
         : { ok: false, error: "node reports itself unhealthy" };
     }
-    if (node.framework === "openai") return { ok: true, reading: NO_METRICS };
+    // An OpenAI-compatible provider exposes no load metrics: its health answer is all a
+    // probe learns, and the dispatcher's observations carry the rest of the signal.
+    if (node.framework === "openai") return { ok: true, reading: idleReading() };
     const metrics = await get(node.metrics_path);
     const text = await metrics.body.text();
     if (metrics.statusCode !== 200) {

@@ -4,7 +4,7 @@ import { KV_BUCKETS } from "@zml/contracts";
 import type { FleetDocument } from "@zml/contracts";
 import { FleetDocumentError, applyFleet, parseFleetDocument } from "@zml/fleet";
 import type { FleetChange } from "@zml/fleet";
-import { connectCli } from "../connect.ts";
+import { withBus } from "../connect.ts";
 import { CliError, parseCommandArgs, UsageError } from "../io.ts";
 import type { CliIo } from "../io.ts";
 
@@ -28,8 +28,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
   }
   if (!values.file) throw new UsageError("missing -f <fleet.yaml>");
   const doc = loadDocument(values.file, io);
-  const bus = await connectCli(values.nats, io);
-  try {
+  return withBus(values.nats, io, async (bus) => {
     const options = { prune: values.prune === true };
     const plan = await applyFleet(bus, doc, { ...options, dryRun: true });
     const fields = await changedFields(bus, doc, plan);
@@ -42,9 +41,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
         : `${changes.length} ${changes.length === 1 ? "entry" : "entries"} ${verb}\n`,
     );
     return 0;
-  } finally {
-    await bus.drain();
-  }
+  });
 }
 
 function parse(args: string[]) {

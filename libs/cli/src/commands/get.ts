@@ -10,7 +10,7 @@ import {
   RevocationSchema,
 } from "@zml/contracts";
 import type { NodeSpec, NodeState } from "@zml/contracts";
-import { connectCli } from "../connect.ts";
+import { withBus } from "../connect.ts";
 import { readBucket } from "../kv-read.ts";
 import { parseCommandArgs, UsageError } from "../io.ts";
 import type { CliIo } from "../io.ts";
@@ -47,8 +47,7 @@ export async function runGet(args: string[], io: CliIo): Promise<number> {
   }
   const output = values.output ?? "table";
   if (output !== "table" && output !== "json") throw new UsageError("-o must be table or json");
-  const bus = await connectCli(values.nats, io);
-  try {
+  return withBus(values.nats, io, async (bus) => {
     const view = await VIEWS[kind](bus);
     io.stdout(
       output === "json"
@@ -58,9 +57,7 @@ export async function runGet(args: string[], io: CliIo): Promise<number> {
           : formatTable(view.header, view.rows),
     );
     return 0;
-  } finally {
-    await bus.drain();
-  }
+  });
 }
 
 function parse(args: string[]) {

@@ -1,6 +1,6 @@
 import { openKv } from "@zml/bus";
 import { KV_BUCKETS, RevocationSchema } from "@zml/contracts";
-import { connectCli } from "../connect.ts";
+import { withBus } from "../connect.ts";
 import { CliError, parseCommandArgs, UsageError } from "../io.ts";
 import type { CliIo } from "../io.ts";
 
@@ -70,8 +70,7 @@ export async function runRevoke(args: string[], io: CliIo): Promise<number> {
         : `${name}: ${issue.message}`,
     );
   }
-  const bus = await connectCli(values.nats, io);
-  try {
+  return withBus(values.nats, io, async (bus) => {
     const kv = await openKv(bus, KV_BUCKETS.revocations);
     if ((await kv.get(parsed.data.id))?.operation === "PUT") {
       throw new CliError(
@@ -81,22 +80,17 @@ export async function runRevoke(args: string[], io: CliIo): Promise<number> {
     await kv.put(parsed.data.id, JSON.stringify(parsed.data));
     io.stdout(`revoked ${parsed.data.id}\n`);
     return 0;
-  } finally {
-    await bus.drain();
-  }
+  });
 }
 
 async function withdraw(id: string, nats: string | undefined, io: CliIo): Promise<number> {
-  const bus = await connectCli(nats, io);
-  try {
+  return withBus(nats, io, async (bus) => {
     const kv = await openKv(bus, KV_BUCKETS.revocations);
     if ((await kv.get(id))?.operation !== "PUT") throw new CliError(`no revocation ${id}`);
     await kv.delete(id);
     io.stdout(`withdrew ${id}\n`);
     return 0;
-  } finally {
-    await bus.drain();
-  }
+  });
 }
 
 function parse(args: string[]) {
