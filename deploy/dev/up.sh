@@ -3,4 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash deploy/dev/bootstrap.sh
-exec npm run --silent up
+# The project's own Node 24 (the `node` devDependency), run directly rather than through
+# `npm run`: npm answers Ctrl-C by dying of SIGINT itself, while the launcher stops everything
+# it started and exits 0.
+exec node_modules/.bin/node deploy/dev/up.ts

@@ -1,134 +1,231 @@
-// `npm run up`: nats-server, a simulated fleet, the four services, and the demo fleet
-// applied — then prints where to send requests. Ctrl-C stops everything it started.
-import { createHash } from "node:crypto";
+// `npm run up`: nats-server, a simulated fleet, the four services, and the fleet applied —
+// then prints where to send requests. Ctrl-C stops everything it started. Settings:
+// deploy/dev/launcher-config.ts (documented in the README).
 import { join } from "node:path";
 import { connectBus } from "@zml/bus";
-import { applyFleet, loadFleetFile } from "@zml/fleet";
-import { pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
+import { applyFleet } from "@zml/fleet";
+import type { FleetDocument } from "@zml/contracts";
+import {
+  findFreePort,
+  pollUntil,
+  ProcessExitedError,
+  repoRoot,
+  startNatsServer,
+  startProcess,
+} from "@zml/harness";
 import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
+import { ConfigError, formatConfigError, CONFIG_ERROR_EXIT_CODE } from "@zml/runtime";
+import { loadLauncherFleet, splitLocalNodes, withDemoAccount } from "./launcher-fleet.ts";
+import type { LocalNode } from "./launcher-fleet.ts";
+import { loadLauncherConfig } from "./launcher-config.ts";
+import { assertPortsFree } from "./ports.ts";
 
 const root = repoRoot();
-const apiKey = process.env.ZML_DEMO_API_KEY || "zml-demo-key";
-const adminToken = process.env.ZML_ADMIN_TOKEN || "zml-demo-admin";
-const intakePort = Number(process.env.ZML_PORT || 8080);
-const fleetFile = process.env.ZML_FLEET_FILE || join(root, "deploy/config/dev-fleet.yaml");
 const quietLog = { info() {}, warn() {}, error() {} };
 
 const started: ManagedProcess[] = [];
 let nats: NatsServerHandle | undefined;
+let stopping = false;
+
+/** Thrown between start-up steps once Ctrl-C was pressed, so nothing more is started. */
+class Interrupted extends Error {}
+function checkNotStopping(): void {
+  if (stopping) throw new Interrupted("interrupted");
+}
 
 async function stopAll(): Promise<void> {
   await Promise.allSettled(started.reverse().map((p) => p.stop("SIGTERM", 5_000)));
   await nats?.stop();
 }
 
-async function main(): Promise<void> {
-  const fleet = await loadFleetFile(fleetFile);
-  const account = fleet.accounts.find((a) => a.id === "demo");
-  if (account) {
-    account.api_key_sha256 = [createHash("sha256").update(apiKey).digest("hex")];
-  }
+/** 0 means "any free port": pick one now, since readiness checks need to know it. */
+async function resolvePort(port: number): Promise<number> {
+  return port === 0 ? findFreePort() : port;
+}
 
-  nats = await startNatsServer({ port: Number(process.env.ZML_NATS_PORT || 4222) });
-  console.log(`nats-server     ${nats.url}`);
-
-  for (const node of fleet.nodes) {
-    const url = new URL(node.endpoint);
-    if (url.hostname !== "127.0.0.1" && url.hostname !== "localhost") continue;
-    const args = [join(root, "libs/node-sim/src/cli.ts"), "--id", node.id, "--port", url.port];
+async function startSimNodes(local: LocalNode[], simPortBase: number | undefined) {
+  for (const [i, { node, port }] of local.entries()) {
+    const listen = simPortBase === undefined ? port : simPortBase === 0 ? 0 : simPortBase + i;
+    const args = [
+      join(root, "libs/node-sim/src/cli.ts"),
+      "--id",
+      node.id,
+      "--port",
+      String(listen),
+    ];
     args.push("--flavour", node.framework === "tgi" ? "tgi" : "vllm", "--tps", "200");
+    args.push("--max-concurrency", String(node.max_concurrency));
     for (const m of node.models) args.push("--model", m);
-    started.push(
-      await startProcess({
-        name: node.id,
-        command: process.execPath,
-        args,
-        readyLine: /"event":"ready"/,
-      }),
-    );
+    const sim = await startProcess({
+      name: node.id,
+      command: process.execPath,
+      args,
+      readyLine: /"event":"ready"/,
+    });
+    started.push(sim);
+    // The simulator prints the address it really listens on; the fleet applied says the same.
+    const ready = JSON.parse((await sim.waitForOutput(/^\{"event":"ready".*\}$/))[0]) as {
+      url: string;
+    };
+    node.endpoint = ready.url;
     console.log(
       `simulated node  ${node.id.padEnd(10)} ${node.accelerator_family.padEnd(7)} ${node.endpoint}`,
+    );
+    checkNotStopping();
+  }
+}
+
+/** A model that a started simulator serves at a tier the demo account may use, if any. */
+function probeModel(local: LocalNode[], fleet: FleetDocument, account: string): string | undefined {
+  const tiers = new Set(fleet.accounts.find((a) => a.id === account)?.allowed_tiers ?? []);
+  return local.find(({ node }) => tiers.has(node.tier))?.node.models[0];
+}
+
+async function main(): Promise<void> {
+  const config = loadLauncherConfig(process.env, root);
+  const { fleet: loaded, fileLabel } = await loadLauncherFleet(config.fleetFile);
+  const { fleet, addedAccount } = withDemoAccount(loaded, config.apiKey);
+  const { local, remote } = splitLocalNodes(fleet);
+
+  const intakePort = await resolvePort(config.ports.intake);
+  const ops = {
+    dispatcher: await resolvePort(config.ports.dispatcherOps),
+    aggregator: await resolvePort(config.ports.aggregatorOps),
+    attestation: await resolvePort(config.ports.attestationOps),
+  };
+  await assertPortsFree([
+    { setting: "ZML_PORT", port: intakePort },
+    { setting: "DISPATCHER_OPS_PORT", port: ops.dispatcher },
+    { setting: "AGGREGATOR_OPS_PORT", port: ops.aggregator },
+    { setting: "ATTESTATION_OPS_PORT", port: ops.attestation },
+    ...(config.natsUrl === undefined && config.ports.nats !== 0
+      ? [{ setting: "ZML_NATS_PORT", port: config.ports.nats }]
+      : []),
+    ...(config.simPortBase === undefined
+      ? local.map(({ node, port }) => ({
+          setting: "ZML_SIM_PORT_BASE",
+          port,
+          what: `simulated node ${node.id} (${fileLabel})`,
+        }))
+      : []),
+  ]);
+
+  nats = await startNatsServer(config.ports.nats === 0 ? {} : { port: config.ports.nats });
+  console.log(`nats-server     ${nats.url}`);
+  checkNotStopping();
+
+  await startSimNodes(local, config.simPortBase);
+  for (const node of remote) {
+    console.log(
+      `remote node     ${node.id.padEnd(10)} ${node.accelerator_family.padEnd(7)} ${node.endpoint}   (not started by up.sh: not a local http endpoint; it must already be serving)`,
     );
   }
 
   const bus = await connectBus({ servers: nats.url, name: "zml-dev-apply", log: quietLog });
   const changes = await applyFleet(bus, fleet, { prune: true });
   await bus.drain();
-  console.log(`fleet applied   ${changes.length} change(s) from ${fleetFile}`);
+  console.log(`fleet applied   ${changes.length} change(s) from ${fileLabel}`);
+  if (addedAccount) {
+    console.log(`                (added account "demo" for the demo API key: the fleet has none)`);
+  }
+  checkNotStopping();
 
-  const env = { NATS_URL: nats.url, LOG_LEVEL: process.env.LOG_LEVEL || "warn" };
+  const env = { NATS_URL: nats.url, LOG_LEVEL: config.logLevel };
   const services: Array<{ name: string; env: Record<string, string>; ready: string }> = [
     {
       name: "health-aggregator",
-      env: { AGGREGATOR_OPS_PORT: "9102", POLL_INTERVAL_MS: "2000" },
-      ready: "http://127.0.0.1:9102/readyz",
+      env: { AGGREGATOR_OPS_PORT: String(ops.aggregator), POLL_INTERVAL_MS: "2000" },
+      ready: `http://127.0.0.1:${ops.aggregator}/readyz`,
     },
     {
       name: "attestation",
-      env: { ATTESTATION_OPS_PORT: "9103" },
-      ready: "http://127.0.0.1:9103/readyz",
+      env: { ATTESTATION_OPS_PORT: String(ops.attestation) },
+      ready: `http://127.0.0.1:${ops.attestation}/readyz`,
     },
     {
       name: "dispatcher",
-      env: { DISPATCHER_OPS_PORT: "9101" },
-      ready: "http://127.0.0.1:9101/readyz",
+      env: { DISPATCHER_OPS_PORT: String(ops.dispatcher) },
+      ready: `http://127.0.0.1:${ops.dispatcher}/readyz`,
     },
     {
       name: "intake",
-      env: { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1", ZML_ADMIN_TOKEN: adminToken },
+      env: {
+        ZML_PORT: String(intakePort),
+        ZML_HOST: "127.0.0.1",
+        ZML_ADMIN_TOKEN: config.adminToken,
+      },
       ready: `http://127.0.0.1:${intakePort}/readyz`,
     },
   ];
   for (const s of services) {
-    started.push(
-      await startProcess({
-        name: s.name,
-        command: process.execPath,
-        args: [join(root, `services/${s.name}/src/main.ts`)],
-        env: { ...env, ...s.env },
-        readyUrl: s.ready,
-        readyTimeoutMs: 30_000,
-        echo: true,
-      }),
-    );
+    try {
+      started.push(
+        await startProcess({
+          name: s.name,
+          command: process.execPath,
+          args: [join(root, `services/${s.name}/src/main.ts`)],
+          env: { ...env, ...s.env },
+          readyUrl: s.ready,
+          readyTimeoutMs: 30_000,
+          echo: true,
+        }),
+      );
+    } catch (error) {
+      // Its output is already on the terminal (echo): say what happened, not all of it again.
+      if (error instanceof ProcessExitedError) {
+        throw new Error(`${s.name} exited (code ${String(error.exitCode)}) during start-up`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+    checkNotStopping();
   }
 
   const intake = `http://127.0.0.1:${intakePort}`;
-  // The system is up once a real request routes end to end (nodes become Active after the
-  // aggregator's first poll).
-  await pollUntil(
-    async () => {
-      const res = await fetch(`${intake}/v1/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
-        body: JSON.stringify({
-          model: "llama-3.1-8b-instruct",
-          messages: [{ role: "user", content: "ping" }],
-        }),
-      });
-      await res.arrayBuffer();
-      return res.status === 200;
-    },
-    { timeoutMs: 30_000, intervalMs: 250, message: "first request through the gateway" },
-  );
+  const model = probeModel(local, fleet, "demo");
+  if (model === undefined) {
+    console.log(
+      "no simulated node serves the demo account's tiers: skipping the end-to-end check (requests route once your nodes are Active)",
+    );
+  } else {
+    // Up means a real request routes end to end (nodes turn Active after the first poll).
+    await pollUntil(
+      async () => {
+        const res = await fetch(`${intake}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${config.apiKey}`, "content-type": "application/json" },
+          body: JSON.stringify({ model, messages: [{ role: "user", content: "ping" }] }),
+        });
+        await res.arrayBuffer();
+        return res.status === 200;
+      },
+      {
+        timeoutMs: 30_000,
+        intervalMs: 250,
+        message: `a first request for ${model} through the gateway`,
+      },
+    );
+  }
+  const example = model ?? fleet.models[0]?.id ?? "<model>";
 
   console.log(`
 ZML is serving.
   intake URL   ${intake}
-  API key      ${apiKey}
-  admin token  ${adminToken}   (admin API under ${intake}/admin/v1/; OpenAPI at ${intake}/openapi.json)
+  API key      ${config.apiKey}
+  admin token  ${config.adminToken}${config.adminTokenGenerated ? "   (generated for this run; set ZML_ADMIN_TOKEN to fix it)" : ""}
+               admin API under ${intake}/admin/v1/; OpenAPI at ${intake}/openapi.json
   fleet CLI    npm run zml -- get nodes --nats ${nats.url}
-  metrics      ${intake}/metrics, http://127.0.0.1:9101/metrics (dispatcher), :9102 (aggregator), :9103 (attestation)
+  metrics      ${intake}/metrics, http://127.0.0.1:${ops.dispatcher}/metrics (dispatcher), :${ops.aggregator} (aggregator), :${ops.attestation} (attestation)
 
 Try:
   curl -s ${intake}/v1/chat/completions \\
-    -H "authorization: Bearer ${apiKey}" -H "content-type: application/json" \\
-    -d '{"model":"llama-3.1-8b-instruct","messages":[{"role":"user","content":"Hello"}]}' -i
+    -H "authorization: Bearer ${config.apiKey}" -H "content-type: application/json" \\
+    -d '{"model":"${example}","messages":[{"role":"user","content":"Hello"}]}' -i
 
 Ctrl-C stops everything.`);
 }
 
-let stopping = false;
 const shutdown = () => {
   if (stopping) process.exit(1);
   stopping = true;
@@ -139,7 +236,12 @@ process.on("SIGINT", shutdown);
 process.on("SIGTERM", shutdown);
 
 main().catch(async (err: unknown) => {
-  console.error(`up failed: ${err instanceof Error ? err.message : String(err)}`);
+  if (err instanceof Interrupted) return; // shutdown() is already stopping everything
+  if (err instanceof ConfigError) {
+    process.stderr.write(formatConfigError("up", err));
+  } else {
+    console.error(`up failed: ${err instanceof Error ? err.message : String(err)}`);
+  }
   await stopAll();
-  process.exit(1);
+  process.exit(err instanceof ConfigError ? CONFIG_ERROR_EXIT_CODE : 1);
 });

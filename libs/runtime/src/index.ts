@@ -1,3 +1,12 @@
-export { parseConfig, ConfigError } from "./config.ts";
+export {
+  parseConfig,
+  ConfigError,
+  formatConfigError,
+  reportStartupErrors,
+  readConfigFile,
+  configProblem,
+  CONFIG_ERROR_EXIT_CODE,
+} from "./config.ts";
+export type { ConfigProblem, ConfigFixes } from "./config.ts";
 export { onShutdownSignal } from "./shutdown.ts";
 export type { ShutdownLogger } from "./shutdown.ts";

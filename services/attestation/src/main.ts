@@ -16,7 +16,7 @@ import {
   RevocationSchema,
 } from "@zml/contracts";
 import type { ApprovedMeasurement, AttestationResult, Revocation } from "@zml/contracts";
-import { onShutdownSignal } from "@zml/runtime";
+import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { createAttestationService } from "./attestation-service.ts";
 import { createAttestor } from "./attestor.ts";
@@ -26,6 +26,7 @@ import { fetchNodeQuote } from "./quote-fetch.ts";
 import { loadTrust } from "./trust.ts";
 import { serveVerify } from "./verify-handler.ts";
 
+reportStartupErrors("zml-attestation");
 const telemetry = startTelemetry({ serviceName: "zml-attestation", env: process.env });
 const config = loadConfig(process.env);
 const log = createLogger({ service: "attestation", level: config.LOG_LEVEL });

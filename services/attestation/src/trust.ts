@@ -1,18 +1,10 @@
 // Reads the trust anchor and optional collateral named by the configuration, once at start.
 import { X509Certificate } from "node:crypto";
+import { ConfigError, configProblem } from "@zml/runtime";
 import { INTEL_SGX_ROOT_CA_PEM } from "@zml/tdx";
 import type { Collateral } from "@zml/tdx";
 import type { AttestationConfig } from "./config.ts";
 import type { TrustPolicy } from "./evaluate.ts";
-
-/** The configured trust material is unusable; the service must not start. */
-export class TrustConfigError extends Error {
-  readonly code = "invalid_trust_config";
-  constructor(message: string) {
-    super(message);
-    this.name = "TrustConfigError";
-  }
-}
 
 export interface LoadedTrust {
   policy: TrustPolicy;
@@ -28,7 +20,12 @@ export async function loadTrust(
     try {
       return await readText(path);
     } catch (error) {
-      throw new TrustConfigError(`${variable}: cannot read ${path}: ${String(error)}`);
+      const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+      throw configProblem(
+        variable,
+        `cannot read ${path} (${reason})`,
+        `point ${variable} at a readable file, or unset it`,
+      );
     }
   };
   const rootFile = config.ATTESTATION_TRUST_ROOT_PEM_FILE;
@@ -39,8 +36,10 @@ export async function loadTrust(
   try {
     root = new X509Certificate(rootPem);
   } catch {
-    throw new TrustConfigError(
-      `ATTESTATION_TRUST_ROOT_PEM_FILE: ${rootFile} is not a PEM certificate`,
+    throw configProblem(
+      "ATTESTATION_TRUST_ROOT_PEM_FILE",
+      `${rootFile} is not a PEM certificate`,
+      "point it at the PEM root CA that signs the PCK chain (unset: Intel's SGX root CA)",
     );
   }
   let collateral: Collateral | undefined;
@@ -51,8 +50,12 @@ export async function loadTrust(
         await read("ATTESTATION_COLLATERAL_FILE", collateralFile),
       ) as Collateral;
     } catch (error) {
-      if (error instanceof TrustConfigError) throw error;
-      throw new TrustConfigError(`ATTESTATION_COLLATERAL_FILE: ${collateralFile} is not JSON`);
+      if (error instanceof ConfigError) throw error;
+      throw configProblem(
+        "ATTESTATION_COLLATERAL_FILE",
+        `${collateralFile} is not JSON`,
+        "point it at a collateral JSON file (see libs/tdx/README.md), or unset it",
+      );
     }
   }
   return {

@@ -26,7 +26,7 @@ import {
   nodeObservationSubject,
 } from "@zml/contracts";
 import { CostEntrySchema, QualityScoreSchema } from "@zml/routing";
-import { onShutdownSignal } from "@zml/runtime";
+import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import type { z } from "zod";
 import { createAttestationGate } from "./attestation-gate.ts";
@@ -44,6 +44,7 @@ import { createSessionStore } from "./session-store.ts";
 import { createSessionService, createVerifyClient, serveSessions } from "./sessions.ts";
 
 // Tracing is instrumented by hand, so the SDK only has to be up before the first message.
+reportStartupErrors("zml-dispatcher");
 const telemetry = startTelemetry({ serviceName: "zml-dispatcher", env: process.env });
 const config = loadConfig(process.env);
 const log = createLogger({ service: "dispatcher", level: config.LOG_LEVEL });

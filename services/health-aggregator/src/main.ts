@@ -14,7 +14,7 @@ import {
   nodeStateSubject,
 } from "@zml/contracts";
 import { DEFAULT_HEALTH_CONFIG } from "@zml/health";
-import { onShutdownSignal } from "@zml/runtime";
+import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { Agent } from "undici";
 import { createAggregator } from "./aggregator.ts";
@@ -25,6 +25,7 @@ import { createAggregatorMetrics } from "./metrics.ts";
 import { createNodeRegistry } from "./node-registry.ts";
 import { probeNode } from "./probe.ts";
 
+reportStartupErrors("zml-health-aggregator");
 const telemetry = startTelemetry({ serviceName: "zml-health-aggregator", env: process.env });
 const config = loadConfig(process.env);
 const self =

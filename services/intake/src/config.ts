@@ -45,6 +45,12 @@ const ConfigSchema = z
 
 export type IntakeConfig = z.output<typeof ConfigSchema>;
 
+const FIXES = {
+  ZML_ADMIN_TOKEN:
+    "set ZML_ADMIN_TOKEN to a random secret of at least 16 characters (e.g. `openssl rand -hex 24`), or unset it to turn the admin API off",
+  ZML_TLS_KEY_FILE: "set both ZML_TLS_CERT_FILE and ZML_TLS_KEY_FILE to PEM files, or unset both",
+};
+
 export function loadConfig(env: Record<string, string | undefined>): IntakeConfig {
-  return parseConfig(ConfigSchema, env);
+  return parseConfig(ConfigSchema, env, FIXES);
 }

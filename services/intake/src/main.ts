@@ -1,9 +1,8 @@
 // Composition root: the only place that reads the environment, starts telemetry, connects
 // to NATS, wires the intake app and starts serving.
-import { readFileSync } from "node:fs";
 import { connectBus, createReplyMux } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
-import { onShutdownSignal } from "@zml/runtime";
+import { onShutdownSignal, readConfigFile, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startTelemetry } from "@zml/telemetry";
 import { createKvConfigStore } from "./admin/store.ts";
 import { buildApp } from "./app.ts";
@@ -14,13 +13,17 @@ import { createRateLimiter } from "./rate-limit.ts";
 import { watchIntakeState } from "./state.ts";
 
 // Tracing is instrumented by hand, so the SDK only has to be up before the first request.
+reportStartupErrors("zml-intake");
 const telemetry = startTelemetry({ serviceName: "zml-intake", env: process.env });
 const config = loadConfig(process.env);
 const log = createLogger({ service: "intake", level: config.LOG_LEVEL });
 const { registry } = createMetrics({ service: "intake" });
 const tls =
   config.ZML_TLS_CERT_FILE && config.ZML_TLS_KEY_FILE
-    ? { cert: readFileSync(config.ZML_TLS_CERT_FILE), key: readFileSync(config.ZML_TLS_KEY_FILE) }
+    ? {
+        cert: readConfigFile("ZML_TLS_CERT_FILE", config.ZML_TLS_CERT_FILE, "PEM certificate"),
+        key: readConfigFile("ZML_TLS_KEY_FILE", config.ZML_TLS_KEY_FILE, "PEM private key"),
+      }
     : undefined;
 const bus = await connectBus({ servers: config.NATS_URL, name: "zml-intake", log });
 

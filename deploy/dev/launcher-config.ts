@@ -1,0 +1,80 @@
+// The dev launcher's settings: every port it binds can be moved (0 = any free port), so the
+// launcher can run beside another copy of itself, or beside the test suite.
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { parseConfig } from "@zml/runtime";
+import { z } from "zod";
+
+const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+
+const LauncherSchema = z.object({
+  /** Intake's HTTP port (the services read the same variable). */
+  ZML_PORT: port(8080),
+  /** Client port of the nats-server the launcher starts (ignored with NATS_URL). */
+  ZML_NATS_PORT: port(4222),
+  /** Ops ports (/healthz, /readyz, /metrics): the services read the same variables. */
+  DISPATCHER_OPS_PORT: port(9101),
+  AGGREGATOR_OPS_PORT: port(9102),
+  ATTESTATION_OPS_PORT: port(9103),
+  /**
+   * Unset: each simulated node listens on its endpoint's port from the fleet file. A number:
+   * the simulated nodes take consecutive ports from it, 0 any free ones; the endpoints applied
+   * to the fleet follow.
+   */
+  ZML_SIM_PORT_BASE: z.coerce.number().int().min(0).max(65535).optional(),
+  ZML_FLEET_FILE: z.string().min(1).optional(),
+  ZML_DEMO_API_KEY: z.string().min(8, "at least 8 characters").default("zml-demo-key"),
+  // The same rule as intake's: checked here so a bad token fails before anything starts.
+  ZML_ADMIN_TOKEN: z.string().min(16, "at least 16 characters").optional(),
+  NATS_URL: z.string().min(1).optional(),
+  LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("warn"),
+});
+
+const FIXES = {
+  ZML_ADMIN_TOKEN:
+    "set ZML_ADMIN_TOKEN to a random secret of at least 16 characters (e.g. `openssl rand -hex 24`), or unset it and the launcher generates one",
+  ZML_DEMO_API_KEY: "set ZML_DEMO_API_KEY to a key of at least 8 characters, or unset it",
+};
+
+export interface LauncherConfig {
+  ports: {
+    intake: number;
+    nats: number;
+    dispatcherOps: number;
+    aggregatorOps: number;
+    attestationOps: number;
+  };
+  simPortBase: number | undefined;
+  fleetFile: string;
+  apiKey: string;
+  adminToken: string;
+  /** True when the admin token was generated for this run (and must be printed). */
+  adminTokenGenerated: boolean;
+  natsUrl: string | undefined;
+  logLevel: string;
+}
+
+/** Reads the launcher's environment; throws `ConfigError` listing every bad setting. */
+export function loadLauncherConfig(
+  env: Record<string, string | undefined>,
+  root: string,
+): LauncherConfig {
+  const c = parseConfig(LauncherSchema, env, FIXES);
+  return {
+    ports: {
+      intake: c.ZML_PORT,
+      nats: c.ZML_NATS_PORT,
+      dispatcherOps: c.DISPATCHER_OPS_PORT,
+      aggregatorOps: c.AGGREGATOR_OPS_PORT,
+      attestationOps: c.ATTESTATION_OPS_PORT,
+    },
+    simPortBase: c.ZML_SIM_PORT_BASE,
+    fleetFile: c.ZML_FLEET_FILE ?? join(root, "deploy/config/dev-fleet.yaml"),
+    apiKey: c.ZML_DEMO_API_KEY,
+    // A fixed demo token would be a known default; a fresh one per run is printed instead.
+    adminToken: c.ZML_ADMIN_TOKEN ?? `zml-dev-${randomBytes(18).toString("base64url")}`,
+    adminTokenGenerated: c.ZML_ADMIN_TOKEN === undefined,
+    natsUrl: c.NATS_URL,
+    logLevel: c.LOG_LEVEL,
+  };
+}
