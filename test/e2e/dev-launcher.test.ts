@@ -1,9 +1,9 @@
 // The README's run command, run exactly as a newcomer types it: `./deploy/dev/up.sh`, as a
 // child process in its own process group (as a terminal runs a job), on free ports so it can
 // run beside other tests. Ctrl-C is a SIGINT to that group, as the terminal sends it.
-import { spawn, spawnSync } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { mkdtemp, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readFileSync } from "node:fs";
@@ -135,6 +135,43 @@ async function chat(url: string, key: string, body: Record<string, unknown>): Pr
   });
 }
 
+/** The README's fenced code blocks of one language, in order. */
+function readmeBlocks(lang: string): string[] {
+  const readme = readFileSync(join(root, "README.md"), "utf8");
+  return [...readme.matchAll(new RegExp("^```" + lang + "\\n([\\s\\S]*?)^```", "gm"))].map(
+    (m) => m[1]!,
+  );
+}
+
+const README_URL = "http://127.0.0.1:8080";
+
+function run(command: string, args: string[], cwd: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(command, args, { cwd, timeout: 30_000 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`${command} failed: ${String(error)}\n${stdout}${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+async function runReadmeShell(snippet: string, url: string): Promise<string> {
+  return run("bash", ["-c", snippet.replaceAll(README_URL, url)], root);
+}
+
+/** Runs a README TypeScript example as a module inside test/, where its imports resolve. */
+async function runReadmeTs(snippet: string, url: string): Promise<string> {
+  expect(snippet).toContain(README_URL);
+  const dir = join(root, "test", ".tmp");
+  await mkdir(dir, { recursive: true });
+  const file = join(dir, `readme-example-${process.pid}-${Date.now()}.ts`);
+  await writeFile(file, snippet.replaceAll(README_URL, url));
+  try {
+    return await run(process.execPath, [file], dir);
+  } finally {
+    await rm(file, { force: true });
+  }
+}
+
 async function ctrlC(l: Launcher) {
   process.kill(-l.child.pid!, "SIGINT");
   return l.exited;
@@ -167,6 +204,21 @@ describe("the README's run command (./deploy/dev/up.sh)", { timeout: 120_000 }, 
     expect(parseRoutingHeader(streamed.headers.get("x-zml-routing") ?? "").node).toBeTruthy();
     const sse = await streamed.text();
     expect(sse.trimEnd().endsWith("data: [DONE]")).toBe(true);
+
+    // What the README and the launcher tell a newcomer to type, verbatim but for the port.
+    const curl = await runReadmeShell(readmeBlocks("sh")[1]!, url);
+    expect(curl).toMatch(/^HTTP\/1\.1 200/);
+    expect(curl).toMatch(/^x-zml-routing: decision-id=/m);
+    const [openaiExample, sdkExample] = readmeBlocks("ts");
+    const openaiOut = await runReadmeTs(openaiExample!, url);
+    expect(openaiOut).toMatch(/ decision-id="[^"]+", node="/);
+    const sdkOut = await runReadmeTs(sdkExample!, url);
+    expect(sdkOut).toMatch(/ (h100|mi300x)-\w+ 1\n$/);
+    const cli = /fleet CLI\s+(npm run zml -- get nodes --nats \S+)/.exec(l.output())![1]!;
+    const nodes = await runReadmeShell(cli, url);
+    for (const id of ["h100-a", "h100-b", "mi300x-a", "mi300x-b", "a100-tgi"]) {
+      expect(nodes).toContain(id);
+    }
 
     const tree = descendants(l.child.pid!);
     const commands = tree.map(commandOf).join("\n");
