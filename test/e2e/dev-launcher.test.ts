@@ -148,7 +148,7 @@ const README_URL = "http://127.0.0.1:8080";
 function run(command: string, args: string[], cwd: string): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(command, args, { cwd, timeout: 30_000 }, (error, stdout, stderr) => {
-      if (error) reject(new Error(`${command} failed: ${String(error)}\n${stdout}${stderr}`));
+      if (error) reject(new Error(`${command} failed: ${error.message}\n${stdout}${stderr}`));
       else resolve(stdout);
     });
   });
