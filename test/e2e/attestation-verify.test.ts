@@ -1,14 +1,11 @@
 // Tiers 3–4: the attestation service attests simulated TDX nodes end to end — quotes in the
-// real v4 layout fetched over HTTP with a fresh nonce, verified against the trust anchor
+// real v4 layout fetched over TLS with a fresh nonce and bound to the node's TLS key,
+// verified against the trust anchor
 // (the test root, configured only here), results in the `zml_attestations` bucket.
 import { decodeJson } from "@zml/bus";
-import {
-  ATTESTATION_RESULT_ALL,
-  AttestationResultSchema,
-  expectedReportData,
-} from "@zml/contracts";
+import { ATTESTATION_RESULT_ALL, AttestationResultSchema } from "@zml/contracts";
 import type { AttestationResult } from "@zml/contracts";
-import { parseQuote, verifyQuote } from "@zml/tdx";
+import { parseQuote, reportDataFor, verifyQuote } from "@zml/tdx";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MODEL, startStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
@@ -72,17 +69,20 @@ describe("attestation of simulated TDX nodes", () => {
       pck_serial: pki.pck.serial.toLowerCase(),
       measurement: { mrtd: MRTD },
       revocation: null,
+      endpoint: stack.sims.get("tee-good")!.url,
+      // The key the node serves TLS with, made inside its TD.
+      tls_key_sha256: stack.sims.get("tee-good")!.stats().tls_key_sha256,
     });
     expect(r.expires_at).toBeGreaterThan(r.verified_at);
-    // The quote carries the service's nonce and verifies independently.
-    const quote = parseQuote(r.quote_b64!);
-    expect(quote.body.reportdata).toBe(expectedReportData(r.nonce_hex!));
+    // The quote binds the service's nonce and the node's TLS key, and verifies independently.
+    const bound = reportDataFor({ nonce: r.nonce_hex!, tlsKeySha256: r.tls_key_sha256! });
+    expect(parseQuote(r.quote_b64!).body.reportdata).toBe(bound);
     const independent = verifyQuote({
       quote: r.quote_b64!,
       collateral: collateral,
       at: new Date(),
       trustedRootPem: pki.root.pem,
-      policy: { expectedReportData: expectedReportData(r.nonce_hex!) },
+      policy: { expectedReportData: bound },
     });
     expect(independent.ok).toBe(true);
     // Attestation never sends a payload.
@@ -125,7 +125,9 @@ describe("attestation of simulated TDX nodes", () => {
     const nonce = "c0".repeat(32);
     const mine = resultOf(await verifyNode(stack, { node_id: "tee-good", nonce }));
     expect(mine).toMatchObject({ ok: true, nonce_hex: nonce });
-    expect(parseQuote(mine.quote_b64!).body.reportdata).toBe(expectedReportData(nonce));
+    expect(parseQuote(mine.quote_b64!).body.reportdata).toBe(
+      reportDataFor({ nonce, tlsKeySha256: mine.tls_key_sha256! }),
+    );
     expect((await readResult(stack, "tee-good"))?.nonce_hex).not.toBe(nonce); // not cached
   });
 

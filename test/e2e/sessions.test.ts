@@ -3,9 +3,8 @@
 // survive other nodes failing, and end with `session_node_unavailable` (no failover) when
 // that node fails. Plus the independent verification endpoint `GET /v1/attestation/{node}`.
 import { createHash, createPublicKey, randomBytes } from "node:crypto";
-import { expectedReportData } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
-import { parseQuote, verifyQuote } from "@zml/tdx";
+import { parseQuote, reportDataFor, verifyQuote } from "@zml/tdx";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postChat } from "../support/http.ts";
 import { authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
@@ -85,6 +84,7 @@ interface SessionView {
     quote_b64: string;
     nonce_hex: string;
     session_public_key: string;
+    tls_key_sha256: string | null;
     measurement: { mrtd: string };
     verified_at: number;
   };
@@ -108,6 +108,7 @@ interface AttestationAnswer {
   node_id: string;
   quote_b64: string;
   nonce_hex: string;
+  tls_key_sha256: string;
   expected_report_data: string;
   verification: { ok: boolean };
   expires_at: number;
@@ -161,6 +162,10 @@ describe("tier 4 sessions", () => {
       "x25519",
     );
     const binding = createHash("sha256").update(der).digest("hex");
+    // The session's TLS key is the one the node serves, which every request is pinned to.
+    const tlsKeySha256 = s.attestation.tls_key_sha256!;
+    expect(tlsKeySha256).toBe(stack.sims.get(s.node_id)!.stats().tls_key_sha256);
+    const reportData = reportDataFor({ nonce, tlsKeySha256, sessionKeySha256: binding });
     const verification = verifyQuote({
       quote: s.attestation.quote_b64,
       collateral: collateral,
@@ -168,12 +173,12 @@ describe("tier 4 sessions", () => {
       trustedRootPem: pki.root.pem,
       policy: {
         approvedMeasurements: [{ mrtd: MRTD, rtmr3: RTMR3 }],
-        expectedReportData: expectedReportData(nonce, binding),
+        expectedReportData: reportData,
         requireCollateral: true,
       },
     });
     expect(verification.checks.filter((c) => !c.ok)).toEqual([]);
-    expect(verification.fields?.reportdata).toBe(nonce + binding);
+    expect(verification.fields?.reportdata).toBe(reportData);
 
     // Without a client nonce the dispatcher draws one; every session gets its own key.
     const other = await openSession();
@@ -334,7 +339,10 @@ describe("GET /v1/attestation/{node_id}", () => {
       measurement: { mrtd: MRTD, rtmr3: RTMR3 },
     });
     expect(a.expires_at).toBeGreaterThan(Date.now());
-    expect(a.expected_report_data).toBe(expectedReportData(a.nonce_hex));
+    expect(a.tls_key_sha256).toBe(stack.sims.get("t4-a")!.stats().tls_key_sha256);
+    expect(a.expected_report_data).toBe(
+      reportDataFor({ nonce: a.nonce_hex, tlsKeySha256: a.tls_key_sha256 }),
+    );
     const independent = verifyQuote({
       quote: a.quote_b64,
       collateral: collateral,

@@ -29,9 +29,12 @@ export function attestationResultSubject(nodeId: string): string {
 }
 
 /**
- * Path the attestation service fetches a quote from, on the node's `endpoint`:
+ * Path the attestation service fetches a quote from, on the node's `endpoint` (always
+ * `https://`: the quote binds the TLS key the node presents on that very connection):
  * `?nonce=<64 hex>`, plus `&session_key=1` to have the node generate a fresh ephemeral
  * session key and bind it into the quote (tier-4 sessions, see {@link NodeQuoteResponseSchema}).
+ * REPORTDATA layout: `reportDataFor` of `@zml/tdx` (nonce ‖ SHA-256 of the domain, the TLS
+ * key hash and the session key hash).
  */
 export const NODE_QUOTE_PATH = "/attestation/quote";
 /** Nonce length in bytes; it travels as lowercase hex. */
@@ -45,24 +48,6 @@ const Hex48 = z
 /** A 32-byte nonce as lowercase hex. */
 export const NonceHexSchema = z.string().regex(/^[0-9a-f]{64}$/, "32 bytes of lowercase hex");
 
-/**
- * The REPORTDATA a node must put in its quote for `nonceHex`: the nonce (32 bytes) followed
- * by a 32-byte key binding, zero unless given. For a tier-4 session key the binding is the
- * SHA-256 of the key's SPKI DER bytes (the base64-decoded `session_public_key`), so the
- * quote vouches that the key was generated inside the attested TD. 128 lowercase hex
- * characters. Both halves are readable as is, so anyone can check a published quote with
- * Intel's DCAP tooling.
- *
- * @throws TypeError when `nonceHex` or `bindingHex` is not 32 bytes of hex.
- */
-export function expectedReportData(nonceHex: string, bindingHex = "00".repeat(32)): string {
-  if (!/^[0-9a-fA-F]{64}$/.test(nonceHex)) throw new TypeError("nonce must be 32 bytes of hex");
-  if (!/^[0-9a-fA-F]{64}$/.test(bindingHex)) {
-    throw new TypeError("binding must be 32 bytes of hex");
-  }
-  return (nonceHex + bindingHex).toLowerCase();
-}
-
 /** What a node answers with 200 on `GET <endpoint>/attestation/quote?nonce=<hex>`. */
 export const NodeQuoteResponseSchema = z.object({
   /** The raw TDX quote (v4 or v5), base64. */
@@ -75,8 +60,8 @@ export const NodeQuoteResponseSchema = z.object({
   collateral: z.record(z.string(), z.string()).nullish(),
   /**
    * Only when asked with `session_key=1`: a fresh ephemeral X25519 public key, base64 of its
-   * SPKI DER (44 bytes), whose SHA-256 is the quote's REPORTDATA binding (see
-   * {@link expectedReportData}). The private key never leaves the TD.
+   * SPKI DER (44 bytes), whose SHA-256 REPORTDATA binds beside the TLS key (`reportDataFor`
+   * of `@zml/tdx`). The private key never leaves the TD.
    */
   session_public_key: z.string().min(1).max(1024).optional(),
 });
@@ -127,14 +112,16 @@ export const ATTESTATION_FAILURES = {
    * in SPKI DER form.
    */
   sessionKey: "session_key",
+  /** A tier 3/4 endpoint that is not `https://`: there is no channel to bind. */
+  tlsRequired: "tls_required",
 } as const;
 
 /**
  * The outcome of one attestation of a tier 3/4 node: KV value in `zml_attestations` (key:
- * node id) and payload of `zml.attestation.result.<node>`. Cached per (node, measurement):
- * a node that comes back with another measurement gets a new result, never the old one's
- * freshness. Never trust it past `expires_at`, and check revocations too: use
- * {@link attestationVerdict}.
+ * node id) and payload of `zml.attestation.result.<node>`. Valid only for (node id,
+ * `endpoint`, `tls_key_sha256`, `measurement`): a node with another endpoint, TLS key or
+ * measurement is not covered by it. Never trust it past `expires_at`, and check revocations
+ * and the endpoint too: use {@link attestationVerdict}.
  */
 export const AttestationResultSchema = z.object({
   type: z.literal("attestation.result.v1"),
@@ -177,6 +164,21 @@ export const AttestationResultSchema = z.object({
    * written before this field existed parse with null.
    */
   session_public_key: z.string().nullable().default(null),
+  /**
+   * The endpoint the quote was fetched from: the result holds for this endpoint only. Null
+   * in results written before channel binding (never usable).
+   */
+  endpoint: z.string().nullable().default(null),
+  /**
+   * SHA-256 (lowercase hex) of the SPKI DER of the TLS key the node presented on the quote
+   * connection, which REPORTDATA binds; dispatchers pin it on every connection. Null when no
+   * TLS connection was made (never usable).
+   */
+  tls_key_sha256: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .nullable()
+    .default(null),
 });
 export type AttestationResult = z.output<typeof AttestationResultSchema>;
 
@@ -275,6 +277,9 @@ export const ATTESTATION_UNUSABLE_REASONS = [
   "failed",
   "expired",
   "model_not_approved",
+  "endpoint_changed",
+  "unbound",
+  "key_mismatch",
 ] as const;
 export type AttestationUnusableReason = (typeof ATTESTATION_UNUSABLE_REASONS)[number];
 
@@ -285,15 +290,18 @@ export type AttestationVerdict =
  * Whether a node's latest result lets a payload through, from memory only: the result
  * exists, no revocation in `revocations` applies (checked here too, so a revocation takes
  * effect the moment the consumer's watch delivers it, before the attestation service
- * republishes), it passed, it has not expired at `now` (epoch ms), and, when `model` is
- * given, an approved measurement for that model matched. Fail closed: anything missing is
- * unusable. Pass e.g. `revocationsKvMap.map.values()`.
+ * republishes), it passed, it has not expired at `now` (epoch ms), it binds a TLS key, it
+ * was made at the node's current `endpoint` (when `node` is given: an endpoint change
+ * withdraws it at once), and, when `model` is given, an approved measurement for that model
+ * matched. Fail closed: anything missing is unusable. Pass e.g.
+ * `revocationsKvMap.map.values()`.
  */
 export function attestationVerdict(
   result: AttestationResult | undefined,
   revocations: Iterable<Revocation>,
   now: number,
   model?: string,
+  node?: { endpoint: string },
 ): AttestationVerdict {
   if (result === undefined) {
     return { usable: false, reason: "not_attested", detail: "no attestation result" };
@@ -319,6 +327,16 @@ export function attestationVerdict(
       detail: `expired at ${new Date(result.expires_at).toISOString()}`,
     };
   }
+  if (result.tls_key_sha256 === null) {
+    return { usable: false, reason: "unbound", detail: "the attestation binds no TLS key" };
+  }
+  if (node !== undefined && result.endpoint !== node.endpoint) {
+    return {
+      usable: false,
+      reason: "endpoint_changed",
+      detail: "the node's endpoint changed since it was attested",
+    };
+  }
   if (model !== undefined && !result.approved_models.includes(model)) {
     return {
       usable: false,
@@ -335,6 +353,7 @@ export function isAttestationUsable(
   revocations: Iterable<Revocation>,
   now: number,
   model?: string,
+  node?: { endpoint: string },
 ): boolean {
-  return attestationVerdict(result, revocations, now, model).usable;
+  return attestationVerdict(result, revocations, now, model, node).usable;
 }

@@ -124,7 +124,6 @@ export {
   ATTESTATION_UNUSABLE_REASONS,
   NODE_QUOTE_PATH,
   attestationResultSubject,
-  expectedReportData,
   isTeeTier,
   revocationMatches,
   findRevocation,

@@ -46,10 +46,16 @@ export const SessionAttestationSchema = z.object({
   /** The nonce in REPORTDATA's first 32 bytes. */
   nonce_hex: NonceHexSchema,
   /**
-   * The node's ephemeral X25519 public key, base64 SPKI DER; REPORTDATA's last 32 bytes are
-   * SHA-256 of these DER bytes.
+   * The node's ephemeral X25519 public key, base64 SPKI DER. REPORTDATA binds SHA-256 of
+   * these DER bytes together with `tls_key_sha256` (`reportDataFor` of `@zml/tdx`).
    */
   session_public_key: z.string(),
+  /** SHA-256 of the SPKI DER of the TLS key the node attested with (and dispatchers pin). */
+  tls_key_sha256: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .nullable()
+    .default(null),
   measurement: TdMeasurementSchema,
   tcb_status: z.string().nullable(),
   /** Epoch ms. */

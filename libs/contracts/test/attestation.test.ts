@@ -5,7 +5,6 @@ import {
   AttestationVerifyReplySchema,
   AttestationVerifyRequestSchema,
   attestationVerdict,
-  expectedReportData,
   findRevocation,
   InvalidSubjectTokenError,
   isAttestationUsable,
@@ -43,6 +42,8 @@ const result: AttestationResult = AttestationResultSchema.parse({
   nonce_hex: "11".repeat(32),
   checks: [{ name: "pck_chain", ok: true, detail: "pinned" }],
   revocation: null,
+  endpoint: "https://tee-a.example:8443",
+  tls_key_sha256: "c0".repeat(32),
 });
 
 const revoke = (fields: Record<string, string>): Revocation =>
@@ -52,15 +53,6 @@ describe("attestation contract", () => {
   it("builds per-node result subjects and refuses wildcards", () => {
     expect(attestationResultSubject("tee-a")).toBe("zml.attestation.result.tee-a");
     expect(() => attestationResultSubject("a.*")).toThrow(InvalidSubjectTokenError);
-  });
-
-  it("lays out REPORTDATA as nonce then binding", () => {
-    expect(expectedReportData("AB".repeat(32))).toBe("ab".repeat(32) + "00".repeat(32));
-    expect(expectedReportData("ab".repeat(32), "cd".repeat(32))).toBe(
-      "ab".repeat(32) + "cd".repeat(32),
-    );
-    expect(() => expectedReportData("ab")).toThrow(TypeError);
-    expect(() => expectedReportData("ab".repeat(32), "zz")).toThrow(TypeError);
   });
 
   it("knows the attested tiers", () => {
@@ -123,5 +115,24 @@ describe("attestation contract", () => {
       reason: "model_not_approved",
     });
     expect(isAttestationUsable(result, new Map<string, Revocation>().values(), NOW)).toBe(true);
+  });
+
+  it("holds only for the endpoint it was made at, and only with a bound TLS key", () => {
+    const here = { endpoint: "https://tee-a.example:8443" };
+    expect(attestationVerdict(result, [], NOW, "m", here)).toEqual({ usable: true });
+    expect(
+      attestationVerdict(result, [], NOW, "m", { endpoint: "https://elsewhere.example:8443" }),
+    ).toMatchObject({ usable: false, reason: "endpoint_changed" });
+    expect(attestationVerdict({ ...result, tls_key_sha256: null }, [], NOW)).toMatchObject({
+      usable: false,
+      reason: "unbound",
+    });
+    // Results written before channel binding parse, and are never usable.
+    const legacy: Partial<AttestationResult> = { ...result };
+    delete legacy.endpoint;
+    delete legacy.tls_key_sha256;
+    const parsed = AttestationResultSchema.parse(legacy);
+    expect(parsed.tls_key_sha256).toBeNull();
+    expect(attestationVerdict(parsed, [], NOW, "m").usable).toBe(false);
   });
 });

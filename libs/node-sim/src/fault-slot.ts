@@ -2,9 +2,10 @@ import type { SimFault } from "./types.ts";
 
 /**
  * Where a fault acts: on every received inference payload (`request`, before validation), on
- * valid requests while generating (`generation`), or on health checks (`health`).
+ * valid requests while generating (`generation`), on health checks (`health`), on quote
+ * requests (`quote`), or on the TLS server the moment it is set (`tls`, never held).
  */
-export type FaultStage = "request" | "generation" | "health";
+export type FaultStage = "request" | "generation" | "health" | "quote" | "tls";
 
 const STAGE_OF: Record<SimFault["kind"], FaultStage> = {
   status: "request",
@@ -15,6 +16,8 @@ const STAGE_OF: Record<SimFault["kind"], FaultStage> = {
   stall_stream: "generation",
   malformed_chunk: "generation",
   health_fail: "health",
+  relay: "quote",
+  key_swap: "tls",
 };
 
 /** Holds the one active fault and counts down its `times`. */
@@ -36,7 +39,7 @@ export function createFaultSlot(): FaultSlot {
     take(stage) {
       const active = fault;
       if (active === null || STAGE_OF[active.kind] !== stage) return null;
-      if (active.times !== undefined) {
+      if ("times" in active && active.times !== undefined) {
         fault = active.times > 1 ? { ...active, times: active.times - 1 } : null;
       }
       return active;

@@ -1,8 +1,10 @@
 import { createHash, randomUUID } from "node:crypto";
 import { NODE_QUOTE_PATH } from "@zml/contracts";
 import { once } from "node:events";
-import { createServer } from "node:http";
+import { createServer, get as createHttpGet } from "node:http";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import { createServer as createHttpsServer, get as httpsGet } from "node:https";
+import type { Socket } from "node:net";
 import { createConcurrencyGate } from "./concurrency-gate.ts";
 import { createFaultSlot } from "./fault-slot.ts";
 import { asGenerationFault, runGeneration } from "./generation.ts";
@@ -12,6 +14,8 @@ import { errorBodyJson, parseInferenceRequest } from "./openai-request.ts";
 import type { InferenceKind } from "./openai-request.ts";
 import { readBody } from "./read-body.ts";
 import { checkTeeOptions, createTeeQuoter, nonceOf, wantsSessionKey } from "./tee.ts";
+import { createTlsIdentity } from "./tls-identity.ts";
+import type { TlsIdentity } from "./tls-identity.ts";
 import { SIM_FLAVOURS } from "./types.ts";
 import type {
   SimFault,
@@ -143,6 +147,12 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   });
 
   const quoter = options.tee === undefined ? undefined : createTeeQuoter(options.tee);
+  // In TEE mode this key is made inside the TD; the quotes bind it even after a key swap.
+  const tdIdentity =
+    options.tee !== undefined || options.tls === true ? createTlsIdentity(nodeId) : undefined;
+  let served: TlsIdentity | undefined = tdIdentity;
+  const keyOfSocket = new WeakMap<Socket, string>();
+  const payloadsByKey: Record<string, number> = {};
   const faults = createFaultSlot();
   const gate = createConcurrencyGate(config.maxConcurrency);
   const metrics = createSimMetrics(flavour, options.models[0] ?? "", instanceId);
@@ -183,6 +193,9 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       completed,
       last_request: last === null ? null : lastSummary,
       ...(quoter === undefined ? {} : { quotes_served: quoter.served }),
+      ...(served === undefined
+        ? {}
+        : { tls_key_sha256: served.keySha256, payloads_by_tls_key: { ...payloadsByKey } }),
     };
   }
 
@@ -216,6 +229,8 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       return;
     }
     payloadsReceived += 1;
+    const key = keyOfSocket.get(req.socket);
+    if (key !== undefined) payloadsByKey[key] = (payloadsByKey[key] ?? 0) + 1;
     last = { path, headers: req.headers, body: read.body };
     lastSummary = null;
     inFlight += 1;
@@ -311,8 +326,8 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       if (!body.ok) return;
       try {
         const fault = parseSimFault(body.value);
-        faults.set(fault);
-        sendJson(res, 200, JSON.stringify({ fault }));
+        setFault(fault);
+        sendJson(res, 200, JSON.stringify({ fault: faults.current() }));
       } catch (error) {
         if (!(error instanceof SimInputError)) throw error;
         sendControlError(res, error);
@@ -341,8 +356,12 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   }
 
   function handleQuote(req: IncomingMessage, res: ServerResponse): void {
-    if (quoter === undefined) return sendJson(res, 404, '{"detail":"Not Found"}');
     if (req.method !== "GET") return methodNotAllowed(res);
+    const fault = faults.take("quote");
+    if (fault?.kind === "relay") return relayQuote(req, res, fault.target);
+    if (quoter === undefined || tdIdentity === undefined) {
+      return sendJson(res, 404, '{"detail":"Not Found"}');
+    }
     const nonce = nonceOf(req.url ?? "/");
     if (nonce === undefined) {
       const body = {
@@ -355,8 +374,31 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       };
       return sendJson(res, 400, JSON.stringify(body));
     }
-    const answer = quoter.quote(nonce, { sessionKey: wantsSessionKey(req.url ?? "/") });
+    const answer = quoter.quote(nonce, {
+      tlsKeySha256: tdIdentity.keySha256,
+      sessionKey: wantsSessionKey(req.url ?? "/"),
+    });
     sendJson(res, 200, JSON.stringify(answer), { "cache-control": "no-store" });
+  }
+
+  /** The `relay` fault: the target's answer to the same quote request, passed off as ours. */
+  function relayQuote(req: IncomingMessage, res: ServerResponse, target: string): void {
+    const url = new URL(req.url ?? "/", target.replace(/\/+$/, "") + "/");
+    url.pathname = new URL(target).pathname.replace(/\/+$/, "") + NODE_QUOTE_PATH;
+    const onAnswer = (upstream: IncomingMessage) => {
+      const chunks: Buffer[] = [];
+      upstream.on("data", (chunk: Buffer) => chunks.push(chunk));
+      upstream.on("end", () =>
+        sendJson(res, upstream.statusCode ?? 502, Buffer.concat(chunks).toString("utf8")),
+      );
+      upstream.on("error", () => res.destroy());
+    };
+    // The relay takes any certificate: it is the attacker here, not the verifier.
+    const request =
+      url.protocol === "https:"
+        ? httpsGet(url, { rejectUnauthorized: false }, onAnswer)
+        : createHttpGet(url, onAnswer);
+    request.on("error", () => sendJson(res, 502, '{"detail":"relay target unreachable"}'));
   }
 
   function methodNotAllowed(res: ServerResponse): void {
@@ -405,15 +447,49 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       sendJson(res, 500, errorBodyJson({ status: 500, message: "simulator error", param: null }));
   }
 
-  const server = createServer({ noDelay: true }, (req, res) => {
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
     res.setHeader("x-sim-node", nodeId);
+    // A connection from before a key swap ends after this answer.
+    const key = keyOfSocket.get(req.socket);
+    if (key !== undefined && key !== served?.keySha256) res.setHeader("connection", "close");
     try {
       const pending = route(req, res);
       if (pending !== undefined) pending.catch(() => failed(res));
     } catch {
       failed(res);
     }
-  });
+  };
+  const server =
+    served === undefined
+      ? createServer({ noDelay: true }, handler)
+      : createHttpsServer({ noDelay: true, key: served.keyPem, cert: served.certPem }, handler);
+  if (served !== undefined) {
+    server.on("secureConnection", (socket: Socket) => {
+      if (served) keyOfSocket.set(socket, served.keySha256);
+    });
+  }
+
+  /**
+   * The `key_swap` fault: a key from outside the TD from now on. Idle connections are dropped
+   * at once, busy ones after their answer.
+   */
+  function swapKey(): void {
+    if (served === undefined || !("setSecureContext" in server)) {
+      throw new SimInputError(
+        "invalid_fault",
+        "fault.kind: key_swap needs a TLS node",
+        "fault.kind",
+      );
+    }
+    served = createTlsIdentity(nodeId);
+    server.setSecureContext({ key: served.keyPem, cert: served.certPem });
+    server.closeIdleConnections();
+  }
+
+  function setFault(fault: SimFault | null): void {
+    if (fault?.kind === "key_swap") swapKey();
+    else faults.set(fault);
+  }
 
   server.listen(options.port ?? 0, options.host ?? "127.0.0.1");
   await once(server, "listening");
@@ -423,7 +499,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   }
   const port = address.port;
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
-  const url = `http://${host}:${port}`;
+  const url = `${served === undefined ? "http" : "https"}://${host}:${port}`;
 
   let closed: Promise<void> | undefined;
   function close(): Promise<void> {
@@ -444,7 +520,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     stats,
     fault: () => faults.current(),
     setFault(fault) {
-      faults.set(fault === null ? null : parseSimFault(fault));
+      setFault(fault === null ? null : parseSimFault(fault));
     },
     configure,
     resetStats,

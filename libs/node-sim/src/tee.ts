@@ -1,8 +1,9 @@
 // Tier 3/4 mode: answers quote requests like a TD's attestation agent would, with quotes in
 // the real v4 layout signed through a test PCK chain.
-import { createHash, generateKeyPairSync } from "node:crypto";
-import { expectedReportData, NonceHexSchema } from "@zml/contracts";
+import { generateKeyPairSync } from "node:crypto";
+import { NonceHexSchema } from "@zml/contracts";
 import type { NodeQuoteResponse } from "@zml/contracts";
+import { reportDataFor, spkiSha256 } from "@zml/tdx";
 import { buildTestQuoteV4 } from "@zml/tdx/testing";
 import type { SimTeeOptions } from "./types.ts";
 import { SimInputError } from "./validate.ts";
@@ -34,12 +35,15 @@ export function checkTeeOptions(tee: SimTeeOptions): void {
 /** A TEE node's quote source: one quote per nonce, or the first one forever when replaying. */
 export interface TeeQuoter {
   /**
-   * A quote for the nonce. With `sessionKey`, a fresh ephemeral X25519 key pair is made and
-   * its public key (SPKI DER, base64) is served with the quote and bound into REPORTDATA
-   * (SHA-256 of the DER); the private key is dropped, as the simulator serves no encrypted
-   * channel.
+   * A quote for the nonce whose REPORTDATA binds the TD's TLS key (`tlsKeySha256`). With
+   * `sessionKey`, a fresh ephemeral X25519 key pair is made and its public key (SPKI DER,
+   * base64) is served with the quote and bound too; the private key is dropped, as the
+   * simulator serves no encrypted channel.
    */
-  quote(nonceHex: string, options?: { sessionKey?: boolean }): NodeQuoteResponse;
+  quote(
+    nonceHex: string,
+    options: { tlsKeySha256: string; sessionKey?: boolean },
+  ): NodeQuoteResponse;
   readonly served: number;
 }
 
@@ -59,15 +63,18 @@ export function createTeeQuoter(tee: SimTeeOptions): TeeQuoter {
     if (value !== undefined) measurements[field] = value.toLowerCase();
   }
   return {
-    quote(nonceHex, options = {}) {
+    quote(nonceHex, options) {
       served += 1;
       if (tee.replayQuote && first) return first;
       const sessionKey = options.sessionKey === true ? ephemeralSessionKey() : undefined;
-      const binding = sessionKey && createHash("sha256").update(sessionKey).digest("hex");
       const quote = buildTestQuoteV4({
         mrtd: measurements["mrtd"] ?? "",
         ...measurements,
-        reportData: expectedReportData(nonceHex, binding),
+        reportData: reportDataFor({
+          nonce: nonceHex,
+          tlsKeySha256: options.tlsKeySha256,
+          sessionKeySha256: sessionKey && spkiSha256(sessionKey),
+        }),
         debug: tee.debug === true,
         attestationKey,
         pckChainPem: tee.signer.pckChainPem,

@@ -24,6 +24,12 @@ export const SIM_FLAVOURS: readonly SimFlavour[] = ["vllm", "tgi"];
  *   normally. A non-streamed request gets a 200 whose body is not JSON.
  * - `health_fail`: `GET /health` answers 503; inference is unaffected. `times` counts health
  *   checks.
+ * - `relay` (TLS nodes): quote requests are forwarded to `target`'s quote endpoint and its
+ *   answer served as this node's: a non-TEE server passing off a real TD's quotes. `times`
+ *   counts quote requests.
+ * - `key_swap` (TEE nodes): acts once, at once, and clears itself: the node's TLS server
+ *   switches to a new key made outside the TD and drops its connections, while its quotes
+ *   keep binding the TD's own key (a host that swapped the TLS terminator).
  *
  * `times` counts only requests the fault acts on: `status`, `reset` and `hang` act on every
  * inference payload received; the others only on requests that passed validation.
@@ -36,7 +42,9 @@ export type SimFault =
   | { kind: "cut_stream"; afterChunks: number; times?: number }
   | { kind: "stall_stream"; afterChunks: number; times?: number }
   | { kind: "malformed_chunk"; afterChunks: number; times?: number }
-  | { kind: "health_fail"; times?: number };
+  | { kind: "health_fail"; times?: number }
+  | { kind: "relay"; target: string; times?: number }
+  | { kind: "key_swap" };
 
 /** The fault kinds, in the order the README documents them. */
 export type SimFaultKind = SimFault["kind"];
@@ -79,6 +87,12 @@ export interface SimStats {
   last_request: SimLastRequest | null;
   /** TEE mode only: quotes served on `GET /attestation/quote`. */
   quotes_served?: number;
+  /**
+   * TLS nodes only: SHA-256 (hex) of the SPKI DER of the key the server presents now, and
+   * the inference payloads received per such key hash.
+   */
+  tls_key_sha256?: string;
+  payloads_by_tls_key?: Record<string, number>;
 }
 
 /** The test PCK that signs a TEE node's quotes, e.g. from `createTestPki()` of `@zml/tdx/testing`. */
@@ -92,10 +106,11 @@ export interface SimTeeSigner {
 }
 
 /**
- * Tier 3/4 mode: the node serves TDX quotes v4 in the real layout on
- * `GET /attestation/quote?nonce=<64 hex>`, signed through a test certificate chain (never
- * Intel's), with REPORTDATA = nonce ‖ 32 zero bytes; with `&session_key=1`, a fresh
- * ephemeral X25519 public key is served too and REPORTDATA = nonce ‖ SHA-256(its SPKI DER).
+ * Tier 3/4 mode: the node serves HTTPS with a TLS key made inside the (simulated) TD, and
+ * TDX quotes v4 in the real layout on `GET /attestation/quote?nonce=<64 hex>`, signed
+ * through a test certificate chain (never Intel's), whose REPORTDATA binds the nonce and the
+ * TLS key (`reportDataFor` of `@zml/tdx`); with `&session_key=1`, a fresh ephemeral X25519
+ * public key is served too and bound beside the TLS key.
  */
 export interface SimTeeOptions {
   signer: SimTeeSigner;
@@ -133,13 +148,18 @@ export interface SimNodeOptions {
   completionTokens?: number;
   /** Default: a random UUID, so a restarted node at the same port can be told apart. */
   instanceId?: string;
-  /** Tier 3/4 mode: serve TDX quotes (see {@link SimTeeOptions}). */
+  /** Tier 3/4 mode: serve HTTPS and TDX quotes (see {@link SimTeeOptions}). */
   tee?: SimTeeOptions;
+  /**
+   * Serve HTTPS with a fresh self-signed key (always on in TEE mode). Clients must not
+   * expect the certificate to chain to a CA.
+   */
+  tls?: boolean;
 }
 
 /** A running simulated node. */
 export interface SimNode {
-  /** Base URL, e.g. `http://127.0.0.1:41234`, without a trailing slash. */
+  /** Base URL, e.g. `http://127.0.0.1:41234` (`https://` for TLS nodes), no trailing slash. */
   readonly url: string;
   readonly port: number;
   readonly nodeId: string;

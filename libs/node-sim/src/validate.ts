@@ -95,6 +95,8 @@ const FAULT_FIELDS = {
   stall_stream: ["kind", "afterChunks", "times"],
   malformed_chunk: ["kind", "afterChunks", "times"],
   health_fail: ["kind", "times"],
+  relay: ["kind", "target", "times"],
+  key_swap: ["kind"],
 } as const satisfies Record<SimFault["kind"], readonly string[]>;
 
 /** Fault kinds accepted by {@link parseSimFault}. */
@@ -145,7 +147,31 @@ export function parseSimFault(input: unknown): SimFault {
     case "hang":
     case "health_fail":
       return withTimes({ kind });
+    case "relay":
+      return withTimes({ kind, target: readHttpUrl(c, p, input, "target") });
+    case "key_swap":
+      return { kind };
   }
+}
+
+function readHttpUrl(
+  code: Code,
+  prefix: string,
+  input: Record<string, unknown>,
+  key: string,
+): string {
+  const value = input[key];
+  const field = `${prefix}.${key}`;
+  let url: URL | undefined;
+  try {
+    url = typeof value === "string" ? new URL(value) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
+    throw new SimInputError(code, `${field}: expected an http(s) URL`, field);
+  }
+  return value as string;
 }
 
 const CONFIG_RULES = {

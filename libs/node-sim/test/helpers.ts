@@ -1,4 +1,8 @@
+import { X509Certificate } from "node:crypto";
+import { request } from "node:https";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { TLSSocket } from "node:tls";
+import { spkiSha256 } from "@zml/tdx";
 
 /** Polls `probe` until `accept` holds, failing with the last value after `timeoutMs`. */
 export async function waitFor<T>(
@@ -120,4 +124,36 @@ export async function readJson<T>(res: Response): Promise<T> {
 /** Parses the JSON `data:` payloads of a stream, `[DONE]` excluded. */
 export function chunksOf(data: string[]): Chunk[] {
   return data.filter((d) => d !== "[DONE]").map((d) => JSON.parse(d) as Chunk);
+}
+
+/**
+ * A request to a TLS sim node, which presents a self-signed certificate: any certificate is
+ * taken, and the SHA-256 of the key it carried is returned with the answer.
+ */
+export async function tlsRequest(
+  url: string,
+  init: { method?: string; body?: string } = {},
+): Promise<{ status: number; text: string; peerKeySha256: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        method: init.method ?? "GET",
+        rejectUnauthorized: false,
+        agent: false,
+        headers: init.body === undefined ? {} : { "content-type": "application/json" },
+      },
+      (res) => {
+        const peer = (res.socket as TLSSocket).getPeerCertificate();
+        const peerKeySha256 = spkiSha256(new X509Certificate(peer.raw).publicKey);
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => (text += chunk));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text, peerKeySha256 }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(init.body);
+  });
 }

@@ -24,7 +24,15 @@ describe("parseSimFault", () => {
       expect(parseSimFault({ kind, afterChunks: 0 })).toEqual({ kind, afterChunks: 0 });
     }
     expect(parseSimFault({ kind: "health_fail" })).toEqual({ kind: "health_fail" });
-    expect(SIM_FAULT_KINDS).toHaveLength(8);
+    expect(parseSimFault({ kind: "relay", target: "https://127.0.0.1:1", times: 2 })).toEqual({
+      kind: "relay",
+      target: "https://127.0.0.1:1",
+      times: 2,
+    });
+    expect(parseSimFault({ kind: "key_swap" })).toEqual({ kind: "key_swap" });
+    expect(() => parseSimFault({ kind: "key_swap", times: 1 })).toThrow(/fault.times/);
+    expect(() => parseSimFault({ kind: "relay", target: "nope" })).toThrow(/fault.target/);
+    expect(SIM_FAULT_KINDS).toHaveLength(10);
   });
 
   it("rejects bad input with the offending field", () => {

@@ -3,6 +3,7 @@ import { X509Certificate } from "node:crypto";
 import { parseArgs } from "node:util";
 import type { Collateral } from "./collateral.ts";
 import { INTEL_SGX_ROOT_CA_PEM } from "./intel-root-ca.ts";
+import { certificateKeySha256, reportDataFor, spkiSha256 } from "./report-data.ts";
 import { verifyQuote, type VerificationResult } from "./verify.ts";
 
 /** What the command may touch; `now` defaults to the wall clock. */
@@ -13,13 +14,18 @@ export interface VerifyQuoteCommandIo {
   now?: () => Date;
 }
 
-const USAGE = `usage: zml verify-quote <quote-file> [--collateral <json>] [--at <ISO time>] [--root <pem>] [--json]
+const USAGE = `usage: zml verify-quote <quote-file> [--collateral <json>] [--at <ISO time>] [--root <pem>]
+         [--nonce <hex> (--tls-key-sha256 <hex> | --tls-cert <pem>) [--session-key <base64>]] [--json]
 
-  <quote-file>         TDX quote v4/v5: binary, hex or base64
-  --collateral <json>  Intel collateral, dcap-qvl QuoteCollateralV3 JSON (TCB status, CRLs)
-  --at <ISO time>      verification time (default: now)
-  --root <pem>         trust anchor (default: the pinned Intel SGX Root CA)
-  --json               print the result as JSON
+  <quote-file>            TDX quote v4/v5: binary, hex or base64
+  --collateral <json>     Intel collateral, dcap-qvl QuoteCollateralV3 JSON (TCB status, CRLs)
+  --at <ISO time>         verification time (default: now)
+  --root <pem>            trust anchor (default: the pinned Intel SGX Root CA)
+  --nonce <hex>           the verifier's nonce (32 bytes): check REPORTDATA's channel binding
+  --tls-key-sha256 <hex>  SHA-256 of the node's TLS public key (SPKI DER) it must bind
+  --tls-cert <pem>        or the node's TLS certificate, whose key it must bind
+  --session-key <base64>  a tier-4 session public key (SPKI DER, base64) it must bind too
+  --json                  print the result as JSON
 
 exit status: 0 verified, 1 not verified, 2 usage error
 `;
@@ -49,6 +55,7 @@ export function runVerifyQuoteCommand(argv: string[], io: VerifyQuoteCommandIo):
         parsed.collateral === undefined ? undefined : readCollateral(io, parsed.collateral),
       at: parsed.at ?? io.now?.() ?? new Date(),
       trustedRootPem: parsed.root === undefined ? INTEL_SGX_ROOT_CA_PEM : readRoot(io, parsed.root),
+      policy: reportDataPolicy(io, parsed),
     });
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
@@ -65,6 +72,10 @@ interface CommandArgs {
   at: Date | undefined;
   root: string | undefined;
   json: boolean;
+  nonce: string | undefined;
+  tlsKeySha256: string | undefined;
+  tlsCert: string | undefined;
+  sessionKey: string | undefined;
 }
 
 function parseCommandArgs(args: string[]): CommandArgs | "help" {
@@ -79,6 +90,10 @@ function parseCommandArgs(args: string[]): CommandArgs | "help" {
         collateral: { type: "string" },
         at: { type: "string" },
         root: { type: "string" },
+        nonce: { type: "string" },
+        "tls-key-sha256": { type: "string" },
+        "tls-cert": { type: "string" },
+        "session-key": { type: "string" },
         json: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
@@ -101,6 +116,53 @@ function parseCommandArgs(args: string[]): CommandArgs | "help" {
     at,
     root: values.root,
     json: values.json,
+    nonce: values.nonce,
+    tlsKeySha256: values["tls-key-sha256"],
+    tlsCert: values["tls-cert"],
+    sessionKey: values["session-key"],
+  };
+}
+
+const HEX32 = /^[0-9a-fA-F]{64}$/;
+
+/** The expected REPORTDATA of the binding flags (see `reportDataFor`), or no policy without them. */
+function reportDataPolicy(
+  io: VerifyQuoteCommandIo,
+  args: CommandArgs,
+): { expectedReportData: string } | undefined {
+  const { nonce, tlsKeySha256, tlsCert, sessionKey } = args;
+  if (nonce === undefined) {
+    if (tlsKeySha256 !== undefined || tlsCert !== undefined || sessionKey !== undefined) {
+      throw new UsageError("--tls-key-sha256, --tls-cert and --session-key need --nonce");
+    }
+    return undefined;
+  }
+  if (!HEX32.test(nonce)) throw new UsageError("--nonce must be 32 bytes of hex");
+  if ((tlsKeySha256 === undefined) === (tlsCert === undefined)) {
+    throw new UsageError("--nonce needs exactly one of --tls-key-sha256 and --tls-cert");
+  }
+  let tlsKey = tlsKeySha256;
+  if (tlsKey !== undefined && !HEX32.test(tlsKey)) {
+    throw new UsageError("--tls-key-sha256 must be 32 bytes of hex");
+  }
+  if (tlsCert !== undefined) {
+    try {
+      tlsKey = certificateKeySha256(Buffer.from(read(io, tlsCert, "TLS certificate")).toString());
+    } catch (err) {
+      if (err instanceof UsageError) throw err;
+      throw new UsageError(`TLS certificate ${tlsCert} is not a PEM certificate`);
+    }
+  }
+  let sessionKeySha256: string | undefined;
+  if (sessionKey !== undefined) {
+    const der = Buffer.from(sessionKey, "base64");
+    if (der.length === 0 || der.toString("base64") !== sessionKey) {
+      throw new UsageError("--session-key must be canonical base64 of the key's SPKI DER");
+    }
+    sessionKeySha256 = spkiSha256(der);
+  }
+  return {
+    expectedReportData: reportDataFor({ nonce, tlsKeySha256: tlsKey!, sessionKeySha256 }),
   };
 }
 

@@ -1,22 +1,14 @@
 // One attestation of one node: fetch a quote for a nonce, then judge it. Fails closed: every
 // error becomes an `ok: false` result with a reason.
 import { ATTESTATION_FAILURES } from "@zml/contracts";
-import type {
-  ApprovedMeasurement,
-  AttestationResult,
-  NodeQuoteResponse,
-  Revocation,
-} from "@zml/contracts";
+import type { ApprovedMeasurement, AttestationResult, Revocation } from "@zml/contracts";
 import { evaluateQuote, failedResult } from "./evaluate.ts";
 import type { TeeNode, TrustPolicy } from "./evaluate.ts";
-import type { QuoteRequestOptions } from "./quote-fetch.ts";
+import { QuoteFetchError } from "./quote-fetch.ts";
+import type { FetchedQuote, QuoteRequestOptions } from "./quote-fetch.ts";
 
 export interface AttestorDeps {
-  fetchQuote(
-    node: TeeNode,
-    nonceHex: string,
-    options: QuoteRequestOptions,
-  ): Promise<NodeQuoteResponse>;
+  fetchQuote(node: TeeNode, nonceHex: string, options: QuoteRequestOptions): Promise<FetchedQuote>;
   /** Current approved measurements and revocation list (in-memory KV mirrors). */
   approved(): Iterable<ApprovedMeasurement>;
   revocations(): Iterable<Revocation>;
@@ -36,24 +28,21 @@ export type Attest = (
 
 export function createAttestor(deps: AttestorDeps): Attest {
   return async (node, nonceHex, options = {}) => {
-    let quote: NodeQuoteResponse;
+    let fetched: FetchedQuote;
     try {
-      quote = await deps.fetchQuote(node, nonceHex, options);
+      fetched = await deps.fetchQuote(node, nonceHex, options);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      return failedResult(
-        node,
-        deps.now(),
-        ATTESTATION_FAILURES.quoteUnavailable,
-        reason,
-        nonceHex,
-      );
+      const code =
+        error instanceof QuoteFetchError ? error.code : ATTESTATION_FAILURES.quoteUnavailable;
+      return failedResult(node, deps.now(), code, reason, nonceHex);
     }
     // Revocations and approvals are read after the fetch, so a change that landed while the
     // quote was on its way is already applied.
     return evaluateQuote({
       node,
-      quote,
+      quote: fetched.answer,
+      tlsKeySha256: fetched.tlsKeySha256,
       nonceHex,
       sessionKey: options.sessionKey === true,
       approved: deps.approved(),

@@ -1,7 +1,7 @@
 // The attestation decision: a pure function of the node, its quote, the approved
 // measurements, the revocation list, the trust policy and the time. No I/O.
-import { createHash, createPublicKey } from "node:crypto";
-import { ATTESTATION_FAILURES, expectedReportData, findRevocation } from "@zml/contracts";
+import { createPublicKey } from "node:crypto";
+import { ATTESTATION_FAILURES, findRevocation } from "@zml/contracts";
 import type {
   ApprovedMeasurement,
   AttestationResult,
@@ -10,7 +10,7 @@ import type {
   TdMeasurement,
   TeeTier,
 } from "@zml/contracts";
-import { MEASUREMENT_FIELDS, verifyQuote } from "@zml/tdx";
+import { MEASUREMENT_FIELDS, reportDataFor, spkiSha256, verifyQuote } from "@zml/tdx";
 import type {
   Collateral,
   MeasurementField,
@@ -40,6 +40,8 @@ export interface TrustPolicy {
 export interface EvaluateInput {
   node: TeeNode;
   quote: NodeQuoteResponse;
+  /** SHA-256 of the TLS key the node presented on the connection that served the quote. */
+  tlsKeySha256: string;
   nonceHex: string;
   /** The node was asked for a session key: it must serve one and bind it into REPORTDATA. */
   sessionKey?: boolean;
@@ -52,7 +54,7 @@ export interface EvaluateInput {
 
 /** A result with nothing verified: the node failed before or outside quote verification. */
 export function failedResult(
-  node: Pick<TeeNode, "id" | "tier">,
+  node: Pick<TeeNode, "id" | "tier" | "endpoint">,
   now: number,
   reasonCode: string,
   reason: string,
@@ -78,6 +80,8 @@ export function failedResult(
     checks: [],
     revocation: null,
     session_public_key: null,
+    endpoint: node.endpoint,
+    tls_key_sha256: null,
   };
 }
 
@@ -95,7 +99,7 @@ export function sessionKeyBinding(publicKeyB64: string): string | undefined {
   } catch {
     return undefined;
   }
-  return createHash("sha256").update(der).digest("hex");
+  return spkiSha256(der);
 }
 
 /** The result marked revoked by `revocation`; unusable from `now` on. */
@@ -146,8 +150,9 @@ function measurementOf(fields: QuoteFields): TdMeasurement {
 
 /**
  * Verifies a node's quote: chain to the pinned root, signatures, collateral (TCB status,
- * CRLs), not a debug TD, REPORTDATA = the nonce's {@link expectedReportData} (with the
- * session key's binding when one was asked for), measurement approved for at least one of
+ * CRLs), not a debug TD, REPORTDATA = `reportDataFor` the nonce, the TLS key the node
+ * presented and the session key when one was asked for (so a relay that forwards another
+ * TD's quote fails `report_data`), measurement approved for at least one of
  * the node's models at its tier, and no matching revocation. A passed result expires at
  * min(now + TTL, the earliest certificate or collateral expiry). Never throws: a verifier
  * error is an `internal_error` result (fail closed).
@@ -177,7 +182,11 @@ export function evaluateQuote(input: EvaluateInput): AttestationResult {
         acceptableTcbStatuses: policy.acceptableTcbStatuses,
         allowDebug: false,
         approvedMeasurements: [...byModel.values()].flat(),
-        expectedReportData: expectedReportData(nonceHex, binding),
+        expectedReportData: reportDataFor({
+          nonce: nonceHex,
+          tlsKeySha256: input.tlsKeySha256,
+          sessionKeySha256: binding,
+        }),
         requireCollateral: policy.requireCollateral,
       },
     });
@@ -211,6 +220,9 @@ export function evaluateQuote(input: EvaluateInput): AttestationResult {
     checks: verification.checks.map(({ name, ok, detail }) => ({ name, ok, detail })),
     revocation: null,
     session_public_key: sessionKey ?? null,
+    endpoint: node.endpoint,
+    // Only a verified binding makes the key one to pin.
+    tls_key_sha256: verification.ok ? input.tlsKeySha256 : null,
   };
   const revocation = findRevocation(input.revocations, result);
   return revocation ? revokedResult(result, revocation, now) : result;

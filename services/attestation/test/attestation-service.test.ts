@@ -10,7 +10,7 @@ import { MODEL, MRTD, NOW, revocation } from "./fixtures.ts";
 const TTL = 60_000;
 const RETRY = 5_000;
 
-function spec(id: string, tier = 3, endpoint = `http://${id}.test:8000`): NodeSpec {
+function spec(id: string, tier = 3, endpoint = `https://${id}.test:8000`): NodeSpec {
   return NodeSpecSchema.parse({
     id,
     endpoint,
@@ -38,6 +38,7 @@ function okResult(node: TeeNode, now: number, nonce: string, mrtd = MRTD): Attes
     pck_serial: "0abc",
     fmspc: "30606a000000",
     expires_at: now + TTL,
+    tls_key_sha256: "7e".repeat(32),
   });
 }
 

@@ -1,12 +1,13 @@
 import { createHash, generateKeyPairSync } from "node:crypto";
 import type { KeyObject } from "node:crypto";
-import { AttestationResultSchema, attestationVerdict, expectedReportData } from "@zml/contracts";
+import { AttestationResultSchema, attestationVerdict } from "@zml/contracts";
 import { INTEL_SGX_ROOT_CA_PEM } from "@zml/tdx";
 import { describe, expect, it } from "vitest";
 import { evaluateQuote, sessionKeyBinding } from "../src/evaluate.ts";
 import type { EvaluateInput } from "../src/evaluate.ts";
 import {
   approved,
+  boundReportData,
   COLLATERAL_NEXT_UPDATE,
   collateral,
   MODEL,
@@ -20,12 +21,14 @@ import {
   quote,
   revocation,
   RTMR3,
+  TLS_KEY,
 } from "./fixtures.ts";
 
 function evaluate(extra: Partial<EvaluateInput> = {}) {
   const result = evaluateQuote({
     node,
     quote: quote(),
+    tlsKeySha256: TLS_KEY,
     nonceHex: NONCE,
     approved: [approved()],
     revocations: [],
@@ -53,6 +56,8 @@ describe("evaluateQuote", () => {
       verified_at: NOW,
       nonce_hex: NONCE,
       revocation: null,
+      endpoint: node.endpoint,
+      tls_key_sha256: TLS_KEY,
     });
     expect(r.checks.every((c) => c.ok)).toBe(true);
     expect(r.checks.map((c) => c.name)).toEqual(
@@ -76,7 +81,17 @@ describe("evaluateQuote", () => {
     ["a debug TD", { quote: quote({ debug: true }) }, "td_debug"],
     [
       "a replayed quote (another nonce in REPORTDATA)",
-      { quote: quote({ reportData: expectedReportData("11".repeat(32)) }) },
+      { quote: quote({ reportData: boundReportData("11".repeat(32)) }) },
+      "report_data",
+    ],
+    [
+      "a relayed quote (bound to another TLS key than the one presented)",
+      { tlsKeySha256: "99".repeat(32) },
+      "report_data",
+    ],
+    [
+      "a quote bound to the nonce only (no TLS key)",
+      { quote: quote({ reportData: NONCE + "00".repeat(32) }) },
       "report_data",
     ],
     ["a quote without collateral", { quote: quote({}, false) }, "collateral_required"],
@@ -95,6 +110,7 @@ describe("evaluateQuote", () => {
     expect(r.reason).toMatch(new RegExp(`^${code}: `));
     expect(r.expires_at).toBe(NOW);
     expect(r.approved_models).toEqual([]);
+    expect(r.tls_key_sha256).toBeNull();
     expect(attestationVerdict(r, [], NOW, MODEL)).toMatchObject({
       usable: false,
       reason: "failed",
@@ -137,7 +153,7 @@ describe("evaluateQuote", () => {
     const b64 = key.toString("base64");
     const binding = createHash("sha256").update(key).digest("hex");
     const bound = () => ({
-      ...quote({ reportData: expectedReportData(NONCE, binding) }),
+      ...quote({ reportData: boundReportData(NONCE, binding) }),
       session_public_key: b64,
     });
 

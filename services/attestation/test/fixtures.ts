@@ -1,5 +1,6 @@
 // Synthetic TEE material shared by the tests: a test PKI, collateral and quotes.
-import { ApprovedMeasurementSchema, expectedReportData, RevocationSchema } from "@zml/contracts";
+import { ApprovedMeasurementSchema, RevocationSchema } from "@zml/contracts";
+import { reportDataFor } from "@zml/tdx";
 import type { ApprovedMeasurement, NodeQuoteResponse, Revocation } from "@zml/contracts";
 import { buildTestQuoteV4, createTestCollateral, createTestPki } from "@zml/tdx/testing";
 import type { TestQuoteOptions } from "@zml/tdx/testing";
@@ -19,11 +20,18 @@ export const RTMR3 = "b3".repeat(48);
 export const OTHER_MRTD = "c4".repeat(48);
 export const NONCE = "5a".repeat(32);
 export const MODEL = "llama-3.1-8b-instruct";
+/** The TLS key hash the test node presents (any 32 bytes: evaluation compares hashes only). */
+export const TLS_KEY = "7e".repeat(32);
+
+/** REPORTDATA for the nonce (default {@link NONCE}) and {@link TLS_KEY}, plus a session key. */
+export function boundReportData(nonce = NONCE, sessionKeySha256?: string): string {
+  return reportDataFor({ nonce, tlsKeySha256: TLS_KEY, sessionKeySha256 });
+}
 
 export const node: TeeNode = {
   id: "tee-a",
   tier: 3,
-  endpoint: "http://127.0.0.1:1",
+  endpoint: "https://127.0.0.1:1",
   models: [MODEL, "other-model"],
 };
 
@@ -61,7 +69,7 @@ export function quote(
   const bytes = buildTestQuoteV4({
     mrtd: MRTD,
     rtmr3: RTMR3,
-    reportData: expectedReportData(NONCE),
+    reportData: boundReportData(),
     pckChainPem: pki.pckChainPem,
     pckKey: pki.pck.key,
     ...extra,

@@ -1,8 +1,11 @@
+import { generateKeyPairSync } from "node:crypto";
 import { once } from "node:events";
-import { createServer } from "node:http";
 import type { RequestListener } from "node:http";
+import { createServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { startSimNode } from "@zml/node-sim";
+import { spkiSha256 } from "@zml/tdx";
+import { createSelfSignedCertificate } from "@zml/tdx/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { fetchNodeQuote, QuoteFetchError, quoteUrl } from "../src/quote-fetch.ts";
 import { collateral, MRTD, NONCE, pki } from "./fixtures.ts";
@@ -12,19 +15,25 @@ afterEach(async () => {
   await Promise.all(closers.splice(0).map((close) => close()));
 });
 
+const serverKey = generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey;
+const serverCert = createSelfSignedCertificate(serverKey, "test-server");
+
 async function serve(handler: RequestListener): Promise<string> {
-  const server = createServer(handler);
+  const server = createServer(
+    { key: serverKey.export({ type: "pkcs8", format: "pem" }), cert: serverCert.pem },
+    handler,
+  );
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
   closers.push(async () => {
     server.closeAllConnections();
     await new Promise((r) => server.close(r));
   });
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 describe("fetchNodeQuote", () => {
-  it("gets a quote and collateral from a TEE node for the nonce", async () => {
+  it("gets a quote and collateral from a TEE node over TLS, with the key it presented", async () => {
     const node = await startSimNode({
       nodeId: "tee-a",
       flavour: "vllm",
@@ -36,7 +45,8 @@ describe("fetchNodeQuote", () => {
       },
     });
     closers.push(() => node.close());
-    const answer = await fetchNodeQuote(`${node.url}/`, NONCE, 5_000);
+    const { answer, tlsKeySha256 } = await fetchNodeQuote(`${node.url}/`, NONCE, 5_000);
+    expect(tlsKeySha256).toBe(node.stats().tls_key_sha256);
     expect(answer.collateral).toEqual({ ...collateral });
     expect(Buffer.from(answer.quote_b64, "base64").includes(Buffer.from(NONCE, "hex"))).toBe(true);
     expect(node.stats()).toMatchObject({ quotes_served: 1, payloads_received: 0 });
@@ -57,8 +67,10 @@ describe("fetchNodeQuote", () => {
       tee: { signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key }, mrtd: MRTD },
     });
     closers.push(() => node.close());
-    expect((await fetchNodeQuote(node.url, NONCE, 5_000)).session_public_key).toBeUndefined();
-    const answer = await fetchNodeQuote(node.url, NONCE, 5_000, { sessionKey: true });
+    expect(
+      (await fetchNodeQuote(node.url, NONCE, 5_000)).answer.session_public_key,
+    ).toBeUndefined();
+    const { answer } = await fetchNodeQuote(node.url, NONCE, 5_000, { sessionKey: true });
     expect(Buffer.from(answer.session_public_key!, "base64")).toHaveLength(44);
   });
 
@@ -82,6 +94,16 @@ describe("fetchNodeQuote", () => {
       expect((error as Error).message).toMatch(message);
     },
   );
+
+  it("reports the key of any server certificate, chained or not", async () => {
+    const url = await serve((_req, res) => res.end(JSON.stringify({ quote_b64: "AAAA" })));
+    expect((await fetchNodeQuote(url, NONCE, 2_000)).tlsKeySha256).toBe(spkiSha256(serverKey));
+  });
+
+  it("refuses an endpoint that is not https:// without connecting", async () => {
+    const error = await fetchNodeQuote("http://127.0.0.1:1", NONCE, 2_000).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "tls_required", retryable: false });
+  });
 
   it("fails on a refused connection", async () => {
     const url = await serve(() => undefined);

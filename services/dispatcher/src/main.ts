@@ -82,11 +82,22 @@ const routing = createRoutingState({
 for (const config of [nodes, models, policies, costs, quality]) {
   config.onChange(() => routing.configChanged());
 }
-// Tier 3/4: attested-until follows results and revocations from memory; expiry is checked
-// by the routing core on every decision.
+// Tier 3/4: attested-until follows results, revocations and endpoints from memory; expiry
+// is checked by the routing core on every decision. A node caught with another TLS key is
+// attested afresh.
+const verify = createVerifyClient(bus);
 const attestation = createAttestationGate(
   { nodes: nodes.map, results: attestations.map, revocations: revocations.map },
   routing,
+  {
+    clock: Date.now,
+    reattest: (nodeId) => {
+      log.warn({ node: nodeId }, "TLS key differs from the attested one; re-attesting");
+      verify({ type: "attestation.verify.v1", node_id: nodeId, fresh: true }, 10_000).catch(
+        (err: unknown) => log.warn({ node: nodeId, err: String(err) }, "re-attestation failed"),
+      );
+    },
+  },
 );
 attestation.refresh(Date.now());
 for (const source of [attestations, revocations, nodes]) {
@@ -99,6 +110,7 @@ states.onChange((key, state) => {
 const pools = createNodePools({
   connections: config.DISPATCH_POOL_CONNECTIONS,
   connectTimeoutMs: config.DISPATCH_CONNECT_TIMEOUT_MS,
+  pins: attestation,
 });
 const cancellations = createCancellations();
 const observations = createObservationBatcher({
@@ -133,8 +145,9 @@ const sessionSubs = serveSessions(
     ...executeDeps,
     accounts: accounts.map,
     revocations: revocations.map,
+    results: attestations.map,
     store: sessions,
-    verify: createVerifyClient(bus),
+    verify,
     newNonce: () => randomBytes(ATTESTATION_NONCE_BYTES).toString("hex"),
     newSessionId: () => `ses-${randomBytes(16).toString("hex")}`,
   }),

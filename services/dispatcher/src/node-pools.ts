@@ -1,10 +1,23 @@
+import { isTeeTier } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import { Pool } from "undici";
+import { pinnedConnector } from "./pinned-connector.ts";
+
+/** Where tier 3/4 pools learn the attested TLS key to pin, and report one that differs. */
+export interface TlsPins {
+  /**
+   * SHA-256 of the TLS key the node's usable attestation binds, for this spec's endpoint;
+   * undefined when there is none (every connection is then refused).
+   */
+  pinFor(node: NodeSpec): string | undefined;
+  onMismatch(nodeId: string, seen: string | null): void;
+}
 
 /**
- * Keep-alive connection pools, one per node, replaced when a node's endpoint or capacity
- * changes. A pool holds at least as many connections as the node takes requests at once:
- * a smaller pool would queue admitted requests inside the client, invisible to routing.
+ * Keep-alive connection pools, one per node, replaced when a node's endpoint, capacity or
+ * (tier 3/4) pinned TLS key changes, so no connection made under an old key is reused. A
+ * pool holds at least as many connections as the node takes requests at once: a smaller
+ * pool would queue admitted requests inside the client, invisible to routing.
  */
 export interface NodePools {
   get(node: NodeSpec): Pool;
@@ -17,21 +30,38 @@ export function createNodePools(options: {
   /** Floor on connections per node. */
   connections: number;
   connectTimeoutMs: number;
+  pins: TlsPins;
 }): NodePools {
-  const pools = new Map<string, { endpoint: string; size: number; pool: Pool }>();
+  const pools = new Map<string, { endpoint: string; size: number; pin: string; pool: Pool }>();
   const basePaths = new Map<string, string>();
   return {
     get(node) {
       const size = Math.max(options.connections, node.max_concurrency);
+      const tee = isTeeTier(node.tier);
+      const pin = tee ? (options.pins.pinFor(node) ?? "none") : "";
       const existing = pools.get(node.id);
-      if (existing?.endpoint === node.endpoint && existing.size === size) return existing.pool;
+      if (existing?.endpoint === node.endpoint && existing.size === size && existing.pin === pin) {
+        return existing.pool;
+      }
       if (existing) void existing.pool.close();
+      const connect = tee
+        ? pinnedConnector({
+            nodeId: node.id,
+            // Checked again at each connect: the attestation may have changed since.
+            pin: () => {
+              const now = options.pins.pinFor(node);
+              return now === pin ? now : undefined;
+            },
+            onMismatch: (nodeId, seen) => options.pins.onMismatch(nodeId, seen),
+            timeoutMs: options.connectTimeoutMs,
+          })
+        : { timeout: options.connectTimeoutMs };
       const pool = new Pool(new URL(node.endpoint).origin, {
         connections: size,
-        connect: { timeout: options.connectTimeoutMs },
+        connect,
         keepAliveTimeout: 30_000,
       });
-      pools.set(node.id, { endpoint: node.endpoint, size, pool });
+      pools.set(node.id, { endpoint: node.endpoint, size, pin, pool });
       return pool;
     },
     pathFor(node, clientPath) {

@@ -23,6 +23,7 @@ import {
 } from "@zml/contracts";
 import type {
   AccountSpec,
+  AttestationResult,
   AttestationVerifyReply,
   AttestationVerifyRequest,
   NodeState,
@@ -57,6 +58,8 @@ export interface SessionServiceDeps {
   accounts: ReadonlyMap<string, AccountSpec>;
   states: ReadonlyMap<string, NodeState>;
   revocations: ReadonlyMap<string, Revocation>;
+  /** Latest background attestation results, whose TLS key the dispatch pins. */
+  results: ReadonlyMap<string, AttestationResult>;
   store: SessionStore;
   verify: VerifyAttestation;
   log: Logger;
@@ -214,7 +217,7 @@ function pickNode(
  * unrevoked quote whose measurement is approved for the model; else why not.
  */
 function sessionAttestation(
-  deps: Pick<SessionServiceDeps, "revocations" | "clock">,
+  deps: Pick<SessionServiceDeps, "revocations" | "clock" | "results">,
   reply: AttestationVerifyReply,
   nonce: string,
   model: string,
@@ -228,12 +231,19 @@ function sessionAttestation(
   if (r.session_public_key === null || r.quote_b64 === null || r.measurement === null) {
     return refuse("the result carries no session key");
   }
+  // The session's requests travel on connections pinned to the background attestation's
+  // key; a session attested under another key could not be reached by them.
+  const pinned = deps.results.get(r.node_id)?.tls_key_sha256 ?? null;
+  if (r.tls_key_sha256 === null || r.tls_key_sha256 !== pinned) {
+    return refuse("the session was attested under another TLS key than the pinned one");
+  }
   return {
     ok: true,
     attestation: {
       quote_b64: r.quote_b64,
       nonce_hex: nonce,
       session_public_key: r.session_public_key,
+      tls_key_sha256: r.tls_key_sha256,
       measurement: r.measurement,
       tcb_status: r.tcb_status,
       verified_at: r.verified_at,

@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { connectBus, openKv, publishJson, subscribeJson, watchKvIntoMap } from "@zml/bus";
 import {
+  isTeeTier,
   KV_BUCKETS,
   NODE_OBSERVATION_ALL,
   NodeObservationBatchSchema,
@@ -39,6 +40,14 @@ const log = createLogger({ service: "health-aggregator", level: config.LOG_LEVEL
 const { registry } = createMetrics({ service: "health-aggregator" });
 const bus = await connectBus({ servers: config.NATS_URL, name: "zml-health-aggregator", log });
 const agent = new Agent({ keepAliveTimeout: config.POLL_INTERVAL_MS * 2, connections: 4 });
+// Tier 3/4 nodes present a TLS key their quote vouches for, not a CA-issued certificate.
+// Health polls carry no payload, so they need not pin it (the dispatcher does); they only
+// must not refuse the certificate.
+const teeAgent = new Agent({
+  keepAliveTimeout: config.POLL_INTERVAL_MS * 2,
+  connections: 4,
+  connect: { rejectUnauthorized: false },
+});
 const healthConfig = {
   ...DEFAULT_HEALTH_CONFIG,
   isolationBaseMs: config.ISOLATION_BASE_MS,
@@ -53,7 +62,8 @@ const snapshots = await watchKvIntoMap(stateKv, { schema: NodeStateSchema, log }
 const aggregator = createAggregator({
   self,
   table: createNodeRegistry(healthConfig, config.HEARTBEAT_MS),
-  probe: (node) => probeNode(agent, node, config.PROBE_TIMEOUT_MS),
+  probe: (node) =>
+    probeNode(isTeeTier(node.tier) ? teeAgent : agent, node, config.PROBE_TIMEOUT_MS),
   snapshot: (nodeId) => snapshots.map.get(nodeId),
   publish: (state) => {
     stateKv
@@ -138,6 +148,7 @@ onShutdownSignal(log, async () => {
   await observations.drain();
   await bus.drain();
   await agent.close();
+  await teeAgent.close();
   await ops.close();
   await telemetry.shutdown();
 });

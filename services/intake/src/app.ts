@@ -7,6 +7,7 @@ import type { Logger } from "@zml/telemetry";
 import Fastify, { LogController } from "fastify";
 import type { Registry } from "prom-client";
 import type { ConfigStore } from "./admin/store.ts";
+import type { AllowlistFeed } from "./allowlist-feed.ts";
 import { createAdminAuthenticator } from "./auth.ts";
 import type { Authenticator } from "./auth.ts";
 import { bodyDeadline } from "./body-deadline.ts";
@@ -16,6 +17,7 @@ import { createIntakeMetrics } from "./metrics.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import type { RateLimiter } from "./rate-limit.ts";
 import { adminRoutes } from "./routes/admin.ts";
+import { allowlistRoutes } from "./routes/allowlist.ts";
 import { attestationRoutes } from "./routes/attestation.ts";
 import { inferenceRoutes } from "./routes/inference.ts";
 import { jobRoutes } from "./routes/jobs.ts";
@@ -35,6 +37,8 @@ export interface IntakeDeps {
   policies: ReadonlyMap<string, PolicySpec>;
   /** The admin API's store; the admin API is off (404) without `ZML_ADMIN_TOKEN`. */
   configStore: ConfigStore;
+  /** Nodes, attestation results and revocations, for the public allowlist. */
+  allowlist: Pick<AllowlistFeed, "sources" | "onChange">;
   registry: Registry;
   log: Logger;
   config: Pick<
@@ -143,6 +147,7 @@ export async function buildApp(deps: IntakeDeps) {
   );
   await app.register(sessionRoutes(deps));
   await app.register(attestationRoutes(deps));
+  await app.register(allowlistRoutes({ feed: deps.allowlist, clock: deps.clock }));
   await app.register(jobRoutes(deps));
   if (config.ZML_ADMIN_TOKEN !== undefined) {
     await app.register(

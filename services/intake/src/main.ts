@@ -5,6 +5,7 @@ import { ZmlError } from "@zml/contracts";
 import { onShutdownSignal, readConfigFile, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startTelemetry } from "@zml/telemetry";
 import { createKvConfigStore } from "./admin/store.ts";
+import { watchAllowlistFeed } from "./allowlist-feed.ts";
 import { buildApp } from "./app.ts";
 import { createAuthenticator } from "./auth.ts";
 import { loadConfig } from "./config.ts";
@@ -31,6 +32,7 @@ const keyStore = createKeyStoreStatus(config.ZML_KEY_STORE_MAX_STALE_MS);
 const auth = createAuthenticator(keyStore);
 const rateLimiter = createRateLimiter();
 const state = await watchIntakeState(bus, log, { auth, keyStore, rateLimiter, clock: Date.now });
+const allowlist = await watchAllowlistFeed(bus, log);
 
 const mux = createReplyMux(bus.nc);
 // In-flight requests fail at once with a clear error instead of waiting for their timeout.
@@ -47,6 +49,7 @@ const app = await buildApp({
   models: state.models.map,
   policies: state.policies.map,
   configStore: createKvConfigStore(bus),
+  allowlist,
   registry,
   log,
   config,
@@ -68,6 +71,7 @@ onShutdownSignal(log, async () => {
   await app.close();
   mux.close();
   state.stop();
+  allowlist.stop();
   await bus.drain();
   await telemetry.shutdown();
 });

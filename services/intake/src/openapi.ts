@@ -15,6 +15,7 @@ import {
 } from "@zml/contracts";
 import { z } from "zod";
 import { ADMIN_RESOURCES } from "./admin/resources.ts";
+import { AllowlistSchema } from "./allowlist.ts";
 import { JobBodySchema } from "./routes/jobs.ts";
 import { ModelListSchema } from "./routes/models.ts";
 import { SessionBodySchema } from "./routes/sessions.ts";
@@ -46,6 +47,7 @@ const COMPONENTS: Record<string, z.ZodType> = {
   QualityScore: QualityScoreSchema,
   ApprovedMeasurement: ApprovedMeasurementSchema,
   Revocation: RevocationSchema,
+  Allowlist: AllowlistSchema,
 };
 
 /** Admin resource kind → its component. */
@@ -209,6 +211,23 @@ function trustAndBatchPaths(): Record<string, object> {
         summary: "End a session (its owner only)",
         security: [{ apiKey: [] }],
         responses: { "204": { description: "Ended" }, ...errors(401, 404, 503) },
+      },
+    },
+    "/v1/attestation": {
+      get: {
+        summary: "The public allowlist of tier 3–4 nodes and their attestation status",
+        description:
+          "No credentials. Every tier 3–4 node: id, tier, models, family, attested " +
+          "measurement, TCB status, TLS key hash, attested-at, valid-until and status " +
+          "(attested, expired, revoked with its reason, failing). With " +
+          "`Accept: text/event-stream`, a stream of `allowlist` events, one per change. " +
+          "Rendered live for people at `/allowlist`.",
+        responses: {
+          "200": {
+            description: "The allowlist",
+            content: { ...json(ref("Allowlist")), "text/event-stream": {} },
+          },
+        },
       },
     },
     "/v1/attestation/{node_id}": {

@@ -7,6 +7,7 @@ import { startNatsServer } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { createLogger, createMetrics } from "@zml/telemetry";
 import { createKvConfigStore } from "../src/admin/store.ts";
+import { watchAllowlistFeed } from "../src/allowlist-feed.ts";
 import { buildApp } from "../src/app.ts";
 import type { IntakeDeps } from "../src/app.ts";
 import { createAuthenticator } from "../src/auth.ts";
@@ -81,6 +82,7 @@ export async function startIntake(
     rateLimiter,
     clock: Date.now,
   });
+  const allowlist = await watchAllowlistFeed(bus, quietLog);
   const mux = createReplyMux(bus.nc);
   const app = await buildApp({
     bus,
@@ -90,6 +92,7 @@ export async function startIntake(
     models: state.models.map,
     policies: state.policies.map,
     configStore: createKvConfigStore(bus),
+    allowlist,
     registry: createMetrics({ service: "intake-test" }).registry,
     log: createLogger({ service: "intake-test", level: "silent" }),
     config: {
@@ -117,6 +120,7 @@ export async function startIntake(
       await app.close();
       mux.close();
       state.stop();
+      allowlist.stop();
       await bus.drain();
       if (!options.nats) await nats.stop();
     },

@@ -2,7 +2,12 @@
 // production code; nothing here chains to Intel's root.
 export { buildTestQuoteV4 } from "./test-quote.ts";
 export type { TestQuoteOptions } from "./test-quote.ts";
-export { createTestPki, createTestCollateral, createTestCrl } from "./test-ca.ts";
+export {
+  createTestPki,
+  createTestCollateral,
+  createTestCrl,
+  createSelfSignedCertificate,
+} from "./test-ca.ts";
 export type {
   TestPki,
   TestCert,

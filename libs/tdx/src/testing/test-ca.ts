@@ -175,6 +175,22 @@ export function createTestPki(options: TestPkiOptions = {}): TestPki {
   return { root, platformCa, pck, tcbSigning, pckChainPem: pck.pem + platformCa.pem + root.pem };
 }
 
+/**
+ * A self-signed certificate for `key` (P-256), e.g. a simulated TD's TLS certificate: the
+ * quote, not a CA, vouches for such a key, so nothing needs to chain. Valid 2020 → 2049.
+ */
+export function createSelfSignedCertificate(key: KeyObject, commonName: string): TestCert {
+  return issue({
+    cn: commonName,
+    issuerCn: commonName,
+    issuerKey: key,
+    key,
+    ca: false,
+    notBefore: new Date("2020-01-01T00:00:00Z"),
+    notAfter: new Date("2049-12-31T23:59:59Z"),
+  });
+}
+
 /** A DER CRL by `issuer` listing `revokedSerials` (hex), valid thisUpdate → nextUpdate. */
 export function createTestCrl(
   issuerCn: string,

@@ -3,11 +3,11 @@ import {
   ATTESTATION_VERIFY_SUBJECT,
   AttestationVerifyReplySchema,
   AttestationVerifyRequestSchema,
-  expectedReportData,
   NODE_ID_PATTERN,
   ZmlError,
 } from "@zml/contracts";
 import type { AttestationResult } from "@zml/contracts";
+import { reportDataFor } from "@zml/tdx";
 import type { FastifyInstance } from "fastify";
 import { admit } from "../admit.ts";
 import type { Authenticator } from "../auth.ts";
@@ -33,7 +33,15 @@ export interface AttestationView {
   /** The raw TDX quote, base64. */
   quote_b64: string | null;
   nonce_hex: string | null;
-  /** The REPORTDATA the quote must carry: the nonce, then 32 zero bytes. */
+  /**
+   * SHA-256 of the SPKI DER of the TLS key the node presented to the attestation service
+   * (and every dispatcher pins); null when the quote did not bind one.
+   */
+  tls_key_sha256: string | null;
+  /**
+   * The REPORTDATA the quote must carry (`reportDataFor` of `@zml/tdx`): the nonce, then
+   * SHA-256 of the layout's domain, the TLS key hash and 32 zero bytes (no session key).
+   */
   expected_report_data: string | null;
   verification: Pick<AttestationResult, "ok" | "reason_code" | "reason" | "checks"> &
     Pick<AttestationResult, "tcb_status" | "advisory_ids" | "revocation">;
@@ -106,7 +114,11 @@ function present(r: AttestationResult): AttestationView {
     tier: r.tier,
     quote_b64: r.quote_b64,
     nonce_hex: r.nonce_hex,
-    expected_report_data: r.nonce_hex === null ? null : expectedReportData(r.nonce_hex),
+    tls_key_sha256: r.tls_key_sha256,
+    expected_report_data:
+      r.nonce_hex === null || r.tls_key_sha256 === null
+        ? null
+        : reportDataFor({ nonce: r.nonce_hex, tlsKeySha256: r.tls_key_sha256 }),
     verification: {
       ok: r.ok,
       reason_code: r.reason_code,
