@@ -33,8 +33,11 @@ export interface StackOptions {
   allowedTiers?: number[];
   /** Dispatcher replicas to start (default 1); extra ones are named `dispatcher-2`, …. */
   dispatchers?: number;
-  /** Runs after the fleet is applied and before the services start, e.g. to fill KV buckets. */
-  seed?: (bus: Bus) => Promise<void>;
+  /**
+   * Runs after the fleet is applied and before the services start, e.g. to fill KV buckets
+   * or set a simulated node's fault.
+   */
+  seed?: (bus: Bus, sims: ReadonlyMap<string, SimNode>) => Promise<void>;
 }
 
 export interface Stack {
@@ -143,7 +146,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1", ZML_ADMIN_TOKEN: ADMIN_TOKEN },
       ],
     ];
-    await options.seed?.(bus);
+    await options.seed?.(bus, sims);
     const startService = async (name: string) => {
       const extra = specs.find(([n]) => n === name)?.[1];
       if (extra === undefined) throw new Error(`no service ${name}`);
