@@ -15,6 +15,18 @@ if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ] &&
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nats-server >/dev/null
 fi
 
+# Debian's Chromium, for the allowlist page's browser test (playwright-core drives it; no
+# browser is ever downloaded by npm).
+if [ ! -x /usr/bin/chromium ]; then
+  echo "› installing chromium (Debian package)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "chromium is missing and this user cannot install packages; install 'chromium'" >&2
+    exit 1
+  fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
 if ! command -v npm >/dev/null 2>&1; then
   echo "npm is missing: install Node.js (any version ≥ 20; the project brings its own Node 24)" >&2
   exit 1
