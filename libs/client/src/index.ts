@@ -9,6 +9,12 @@ export type {
   JobView,
 } from "./client.ts";
 export { ZmlApiError, ZmlConnectionError } from "./errors.ts";
+export { verifyNodeAttestation, fetchTlsKeySha256 } from "./attestation.ts";
+export type {
+  NodeAttestation,
+  VerifyAttestationOptions,
+  AttestationCheckResult,
+} from "./attestation.ts";
 export { parseSse } from "./sse.ts";
 export type { SseEvent } from "./sse.ts";
 export type {
