@@ -1,8 +1,9 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { INTEL_SGX_ROOT_CA_PEM, parseQuote, runVerifyQuoteCommand } from "../src/index.ts";
+import { INTEL_SGX_ROOT_CA_PEM, parseQuote } from "../src/index.ts";
 import { expectedFor, fixture } from "./fixtures.ts";
+import { runCommand } from "./run-command.ts";
 
 const FILES: Record<string, Uint8Array> = {
   "phala.bin": fixture("v4-dcap-qvl-phala.bin"),
@@ -26,19 +27,7 @@ function run(
   argv: string[],
   now = "2025-07-01T00:00:00Z",
 ): { code: number; stdout: string; stderr: string } {
-  let stdout = "";
-  let stderr = "";
-  const code = runVerifyQuoteCommand(argv, {
-    stdout: (s) => (stdout += s),
-    stderr: (s) => (stderr += s),
-    readFile: (path) => {
-      const file = FILES[path];
-      if (!file) throw new Error(`ENOENT: ${path}`);
-      return file;
-    },
-    now: () => new Date(now),
-  });
-  return { code, stdout, stderr };
+  return runCommand(FILES, argv, now);
 }
 
 describe("zml verify-quote", () => {

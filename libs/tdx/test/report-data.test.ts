@@ -4,7 +4,6 @@ import {
   certificateKeySha256,
   REPORT_DATA_DOMAIN,
   reportDataFor,
-  runVerifyQuoteCommand,
   spkiSha256,
 } from "../src/index.ts";
 import {
@@ -12,6 +11,7 @@ import {
   createSelfSignedCertificate,
   createTestPki,
 } from "../src/testing/index.ts";
+import { runCommand } from "./run-command.ts";
 
 const nonce = "ab".repeat(32);
 const tlsKey = generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey;
@@ -22,12 +22,14 @@ describe("reportDataFor", () => {
   it("is the nonce, then SHA-256 of the domain, a zero byte and both key hashes", () => {
     const session = spkiSha256(sessionDer);
     const keys = createHash("sha256")
-      .update(Buffer.concat([
-        Buffer.from(REPORT_DATA_DOMAIN),
-        Buffer.of(0),
-        Buffer.from(tlsKeySha256, "hex"),
-        Buffer.from(session, "hex"),
-      ]))
+      .update(
+        Buffer.concat([
+          Buffer.from(REPORT_DATA_DOMAIN),
+          Buffer.of(0),
+          Buffer.from(tlsKeySha256, "hex"),
+          Buffer.from(session, "hex"),
+        ]),
+      )
       .digest("hex");
     expect(reportDataFor({ nonce, tlsKeySha256, sessionKeySha256: session })).toBe(nonce + keys);
   });
@@ -35,9 +37,9 @@ describe("reportDataFor", () => {
   it("takes 32 zero bytes for a missing session key, so the three cases differ", () => {
     const none = reportDataFor({ nonce, tlsKeySha256 });
     expect(reportDataFor({ nonce, tlsKeySha256, sessionKeySha256: "00".repeat(32) })).toBe(none);
-    expect(reportDataFor({ nonce, tlsKeySha256, sessionKeySha256: spkiSha256(sessionDer) })).not.toBe(
-      none,
-    );
+    expect(
+      reportDataFor({ nonce, tlsKeySha256, sessionKeySha256: spkiSha256(sessionDer) }),
+    ).not.toBe(none);
     const other = spkiSha256(generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey);
     expect(reportDataFor({ nonce, tlsKeySha256: other })).not.toBe(none);
     expect(none).toMatch(/^[0-9a-f]{128}$/);
@@ -79,20 +81,7 @@ describe("zml verify-quote with a channel binding", () => {
     "root.pem": Buffer.from(pki.root.pem),
     "tls.pem": Buffer.from(cert.pem),
   };
-  const run = (argv: string[]) => {
-    let stdout = "";
-    let stderr = "";
-    const code = runVerifyQuoteCommand(argv, {
-      stdout: (s) => (stdout += s),
-      stderr: (s) => (stderr += s),
-      readFile: (path) => {
-        const file = files[path];
-        if (!file) throw new Error(`ENOENT: ${path}`);
-        return file;
-      },
-    });
-    return { code, stdout, stderr };
-  };
+  const run = (argv: string[]) => runCommand(files, argv);
   const base = ["--root", "root.pem", "--nonce", nonce];
 
   it("verifies a quote bound to the nonce and the TLS key, given as a hash or a certificate", () => {
@@ -110,7 +99,14 @@ describe("zml verify-quote with a channel binding", () => {
     const wrongNonce = ["--root", "root.pem", "--nonce", "cd".repeat(32), "--tls-cert", "tls.pem"];
     expect(run(["bound.bin", ...wrongNonce]).code).toBe(1);
     expect(run(["session.bin", ...base, "--tls-cert", "tls.pem"]).code).toBe(1);
-    const withSession = run(["session.bin", ...base, "--tls-cert", "tls.pem", "--session-key", sessionB64]);
+    const withSession = run([
+      "session.bin",
+      ...base,
+      "--tls-cert",
+      "tls.pem",
+      "--session-key",
+      sessionB64,
+    ]);
     expect(withSession.code, withSession.stdout).toBe(0);
   });
 
@@ -119,8 +115,14 @@ describe("zml verify-quote with a channel binding", () => {
       /need --nonce/,
     );
     expect(run(["bound.bin", ...base]).code).toBe(2);
-    expect(run(["bound.bin", "--root", "root.pem", "--nonce", "ab", "--tls-cert", "tls.pem"]).code).toBe(2);
-    expect(run(["bound.bin", ...base, "--tls-cert", "root.pem", "--tls-key-sha256", tlsKeySha256]).code).toBe(2);
-    expect(run(["bound.bin", ...base, "--tls-key-sha256", tlsKeySha256, "--session-key", "!!"]).code).toBe(2);
+    expect(
+      run(["bound.bin", "--root", "root.pem", "--nonce", "ab", "--tls-cert", "tls.pem"]).code,
+    ).toBe(2);
+    expect(
+      run(["bound.bin", ...base, "--tls-cert", "root.pem", "--tls-key-sha256", tlsKeySha256]).code,
+    ).toBe(2);
+    expect(
+      run(["bound.bin", ...base, "--tls-key-sha256", tlsKeySha256, "--session-key", "!!"]).code,
+    ).toBe(2);
   });
 });
