@@ -24,5 +24,10 @@ export type { VerificationPolicy, MeasurementSet, MeasurementField } from "./pol
 export { INTEL_SGX_ROOT_CA_PEM } from "./intel-root-ca.ts";
 export { runVerifyQuoteCommand } from "./verify-quote-command.ts";
 export type { VerifyQuoteCommandIo } from "./verify-quote-command.ts";
-export { REPORT_DATA_DOMAIN, reportDataFor, spkiSha256, certificateKeySha256 } from "./report-data.ts";
+export {
+  REPORT_DATA_DOMAIN,
+  reportDataFor,
+  spkiSha256,
+  certificateKeySha256,
+} from "./report-data.ts";
 export type { ReportDataBinding } from "./report-data.ts";

@@ -52,9 +52,7 @@ export function reportDataFor(binding: ReportDataBinding): string {
 export function spkiSha256(key: KeyObject | Uint8Array): string {
   const publicKey = key instanceof Uint8Array || key.type === "public" ? key : createPublicKey(key);
   const der =
-    publicKey instanceof Uint8Array
-      ? publicKey
-      : publicKey.export({ type: "spki", format: "der" });
+    publicKey instanceof Uint8Array ? publicKey : publicKey.export({ type: "spki", format: "der" });
   return createHash("sha256").update(der).digest("hex");
 }
 
