@@ -57,7 +57,7 @@ const infer = (extra: Record<string, unknown>) =>
 type Case = [
   name: string,
   path: string,
-  body: string,
+  body: string | Buffer,
   status: number,
   code: string,
   param: string | null,
@@ -71,6 +71,51 @@ const CASES: Case[] = [
   ["JSON array", "/v1/chat/completions", "[]", 400, "invalid_request", "body"],
   ["JSON string", "/v1/infer", '"hi"', 400, "invalid_request", "body"],
   ["empty body", "/v1/chat/completions", "", 400, "invalid_request", "body"],
+  // bytes and keys that parsers disagree on
+  [
+    "invalid UTF-8",
+    "/v1/chat/completions",
+    Buffer.concat([
+      Buffer.from(`{"model":"${MODEL}","messages":[{"role":"user","content":"`),
+      Buffer.from([0xc3, 0x28]),
+      Buffer.from('"}]}'),
+    ]),
+    400,
+    "invalid_json",
+    "body",
+  ],
+  [
+    "duplicate model",
+    "/v1/chat/completions",
+    `{"model":"${MODEL}","messages":[],"model":"other"}`,
+    400,
+    "duplicate_field",
+    "model",
+  ],
+  [
+    "duplicate escaped tier",
+    "/v1/chat/completions",
+    `{"model":"${MODEL}","messages":[],"tier":1,"ti\\u0065r":3}`,
+    400,
+    "duplicate_field",
+    "tier",
+  ],
+  [
+    "duplicate provider.sort",
+    "/v1/chat/completions",
+    `{"model":"${MODEL}","messages":[],"provider":{"sort":"price","sort":"quality"}}`,
+    400,
+    "duplicate_field",
+    "provider.sort",
+  ],
+  [
+    "duplicate model (native)",
+    "/v1/infer",
+    `{"model":"${MODEL}","model":"${MODEL}","messages":[]}`,
+    400,
+    "duplicate_field",
+    "model",
+  ],
   // wrong types
   [
     "model is a number",

@@ -7,6 +7,8 @@ import { z } from "zod";
 export const ERROR_CODES = {
   invalid_json: { status: 400, retryable: false },
   invalid_request: { status: 400, retryable: false },
+  /** A JSON object repeats a key: parsers disagree on which one counts. */
+  duplicate_field: { status: 400, retryable: false },
   unauthorized: { status: 401, retryable: false },
   tier_not_allowed: { status: 403, retryable: false },
   not_found: { status: 404, retryable: false },
@@ -16,6 +18,8 @@ export const ERROR_CODES = {
   unsupported_media_type: { status: 415, retryable: false },
   request_timeout: { status: 408, retryable: false },
   rate_limited: { status: 429, retryable: false },
+  /** Too many failed authentications from this client address; wait `Retry-After`. */
+  auth_throttled: { status: 429, retryable: false },
   no_node_available: { status: 503, retryable: true },
   saturated: { status: 503, retryable: true },
   upstream_unavailable: { status: 502, retryable: true },

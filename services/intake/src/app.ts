@@ -8,6 +8,7 @@ import Fastify, { LogController } from "fastify";
 import type { Registry } from "prom-client";
 import type { ConfigStore } from "./admin/store.ts";
 import type { AllowlistFeed } from "./allowlist-feed.ts";
+import { createAuthThrottle } from "./auth-throttle.ts";
 import { createAdminAuthenticator } from "./auth.ts";
 import type { Authenticator } from "./auth.ts";
 import { bodyDeadline } from "./body-deadline.ts";
@@ -50,12 +51,18 @@ export interface IntakeDeps {
     | "ZML_IDLE_TIMEOUT_MS"
     | "ZML_H2C"
     | "ZML_ADMIN_TOKEN"
+    | "ZML_AUTH_FAILURE_BURST"
+    | "ZML_AUTH_FAILURES_PER_MINUTE"
+    | "ZML_ATTESTATION_NONCE_PER_MINUTE"
   >;
   /** PEM key and certificate when serving TLS. */
   tls: ServerOptions["tls"];
   clock: () => number;
   isReady: () => boolean;
 }
+
+/** Routes that take a credential; ops routes (`/healthz`, `/metrics`, …) are never throttled. */
+const AUTHENTICATED_PREFIXES = ["/v1/", "/admin/"];
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
 const VERSION = "1.0.0";
@@ -104,7 +111,26 @@ export async function buildApp(deps: IntakeDeps) {
   );
   app.addHook("onSend", (req, reply, payload, done) => {
     reply.header("x-request-id", req.id);
+    // Node answers are relayed from the gateway's origin: never let a browser sniff them.
+    reply.header("x-content-type-options", "nosniff");
     done(null, payload);
+  });
+  // Brute force: an address that failed authentication too often is refused for a while.
+  const authThrottle = createAuthThrottle({
+    burst: config.ZML_AUTH_FAILURE_BURST,
+    perMinute: config.ZML_AUTH_FAILURES_PER_MINUTE,
+    maxAddresses: 100_000,
+  });
+  app.addHook("onRequest", async (req, reply) => {
+    if (!AUTHENTICATED_PREFIXES.some((p) => req.url.startsWith(p))) return;
+    const wait = authThrottle.blockedFor(req.ip, deps.clock());
+    if (wait === undefined) return;
+    const message = "too many failed authentications from this address; retry later";
+    return sendError(reply, new ZmlError("auth_throttled", message, "authorization", wait));
+  });
+  app.addHook("onResponse", (req, reply, done) => {
+    if (reply.statusCode === 401) authThrottle.recordFailure(req.ip, deps.clock());
+    done();
   });
 
   app.setErrorHandler(async (err, req, reply) => {

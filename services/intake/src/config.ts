@@ -35,6 +35,14 @@ const ConfigSchema = z
      * it, requests get 503 `key_store_unavailable` rather than a verdict on stale keys.
      */
     ZML_KEY_STORE_MAX_STALE_MS: z.coerce.number().int().nonnegative().default(30_000),
+    /**
+     * Failed authentications (API key or admin token) one client address may have in a row,
+     * then how many a minute; past that it gets 429 `auth_throttled` with `Retry-After`.
+     */
+    ZML_AUTH_FAILURE_BURST: z.coerce.number().int().positive().default(20),
+    ZML_AUTH_FAILURES_PER_MINUTE: z.coerce.number().positive().default(10),
+    /** Fresh-nonce attestation calls (`?nonce=`) per account and minute: each costs a quote. */
+    ZML_ATTESTATION_NONCE_PER_MINUTE: z.coerce.number().int().positive().default(6),
     /** Admin API bearer token; the admin API answers 404 when unset. */
     ZML_ADMIN_TOKEN: z.string().min(16, "at least 16 characters").optional(),
   })

@@ -134,12 +134,14 @@ function relayStreamFrame(
 ): void {
   if (res.destroyed) return;
   const routing = frame.routing ? { [ROUTING_HTTP_HEADER]: frame.routing } : {};
+  // The same as the onSend hook adds to answers that fastify sends itself.
+  const ownHeaders = { "x-request-id": requestId, "x-content-type-options": "nosniff" };
   switch (frame.kind) {
     case "head":
       res.writeHead(frame.status ?? 200, {
         "content-type": frame.contentType ?? "text/event-stream",
         "cache-control": "no-cache",
-        "x-request-id": requestId,
+        ...ownHeaders,
         ...routing,
       });
       return;
@@ -153,7 +155,7 @@ function relayStreamFrame(
     case "full":
       res.writeHead(frame.status ?? 502, {
         "content-type": frame.contentType ?? "application/json",
-        "x-request-id": requestId,
+        ...ownHeaders,
         ...routing,
       });
       res.end(frame.data);
@@ -167,7 +169,7 @@ function relayStreamFrame(
       } else {
         res.writeHead(error.status, {
           "content-type": "application/json",
-          "x-request-id": requestId,
+          ...ownHeaders,
           ...(error.retryAfterS ? { "retry-after": String(error.retryAfterS) } : {}),
           ...routing,
         });

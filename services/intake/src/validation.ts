@@ -1,16 +1,28 @@
 import { ZmlError } from "@zml/contracts";
 import type { z } from "zod";
+import { findDuplicateKey, isValidUtf8 } from "./json-guard.ts";
 
-/** Parses a body that must be a JSON object; throws ZmlError naming `body`. */
+/**
+ * Parses a body that must be a JSON object of UTF-8 text with no repeated key; throws
+ * ZmlError naming `body`, or the repeated key's path.
+ */
 export function parseJsonObject(raw: Buffer): object {
+  if (!isValidUtf8(raw)) {
+    throw new ZmlError("invalid_json", "request body is not valid UTF-8", "body");
+  }
+  const text = raw.toString("utf8");
   let body: unknown;
   try {
-    body = JSON.parse(raw.toString("utf8"));
+    body = JSON.parse(text);
   } catch {
     throw new ZmlError("invalid_json", "request body is not valid JSON", "body");
   }
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     throw new ZmlError("invalid_request", "request body must be a JSON object", "body");
+  }
+  const duplicate = findDuplicateKey(text);
+  if (duplicate !== undefined) {
+    throw new ZmlError("duplicate_field", `field '${duplicate}' appears more than once`, duplicate);
   }
   return body;
 }

@@ -12,6 +12,7 @@ import type { FastifyInstance } from "fastify";
 import { admit } from "../admit.ts";
 import type { Authenticator } from "../auth.ts";
 import { requestReply } from "../bus-request.ts";
+import { createRateLimiter } from "../rate-limit.ts";
 import type { RateLimiter } from "../rate-limit.ts";
 
 /** A new attestation waits for the node's quote (up to 5 s in the attestation service). */
@@ -23,6 +24,7 @@ export interface AttestationRouteDeps {
   auth: Authenticator;
   rateLimiter: RateLimiter;
   clock: () => number;
+  config: { ZML_ATTESTATION_NONCE_PER_MINUTE: number };
 }
 
 /** `GET /v1/attestation/{node_id}`: everything needed to verify the node with Intel DCAP tooling. */
@@ -58,17 +60,28 @@ export interface AttestationView {
  * caller knows it is not a replay. Unknown or non-TEE nodes are 404 `not_found`.
  */
 export function attestationRoutes(deps: AttestationRouteDeps) {
+  // A fresh nonce costs the node a quote and the service a full verification: rationed per
+  // account, apart from the account's own request limit.
+  const nonceLimit = { requests_per_minute: deps.config.ZML_ATTESTATION_NONCE_PER_MINUTE };
+  const nonceLimiter = createRateLimiter();
   return (app: FastifyInstance) => {
     app.get<{ Params: { node_id: string }; Querystring: { nonce?: string } }>(
       "/v1/attestation/:node_id",
       async (req): Promise<AttestationView> => {
-        admit(deps, req.headers.authorization, deps.clock());
+        const account = admit(deps, req.headers.authorization, deps.clock());
         const nodeId = req.params.node_id;
         const nonce = req.query.nonce;
         if (nonce !== undefined && (typeof nonce !== "string" || !NONCE.test(nonce))) {
           throw new ZmlError("invalid_request", "nonce must be 32 bytes of hex", "nonce");
         }
         if (!NODE_ID_PATTERN.test(nodeId)) throw unknownNode(nodeId);
+        if (nonce !== undefined) {
+          const decision = nonceLimiter.take(account.id, nonceLimit, deps.clock());
+          if (!decision.ok) {
+            const message = `at most ${nonceLimit.requests_per_minute} fresh-nonce attestations a minute per account`;
+            throw new ZmlError("rate_limited", message, "nonce", decision.retryAfterS);
+          }
+        }
         const reply = await requestReply(deps.bus, {
           subject: ATTESTATION_VERIFY_SUBJECT,
           requestSchema: AttestationVerifyRequestSchema,

@@ -1,0 +1,126 @@
+// Hostile tenants and nodes against a whole stack (real processes, a node of our own): a
+// node's HTML is never sniffed, fresh-nonce attestations are rationed per account, and an
+// address that keeps failing authentication is throttled. The throttle test runs last: it
+// locks this test's address out of the stack.
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startHostileNode } from "../support/hostile-node.ts";
+import type { HostileNode } from "../support/hostile-node.ts";
+import { authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import type { Stack } from "../support/stack.ts";
+import {
+  approveMeasurements,
+  MRTD,
+  teeNode,
+  trustRootFile,
+  waitForResult,
+} from "./attestation-fixtures.ts";
+
+const HTML_MODEL = "html-model";
+let stack: Stack;
+let hostile: HostileNode;
+let root: Awaited<ReturnType<typeof trustRootFile>>;
+
+beforeAll(async () => {
+  root = await trustRootFile();
+  hostile = await startHostileNode((_req, res) => {
+    res.writeHead(200, { "content-type": "text/html" });
+    res.end("<html><script>document.title='owned'</script></html>");
+  });
+  stack = await startStack({
+    nodes: [teeNode("tee-good"), { nodeId: "h100-a", family: "H100" }],
+    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path },
+    seed: (bus) => approveMeasurements(bus, [{ id: "llama-t3", mrtd: MRTD }]),
+  });
+  await stack.apply({
+    ...stack.fleet,
+    nodes: [
+      ...stack.fleet.nodes,
+      {
+        id: "html-node",
+        endpoint: hostile.url,
+        framework: "vllm",
+        accelerator_family: "L4",
+        tier: 1,
+        models: [HTML_MODEL],
+        max_concurrency: 4,
+        health_path: "/health",
+        metrics_path: "/metrics",
+        registered_at: 10,
+      },
+    ],
+    models: [...stack.fleet.models, { id: HTML_MODEL }],
+  });
+  await waitForStatus(stack, "Active", ["h100-a", "html-node"]);
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await hostile?.close();
+  await root?.dispose();
+});
+
+const get = (path: string, key?: string) =>
+  fetch(`${stack.intakeUrl}${path}`, { headers: authHeaders(key) });
+
+describe("a node's answer", () => {
+  it("is relayed as it came, but marked nosniff so a browser never runs a node's HTML", async () => {
+    const res = await fetch(`${stack.intakeUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: authHeaders(),
+      body: JSON.stringify({ model: HTML_MODEL, messages: [{ role: "user", content: "x" }] }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/html");
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(await res.text()).toContain("<script>");
+    expect(hostile.received()).toBe(1);
+  });
+});
+
+describe("fresh-nonce attestation", () => {
+  it("is rationed per account (429 naming nonce), while the cached result stays open", async () => {
+    await waitForResult(stack, "tee-good", (r) => r.ok, "tee-good attested");
+    const statuses: number[] = [];
+    let limited: Response | undefined;
+    for (let i = 0; i < 7 && !limited; i++) {
+      const res = await get(`/v1/attestation/tee-good?nonce=${randomBytes(32).toString("hex")}`);
+      statuses.push(res.status);
+      if (res.status === 429) limited = res;
+      else await res.arrayBuffer();
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 429]);
+    expect(Number(limited!.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    const body = (await limited!.json()) as { error: { code: string; param: string } };
+    expect(body.error).toMatchObject({ code: "rate_limited", param: "nonce" });
+
+    const cached = await get("/v1/attestation/tee-good");
+    expect(cached.status).toBe(200);
+    await cached.arrayBuffer();
+  });
+});
+
+describe("failed authentication", () => {
+  it("throttles an address after 20 wrong keys: 429 with Retry-After even for the right key", async () => {
+    const before = stack.sims.get("h100-a")!.stats().payloads_received;
+    const statuses = new Set<number>();
+    for (let i = 0; i < 20; i++) {
+      const res = await get("/v1/models", `wrong-${i}-${randomBytes(8).toString("hex")}`);
+      statuses.add(res.status);
+      await res.arrayBuffer();
+    }
+    expect([...statuses]).toEqual([401]);
+
+    const res = await fetch(`${stack.intakeUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: authHeaders(),
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "x" }] }),
+    });
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    const body = (await res.json()) as { error: { code: string; param: string } };
+    expect(body.error).toMatchObject({ code: "auth_throttled", param: "authorization" });
+    expect(stack.sims.get("h100-a")!.stats().payloads_received).toBe(before);
+    for (const [, proc] of stack.services) expect(proc.output()).not.toContain("FATAL");
+  });
+});

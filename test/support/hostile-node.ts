@@ -1,0 +1,53 @@
+// A node of our own for hostile-node tests: a real HTTP server that passes the health
+// aggregator's checks (vLLM `/health` and `/metrics`) and answers inference however the test
+// says. Not the project's simulator, so nothing it does is tuned to ZML.
+import { createServer } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export type InferenceHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+export interface HostileNode {
+  url: string;
+  /** Inference requests received (anything but /health and /metrics). */
+  received(): number;
+  /** Replaces how inference requests are answered. */
+  answer(handler: InferenceHandler): void;
+  close(): Promise<void>;
+}
+
+const IDLE_VLLM_METRICS = [
+  "# TYPE vllm:num_requests_running gauge",
+  'vllm:num_requests_running{model_name="m"} 0',
+  "# TYPE vllm:num_requests_waiting gauge",
+  'vllm:num_requests_waiting{model_name="m"} 0',
+  "",
+].join("\n");
+
+export async function startHostileNode(handler: InferenceHandler): Promise<HostileNode> {
+  let answer = handler;
+  let received = 0;
+  const server = createServer((req, res) => {
+    if (req.url === "/health") return void res.writeHead(200).end();
+    if (req.url === "/metrics") {
+      res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
+      return void res.end(IDLE_VLLM_METRICS);
+    }
+    received++;
+    // Read the request fully before answering, as a real server does.
+    req.resume();
+    req.once("end", () => answer(req, res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    received: () => received,
+    answer: (h) => (answer = h),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
