@@ -40,8 +40,21 @@ export interface ReplyWriter {
   error(body: ErrorBody, routing?: string): void;
 }
 
+/** Room left in each frame for its NATS headers (status, routing, sequence, trace). */
+const FRAME_HEADER_ROOM = 16 * 1024;
+
+/**
+ * The largest body one frame may carry on this connection: the server's `max_payload` less
+ * room for headers. Answers larger than that travel as `head`, several `chunk`s and `end`,
+ * so `max_payload` never limits what a node may answer.
+ */
+export function frameBodyLimit(maxPayload: number | undefined): number {
+  return Math.max(1024, (maxPayload ?? 1024 * 1024) - FRAME_HEADER_ROOM);
+}
+
 export function createReplyWriter(nc: NatsConnection, replySubject: string): ReplyWriter {
   let seq = 0;
+  const limit = frameBodyLimit(nc.info?.max_payload);
   const frame = (kind: ReplyKind, data: Uint8Array, h?: MsgHdrs) => {
     const hdrs = h ?? natsHeaders();
     hdrs.set(HEADERS.replyKind, kind);
@@ -56,12 +69,24 @@ export function createReplyWriter(nc: NatsConnection, replySubject: string): Rep
     if (nodeMs !== undefined) h.set(HEADERS.nodeMs, nodeMs.toFixed(3));
     return h;
   };
+  const chunks = (data: Uint8Array) => {
+    for (let at = 0; at < data.byteLength; at += limit) {
+      frame(REPLY_KINDS.chunk, data.subarray(at, at + limit));
+    }
+  };
   return {
-    full: (status, contentType, routing, body, nodeMs) =>
-      frame(REPLY_KINDS.full, body, described(status, contentType, routing, nodeMs)),
+    full: (status, contentType, routing, body, nodeMs) => {
+      if (body.byteLength <= limit) {
+        frame(REPLY_KINDS.full, body, described(status, contentType, routing, nodeMs));
+        return;
+      }
+      frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing, nodeMs));
+      chunks(body);
+      frame(REPLY_KINDS.end, new Uint8Array(0));
+    },
     head: (status, contentType, routing, nodeMs) =>
       frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing, nodeMs)),
-    chunk: (data) => frame(REPLY_KINDS.chunk, data),
+    chunk: chunks,
     end: () => frame(REPLY_KINDS.end, new Uint8Array(0)),
     error: (body, routing) => {
       const h = natsHeaders();

@@ -25,6 +25,8 @@ export const ERROR_CODES = {
   upstream_unavailable: { status: 502, retryable: true },
   upstream_timeout: { status: 504, retryable: true },
   stream_interrupted: { status: 502, retryable: true },
+  /** The node's answer exceeded the dispatcher's cap (`DISPATCH_MAX_ANSWER_BYTES`). */
+  response_too_large: { status: 502, retryable: false },
   bus_unavailable: { status: 503, retryable: true },
   key_store_unavailable: { status: 503, retryable: true },
   gateway_timeout: { status: 504, retryable: true },

@@ -12,6 +12,12 @@ const ConfigSchema = z.object({
   DISPATCH_HEADERS_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   /** Longest silence between two body chunks before the stream counts as stalled. */
   DISPATCH_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  /** Most bytes one node answer may have; a larger one is cut with `response_too_large`. */
+  DISPATCH_MAX_ANSWER_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(64 * 1024 * 1024),
   /** Minimum connections per node (a node gets at least its max_concurrency). */
   DISPATCH_POOL_CONNECTIONS: z.coerce.number().int().positive().default(16),
   /** How long a node that failed an attempt is skipped by every dispatcher. */

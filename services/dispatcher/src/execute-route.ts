@@ -58,7 +58,10 @@ export interface ExecuteDeps {
   secrets: ReadonlyMap<string, string>;
   config: Pick<
     DispatcherConfig,
-    "DISPATCH_HEADERS_TIMEOUT_MS" | "DISPATCH_BODY_IDLE_TIMEOUT_MS" | "NODE_COOLDOWN_MS"
+    | "DISPATCH_HEADERS_TIMEOUT_MS"
+    | "DISPATCH_BODY_IDLE_TIMEOUT_MS"
+    | "DISPATCH_MAX_ANSWER_BYTES"
+    | "NODE_COOLDOWN_MS"
   >;
   log: Logger;
   metrics: DispatcherMetrics;
@@ -293,6 +296,7 @@ async function dispatchAttempt(
       signal: abort.signal,
       headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
       bodyIdleTimeoutMs: deps.config.DISPATCH_BODY_IDLE_TIMEOUT_MS,
+      maxAnswerBytes: deps.config.DISPATCH_MAX_ANSWER_BYTES,
       writer: exec.writer,
       routing: plan.routing,
       startedAt,

@@ -27,6 +27,8 @@ export interface NodeCall {
   signal: AbortSignal;
   headersTimeoutMs: number;
   bodyIdleTimeoutMs: number;
+  /** Most bytes a node may answer with; past it the call is cut with `response_too_large`. */
+  maxAnswerBytes: number;
   writer: ReplyWriter;
   routing: string;
   startedAt: number;
@@ -71,32 +73,22 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
     };
   }
   if (!call.stream || status !== 200 || !contentType.startsWith("text/event-stream")) {
-    let body: Buffer;
-    try {
-      body = Buffer.from(await response.body.arrayBuffer());
-    } catch (err) {
-      return { kind: "retryable", status, retryAfterS: null, ...classify(err) };
-    }
-    call.writer.full(status, contentType, call.routing, body, call.clock() - call.startedAt);
-    return { kind: "relayed", status, ttftMs, retryAfterS };
+    return relayBody(call, response, status, contentType, ttftMs, retryAfterS);
   }
 
   call.writer.head(status, contentType, call.routing, ttftMs);
   // Only the last few bytes matter for spotting the terminal `[DONE]` event.
   let tail: Buffer = Buffer.alloc(0);
+  let size = 0;
   try {
     for await (const chunk of response.body as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > call.maxAnswerBytes) return tooLarge(call, response, status, ttftMs);
       call.writer.chunk(chunk);
       tail = chunk.length >= 32 ? chunk : Buffer.concat([tail, chunk]).subarray(-32);
     }
   } catch (err) {
-    const { outcome, error } = classify(err);
-    const code = outcome === "timeout" ? "upstream_timeout" : "stream_interrupted";
-    call.writer.error(
-      new ZmlError(code, `stream from node broke: ${error}`).toBody(),
-      call.routing,
-    );
-    return { kind: "broken", status, error, ttftMs };
+    return broke(call, status, ttftMs, err);
   }
   if (tail.indexOf(DONE_MARKER) === -1) {
     const error = "stream ended without [DONE]";
@@ -105,6 +97,75 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   }
   call.writer.end();
   return { kind: "relayed", status, ttftMs, retryAfterS: null };
+}
+
+/**
+ * An answer up to this size is held whole before any of it is relayed, so a node that fails
+ * in the middle of it can still be retried elsewhere; a larger one is relayed as it arrives,
+ * so the dispatcher never holds more than this of one answer.
+ */
+const HELD_ANSWER_BYTES = 1024 * 1024;
+
+/** Relays a non-streamed answer (or any non-SSE one): whole when small, in pieces when large. */
+async function relayBody(
+  call: NodeCall,
+  response: Dispatcher.ResponseData,
+  status: number,
+  contentType: string,
+  ttftMs: number,
+  retryAfterS: number | null,
+): Promise<AttemptOutcome> {
+  const held: Buffer[] = [];
+  let size = 0;
+  let relaying = false;
+  try {
+    for await (const chunk of response.body as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > call.maxAnswerBytes) return tooLarge(call, response, status, ttftMs);
+      if (relaying) {
+        call.writer.chunk(chunk);
+        continue;
+      }
+      held.push(chunk);
+      if (size > HELD_ANSWER_BYTES) {
+        relaying = true;
+        call.writer.head(status, contentType, call.routing, call.clock() - call.startedAt);
+        for (const c of held.splice(0)) call.writer.chunk(c);
+      }
+    }
+  } catch (err) {
+    if (relaying) return broke(call, status, ttftMs, err);
+    return { kind: "retryable", status, retryAfterS: null, ...classify(err) };
+  }
+  if (relaying) call.writer.end();
+  else
+    call.writer.full(
+      status,
+      contentType,
+      call.routing,
+      Buffer.concat(held, size),
+      call.clock() - call.startedAt,
+    );
+  return { kind: "relayed", status, ttftMs, retryAfterS };
+}
+
+function tooLarge(
+  call: NodeCall,
+  response: Dispatcher.ResponseData,
+  status: number,
+  ttftMs: number,
+): AttemptOutcome {
+  response.body.destroy();
+  const error = `node answer is larger than ${call.maxAnswerBytes} bytes`;
+  call.writer.error(new ZmlError("response_too_large", error).toBody(), call.routing);
+  return { kind: "broken", status, error, ttftMs };
+}
+
+function broke(call: NodeCall, status: number, ttftMs: number, err: unknown): AttemptOutcome {
+  const { outcome, error } = classify(err);
+  const code = outcome === "timeout" ? "upstream_timeout" : "stream_interrupted";
+  call.writer.error(new ZmlError(code, `answer from node broke: ${error}`).toBody(), call.routing);
+  return { kind: "broken", status, error, ttftMs };
 }
 
 /** `Retry-After` as seconds (delta-seconds or an HTTP date); null when absent or invalid. */
@@ -119,12 +180,15 @@ function headerValue(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-function classify(err: unknown): { outcome: "network_error" | "timeout"; error: string } {
-  const e = err as { code?: string; name?: string; message?: string };
+/**
+ * What a failed node call amounts to. `code` is a string for Node and undici errors, but a
+ * number on a DOMException (the deadline's `TimeoutError` has code 23): only strings are read.
+ */
+export function classify(err: unknown): { outcome: "network_error" | "timeout"; error: string } {
+  const e = (err ?? {}) as { code?: unknown; name?: unknown };
+  const code = typeof e.code === "string" ? e.code : undefined;
+  const name = typeof e.name === "string" ? e.name : undefined;
   const timedOut =
-    (e.code?.includes("TIMEOUT") ?? false) || e.name === "TimeoutError" || e.name === "AbortError";
-  return {
-    outcome: timedOut ? "timeout" : "network_error",
-    error: e.code ?? e.name ?? "error",
-  };
+    (code?.includes("TIMEOUT") ?? false) || name === "TimeoutError" || name === "AbortError";
+  return { outcome: timedOut ? "timeout" : "network_error", error: code ?? name ?? "error" };
 }

@@ -14,6 +14,12 @@ const ConfigSchema = z
     POLL_JITTER: z.coerce.number().min(0).max(0.5).default(0.1),
     /** One probe (health plus metrics) gives up after this long. */
     PROBE_TIMEOUT_MS: z.coerce.number().int().positive().default(2_000),
+    /** Largest health or metrics answer a probe reads; a larger one fails the probe. */
+    PROBE_MAX_BODY_BYTES: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(4 * 1024 * 1024),
     /** Probes running at once across all nodes. */
     PROBE_CONCURRENCY: z.coerce.number().int().positive().default(32),
     /** A node's state is re-published at least this often even when nothing changed. */

@@ -63,7 +63,10 @@ const aggregator = createAggregator({
   self,
   table: createNodeRegistry(healthConfig, config.HEARTBEAT_MS),
   probe: (node) =>
-    probeNode(isTeeTier(node.tier) ? teeAgent : agent, node, config.PROBE_TIMEOUT_MS),
+    probeNode(isTeeTier(node.tier) ? teeAgent : agent, node, {
+      timeoutMs: config.PROBE_TIMEOUT_MS,
+      maxBodyBytes: config.PROBE_MAX_BODY_BYTES,
+    }),
   snapshot: (nodeId) => snapshots.map.get(nodeId),
   publish: (state) => {
     stateKv

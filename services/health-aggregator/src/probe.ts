@@ -1,5 +1,5 @@
 import type { NodeSpec } from "@zml/contracts";
-import { idleReading, readCustomHealth, readMetrics } from "@zml/health";
+import { idleReading, MetricsReadError, readCustomHealth, readMetrics } from "@zml/health";
 import type { ProbeResult } from "@zml/health";
 import type { Dispatcher } from "undici";
 
@@ -11,8 +11,9 @@ import type { Dispatcher } from "undici";
 export async function probeNode(
   agent: Dispatcher,
   node: NodeSpec,
-  timeoutMs: number,
+  limits: { timeoutMs: number; maxBodyBytes: number },
 ): Promise<ProbeResult> {
+  const { timeoutMs, maxBodyBytes } = limits;
   const signal = AbortSignal.timeout(timeoutMs);
   const get = (path: string) =>
     agent.request({
@@ -23,7 +24,7 @@ export async function probeNode(
     });
   try {
     const health = await get(node.health_path);
-    const healthText = await health.body.text();
+    const healthText = await readCapped(health.body, maxBodyBytes, "health");
     if (health.statusCode !== 200) {
       return { ok: false, error: `health endpoint answered ${health.statusCode}` };
     }
@@ -37,15 +38,43 @@ export async function probeNode(
     // probe learns, and the dispatcher's observations carry the rest of the signal.
     if (node.framework === "openai") return { ok: true, reading: idleReading() };
     const metrics = await get(node.metrics_path);
-    const text = await metrics.body.text();
+    const text = await readCapped(metrics.body, maxBodyBytes, "metrics");
     if (metrics.statusCode !== 200) {
       return { ok: false, error: `metrics endpoint answered ${metrics.statusCode}` };
     }
     return { ok: true, reading: readMetrics(node.framework, text) };
   } catch (err) {
-    const e = err as { code?: string; name?: string; message?: string };
-    return { ok: false, error: e.code ?? e.name ?? e.message ?? "probe failed" };
+    // Only what the node's answer said is told; every failure below HTTP (refused, reset,
+    // timed out, not HTTP at all) reads alike, or node registration becomes a port scanner
+    // of the operator's network.
+    if (err instanceof MetricsReadError || err instanceof ProbeAnswerTooLarge) {
+      return { ok: false, error: err.message };
+    }
+    if (err instanceof SyntaxError) return { ok: false, error: "health answer is not JSON" };
+    return { ok: false, error: "no HTTP answer from the node" };
   }
+}
+
+/** A health or metrics answer larger than the probe reads. */
+class ProbeAnswerTooLarge extends Error {}
+
+/** Reads a body as text, giving up (and closing it) past `maxBytes`. */
+async function readCapped(
+  body: Dispatcher.ResponseData["body"],
+  maxBytes: number,
+  what: string,
+): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) {
+      body.destroy();
+      throw new ProbeAnswerTooLarge(`${what} answer is larger than ${maxBytes} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size).toString("utf8");
 }
 
 function joinPath(endpoint: string, path: string): string {

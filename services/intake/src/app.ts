@@ -54,6 +54,7 @@ export interface IntakeDeps {
     | "ZML_AUTH_FAILURE_BURST"
     | "ZML_AUTH_FAILURES_PER_MINUTE"
     | "ZML_ATTESTATION_NONCE_PER_MINUTE"
+    | "ZML_CLIENT_BUFFER_MAX_BYTES"
   >;
   /** PEM key and certificate when serving TLS. */
   tls: ServerOptions["tls"];
@@ -168,6 +169,7 @@ export async function buildApp(deps: IntakeDeps) {
       policies: deps.policies,
       metrics,
       requestTimeoutMs: config.ZML_REQUEST_TIMEOUT_MS,
+      maxBufferedBytes: config.ZML_CLIENT_BUFFER_MAX_BYTES,
       clock: deps.clock,
     }),
   );

@@ -17,6 +17,15 @@ const ConfigSchema = z
       .int()
       .positive()
       .default(4 * 1024 * 1024),
+    /**
+     * Answer bytes held for one client that reads slower than its node writes; past this the
+     * client is cut off and the node call cancelled.
+     */
+    ZML_CLIENT_BUFFER_MAX_BYTES: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(8 * 1024 * 1024),
     /** How long a client waits for a routed answer, and the longest silence mid-stream. */
     ZML_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
     /** Slow-header (slowloris) protection. */

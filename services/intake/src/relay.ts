@@ -27,6 +27,12 @@ export interface RelayDeps {
   mux: ReplyMux;
   /** Longest wait for the first reply frame, and the longest silence mid-stream. */
   idleTimeoutMs: number;
+  /**
+   * Answer bytes waiting for a client that reads slower than the node writes; past this the
+   * client is cut off and the node call cancelled, so a client that stops reading costs a
+   * bounded amount of memory.
+   */
+  maxBufferedBytes: number;
   clock: () => number;
 }
 
@@ -77,10 +83,22 @@ export function relay(
     });
   };
 
+  const pieces: PiecesContext = {
+    requestId: req.id,
+    stream,
+    maxBufferedBytes: deps.maxBufferedBytes,
+    done,
+    onOverflow: (buffered) =>
+      req.log.warn({ buffered }, "client reads too slowly; cut off and request cancelled"),
+  };
+
   if (!stream) {
     return new Promise((resolve) => {
+      // Set once an answer too large for one bus message arrives in pieces.
+      let raw: RawResponse | undefined;
       send(
         (frame) => {
+          if (raw) return relayPiece(raw, frame, pieces);
           if (frame.routing) reply.header(ROUTING_HTTP_HEADER, frame.routing);
           if (frame.kind === "full") {
             const status = frame.status ?? 502;
@@ -93,7 +111,14 @@ export function relay(
             );
             return;
           }
-          // `head`/`chunk` only come for streams; anything else here is an error frame.
+          if (frame.kind === "head") {
+            // Relay the pieces as they come rather than gather them: memory stays bounded.
+            reply.hijack();
+            raw = reply.raw;
+            relayPiece(raw, frame, pieces);
+            resolve(reply);
+            return;
+          }
           const error =
             frame.kind === "error"
               ? errorOfFrame(frame)
@@ -109,7 +134,7 @@ export function relay(
   reply.hijack();
   const res = reply.raw;
   send(
-    (frame) => relayStreamFrame(res, frame, req.id, done),
+    (frame) => relayPiece(res, frame, pieces),
     () => undefined,
   );
   return reply;
@@ -125,21 +150,26 @@ function publishCancel(bus: Bus, inbox: string): void {
 /** An HTTP/1.1 or HTTP/2-compatibility response: only what both offer is used. */
 type RawResponse = ServerResponse;
 
-/** Writes one reply frame of a streamed response to the client's socket. */
-function relayStreamFrame(
-  res: RawResponse,
-  frame: RouteFrame,
-  requestId: string,
-  done: (status: number) => void,
-): void {
+interface PiecesContext {
+  requestId: string;
+  /** An SSE stream (a break ends with an error event) or a plain body (a break cuts it). */
+  stream: boolean;
+  maxBufferedBytes: number;
+  done: (status: number) => void;
+  onOverflow: (bufferedBytes: number) => void;
+}
+
+/** Writes one reply frame of an answer that arrives in pieces to the client's socket. */
+function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): void {
   if (res.destroyed) return;
   const routing = frame.routing ? { [ROUTING_HTTP_HEADER]: frame.routing } : {};
   // The same as the onSend hook adds to answers that fastify sends itself.
-  const ownHeaders = { "x-request-id": requestId, "x-content-type-options": "nosniff" };
+  const ownHeaders = { "x-request-id": ctx.requestId, "x-content-type-options": "nosniff" };
   switch (frame.kind) {
     case "head":
       res.writeHead(frame.status ?? 200, {
-        "content-type": frame.contentType ?? "text/event-stream",
+        "content-type":
+          frame.contentType ?? (ctx.stream ? "text/event-stream" : "application/json"),
         "cache-control": "no-cache",
         ...ownHeaders,
         ...routing,
@@ -147,10 +177,14 @@ function relayStreamFrame(
       return;
     case "chunk":
       res.write(frame.data);
+      if (res.writableLength > ctx.maxBufferedBytes) {
+        ctx.onOverflow(res.writableLength);
+        res.destroy(); // the response's `close` cancels the request at the dispatcher
+      }
       return;
     case "end":
       res.end();
-      done(res.statusCode);
+      ctx.done(res.statusCode);
       return;
     case "full":
       res.writeHead(frame.status ?? 502, {
@@ -159,13 +193,16 @@ function relayStreamFrame(
         ...routing,
       });
       res.end(frame.data);
-      done(frame.status ?? 502);
+      ctx.done(frame.status ?? 502);
       return;
     case "error": {
       const error = errorOfFrame(frame);
       if (res.headersSent) {
-        res.end(sseErrorEvent(error.toBody()));
-        done(res.statusCode);
+        // Mid-answer: a stream says so in an SSE event; a plain body can only be cut short,
+        // which every HTTP client reports as an incomplete response.
+        if (ctx.stream) res.end(sseErrorEvent(error.toBody()));
+        else res.destroy();
+        ctx.done(res.statusCode);
       } else {
         res.writeHead(error.status, {
           "content-type": "application/json",
@@ -174,7 +211,7 @@ function relayStreamFrame(
           ...routing,
         });
         res.end(JSON.stringify(toOpenAiError(error.toBody())));
-        done(error.status);
+        ctx.done(error.status);
       }
       return;
     }

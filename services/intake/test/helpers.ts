@@ -106,6 +106,7 @@ export async function startIntake(
       ZML_AUTH_FAILURE_BURST: 20,
       ZML_AUTH_FAILURES_PER_MINUTE: 10,
       ZML_ATTESTATION_NONCE_PER_MINUTE: 6,
+      ZML_CLIENT_BUFFER_MAX_BYTES: 8 * 1024 * 1024,
       ...options.config,
     },
     tls: options.tls,

@@ -24,6 +24,8 @@ export interface InferenceRouteDeps {
   policies: ReadonlyMap<string, PolicySpec>;
   metrics: IntakeMetrics;
   requestTimeoutMs: number;
+  /** See `RelayDeps.maxBufferedBytes`. */
+  maxBufferedBytes: number;
   clock: () => number;
 }
 
@@ -145,7 +147,13 @@ function forward(
   // Inside the span's context, so the bus headers carry it to the dispatcher.
   return context.with(trace.setSpan(context.active(), span), () =>
     relay(
-      { bus: deps.bus, mux: deps.mux, idleTimeoutMs: deps.requestTimeoutMs, clock: deps.clock },
+      {
+        bus: deps.bus,
+        mux: deps.mux,
+        idleTimeoutMs: deps.requestTimeoutMs,
+        maxBufferedBytes: deps.maxBufferedBytes,
+        clock: deps.clock,
+      },
       req,
       reply,
       f.body,

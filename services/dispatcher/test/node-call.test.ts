@@ -1,0 +1,138 @@
+// callNode against real HTTP servers through a real undici pool: how large, capped and
+// deadline-cut answers reach the reply writer.
+import { createServer } from "node:http";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Pool } from "undici";
+import { afterEach, describe, expect, it } from "vitest";
+import { createCollectingWriter } from "../src/batch/collecting-writer.ts";
+import { callNode, classify } from "../src/node-call.ts";
+
+const MiB = 1024 * 1024;
+const servers: Server[] = [];
+const pools: Pool[] = [];
+afterEach(async () => {
+  await Promise.all(pools.splice(0).map((p) => p.destroy()));
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    s.close();
+  }
+});
+
+async function node(handler: Parameters<typeof createServer>[1]): Promise<Pool> {
+  const server = createServer(handler);
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const pool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  pools.push(pool);
+  return pool;
+}
+
+function frames() {
+  const kinds: string[] = [];
+  const writer = createCollectingWriter();
+  const track = <K extends "full" | "head" | "chunk" | "end" | "error">(kind: K) => {
+    const inner = writer[kind] as (...args: unknown[]) => void;
+    return (...args: unknown[]) => {
+      kinds.push(kind);
+      inner(...args);
+    };
+  };
+  return {
+    kinds,
+    collected: writer.reply,
+    writer: {
+      full: track("full"),
+      head: track("head"),
+      chunk: track("chunk"),
+      end: track("end"),
+      error: track("error"),
+    },
+  };
+}
+
+const call = (pool: Pool, writer: ReturnType<typeof frames>["writer"], over = {}) =>
+  callNode({
+    pool,
+    path: "/v1/chat/completions",
+    body: Buffer.from("{}"),
+    headers: { "content-type": "application/json" },
+    stream: false,
+    signal: new AbortController().signal,
+    headersTimeoutMs: 5_000,
+    bodyIdleTimeoutMs: 5_000,
+    maxAnswerBytes: 16 * MiB,
+    writer,
+    routing: "node=a",
+    startedAt: Date.now(),
+    clock: Date.now,
+    ...over,
+  });
+
+describe("callNode", () => {
+  it("holds a small answer whole: one full frame", async () => {
+    const pool = await node((_req, res) => res.end(JSON.stringify({ ok: true })));
+    const f = frames();
+    expect(await call(pool, f.writer)).toMatchObject({ kind: "relayed", status: 200 });
+    expect(f.kinds).toEqual(["full"]);
+  });
+
+  it("relays a large answer in pieces as it arrives, byte for byte", async () => {
+    const body = Buffer.alloc(5 * MiB, "x");
+    body.write('{"big":"', 0);
+    const pool = await node((_req, res) => res.end(body));
+    const f = frames();
+    expect(await call(pool, f.writer)).toMatchObject({ kind: "relayed", status: 200 });
+    expect(f.kinds[0]).toBe("head");
+    expect(f.kinds.at(-1)).toBe("end");
+    expect(Buffer.concat(f.collected().chunks).equals(body)).toBe(true);
+  });
+
+  it("cuts an answer past maxAnswerBytes with response_too_large", async () => {
+    const pool = await node((_req, res) => {
+      const block = Buffer.alloc(MiB, "y");
+      let sent = 0;
+      const more = () => {
+        while (sent < 64 && res.write(block)) sent++;
+        if (sent < 64) res.once("drain", more);
+        else res.end();
+      };
+      more();
+    });
+    const f = frames();
+    const outcome = await call(pool, f.writer, { maxAnswerBytes: 4 * MiB });
+    expect(outcome.kind).toBe("broken");
+    expect(f.collected().error?.code).toBe("response_too_large");
+    const relayed = f.collected().chunks.reduce((n, c) => n + c.byteLength, 0);
+    expect(relayed).toBeLessThanOrEqual(4 * MiB);
+  });
+
+  it("ends a stream cut by the request deadline with upstream_timeout, not a crash", async () => {
+    const pool = await node((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write('data: {"choices":[]}\n\n'); // then silence
+    });
+    const f = frames();
+    const deadline = new AbortController();
+    setTimeout(
+      () => deadline.abort(new DOMException("request deadline passed", "TimeoutError")),
+      200,
+    );
+    const outcome = await call(pool, f.writer, { stream: true, signal: deadline.signal });
+    expect(outcome.kind).toBe("broken");
+    expect(f.collected().error?.code).toBe("upstream_timeout");
+  });
+});
+
+describe("classify", () => {
+  it("reads a DOMException's numeric code as no code", () => {
+    const e = new DOMException("request deadline passed", "TimeoutError");
+    expect(classify(e)).toEqual({ outcome: "timeout", error: "TimeoutError" });
+    expect(classify({ code: "UND_ERR_HEADERS_TIMEOUT" }).outcome).toBe("timeout");
+    expect(classify({ code: "ECONNRESET" })).toEqual({
+      outcome: "network_error",
+      error: "ECONNRESET",
+    });
+    expect(classify(undefined)).toEqual({ outcome: "network_error", error: "error" });
+  });
+});

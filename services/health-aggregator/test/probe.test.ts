@@ -1,0 +1,76 @@
+// probeNode against real sockets: what a probe says of a node that does not speak HTTP, and
+// of one that answers more than a probe reads.
+import { createServer } from "node:http";
+import { createServer as createTcpServer } from "node:net";
+import type { AddressInfo, Server } from "node:net";
+import { findFreePort } from "@zml/harness";
+import { Agent } from "undici";
+import { afterAll, describe, expect, it } from "vitest";
+import type { NodeSpec } from "@zml/contracts";
+import { probeNode } from "../src/probe.ts";
+
+const agent = new Agent();
+const servers: Server[] = [];
+afterAll(async () => {
+  await agent.close();
+  for (const s of servers) s.close();
+});
+
+async function listen(server: Server): Promise<string> {
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+const spec = (endpoint: string): NodeSpec => ({
+  id: "n",
+  endpoint,
+  framework: "vllm",
+  accelerator_family: "H100",
+  tier: 1,
+  models: ["m"],
+  max_concurrency: 4,
+  health_path: "/health",
+  metrics_path: "/metrics",
+  registered_at: 0,
+});
+
+const limits = { timeoutMs: 500, maxBodyBytes: 64 * 1024 };
+
+describe("probeNode", () => {
+  it("says the same of a closed port, a silent one and one that does not speak HTTP", async () => {
+    const closed = `http://127.0.0.1:${await findFreePort()}`;
+    const silent = await listen(createTcpServer(() => undefined));
+    const notHttp = await listen(createTcpServer((s) => s.end("SSH-2.0-OpenSSH_9.2\r\n")));
+    const errors = await Promise.all(
+      [closed, silent, notHttp].map(async (e) => {
+        const r = await probeNode(agent, spec(e), limits);
+        return r.ok ? "ok" : r.error;
+      }),
+    );
+    expect(errors).toEqual([
+      "no HTTP answer from the node",
+      "no HTTP answer from the node",
+      "no HTTP answer from the node",
+    ]);
+  });
+
+  it("fails a node whose metrics are larger than the probe reads, without reading them all", async () => {
+    let metricsSent = 0;
+    const url = await listen(
+      createServer((req, res) => {
+        if (req.url === "/health") return void res.end();
+        const line = Buffer.from(`vllm:num_requests_running{pad="${"x".repeat(1000)}"} 0\n`);
+        const more = () => {
+          while (metricsSent < 10_000 && res.write(line)) metricsSent++;
+          if (metricsSent < 10_000) res.once("drain", more);
+          else res.end();
+        };
+        more();
+      }),
+    );
+    const result = await probeNode(agent, spec(url), limits);
+    expect(result).toEqual({ ok: false, error: "metrics answer is larger than 65536 bytes" });
+    expect(metricsSent).toBeLessThan(10_000);
+  });
+});
