@@ -11,6 +11,8 @@ export interface HostileNode {
   url: string;
   /** Inference requests received (anything but /health and /metrics). */
   received(): number;
+  /** Inference requests whose connection closed before the answer was complete. */
+  abandoned(): number;
   /** Replaces how inference requests are answered. */
   answer(handler: InferenceHandler): void;
   close(): Promise<void>;
@@ -24,16 +26,24 @@ const IDLE_VLLM_METRICS = [
   "",
 ].join("\n");
 
-export async function startHostileNode(handler: InferenceHandler): Promise<HostileNode> {
+export async function startHostileNode(
+  handler: InferenceHandler,
+  options: { metrics?: (res: ServerResponse) => void } = {},
+): Promise<HostileNode> {
   let answer = handler;
   let received = 0;
+  let abandoned = 0;
   const server = createServer((req, res) => {
     if (req.url === "/health") return void res.writeHead(200).end();
     if (req.url === "/metrics") {
+      if (options.metrics) return options.metrics(res);
       res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
       return void res.end(IDLE_VLLM_METRICS);
     }
     received++;
+    res.once("close", () => {
+      if (!res.writableFinished) abandoned++;
+    });
     // Read the request fully before answering, as a real server does.
     req.resume();
     req.once("end", () => answer(req, res));
@@ -43,6 +53,7 @@ export async function startHostileNode(handler: InferenceHandler): Promise<Hosti
   return {
     url: `http://127.0.0.1:${port}`,
     received: () => received,
+    abandoned: () => abandoned,
     answer: (h) => (answer = h),
     close: () =>
       new Promise((resolve) => {
@@ -50,4 +61,18 @@ export async function startHostileNode(handler: InferenceHandler): Promise<Hosti
         server.close(() => resolve());
       }),
   };
+}
+
+/** Writes `block` to `res` until `totalBytes` are out or the connection closes, honouring drain. */
+export function pour(res: ServerResponse, block: Buffer, totalBytes: number): void {
+  let sent = 0;
+  const more = () => {
+    while (sent < totalBytes && !res.destroyed) {
+      sent += block.length;
+      if (!res.write(block)) return void res.once("drain", more);
+    }
+    if (!res.destroyed) res.end();
+  };
+  res.once("close", () => (sent = totalBytes));
+  more();
 }

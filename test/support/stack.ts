@@ -33,6 +33,8 @@ export interface StackOptions {
   allowedTiers?: number[];
   /** Dispatcher replicas to start (default 1); extra ones are named `dispatcher-2`, …. */
   dispatchers?: number;
+  /** nats-server `max_payload` (default the harness's 8MB), e.g. `"1MB"`, NATS's own default. */
+  natsMaxPayload?: string;
   /**
    * Runs after the fleet is applied and before the services start, e.g. to fill KV buckets
    * or set a simulated node's fault.
@@ -82,7 +84,9 @@ export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
  * real wire formats, the fleet applied to KV, and the four services as child processes.
  */
 export async function startStack(options: StackOptions): Promise<Stack> {
-  const nats = await startNatsServer();
+  const nats = await startNatsServer(
+    options.natsMaxPayload === undefined ? {} : { maxPayload: options.natsMaxPayload },
+  );
   const sims = new Map<string, SimNode>();
   const services = new Map<string, ManagedProcess>();
   const stop = async () => {
