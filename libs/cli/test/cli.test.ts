@@ -84,6 +84,20 @@ const batchPolicy = `  - name: batch-cheap
 `;
 
 describe("zml apply", () => {
+  it("refuses a node at a cloud metadata address or with credentials in its URL", async () => {
+    const apply = (text: string) => zml(["apply", "-f", "fleet.yaml"], { "fleet.yaml": text });
+    const metadata = await apply(
+      fleet().replace("http://127.0.0.1:18103", "http://169.254.169.254"),
+    );
+    expect(metadata.code).not.toBe(0);
+    expect(metadata.stderr).toMatch(/nodes\.1\.endpoint: .*metadata/);
+    const credentials = await apply(
+      fleet().replace("http://127.0.0.1:18101", "http://user:pw@10.0.0.9:8000"),
+    );
+    expect(credentials.code).not.toBe(0);
+    expect(credentials.stderr).toMatch(/nodes\.0\.endpoint: .*credentials/);
+  });
+
   it("shows and applies the changes, and changes nothing the second time", async () => {
     const first = await zml(["apply", "-f", "fleet.yaml"], { "fleet.yaml": fleet() });
     expect(first.stderr).toBe("");

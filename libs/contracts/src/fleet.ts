@@ -21,7 +21,10 @@ export type CostPriority = z.infer<typeof CostPrioritySchema>;
 export const NodeSpecSchema = z.strictObject({
   id: Id,
   /** Base URL of the serving framework, e.g. `http://10.0.0.5:8000`. */
-  endpoint: z.url({ protocol: /^https?$/ }),
+  endpoint: z.url({ protocol: /^https?$/ }).refine((u) => {
+    const url = new URL(u);
+    return url.username === "" && url.password === "";
+  }, "must not carry credentials: put them in the secrets file and name them in auth.secret_ref"),
   framework: FrameworkSchema,
   /** Accelerator family, e.g. `H100`, `MI300X`. */
   accelerator_family: z.string().min(1).max(64),

@@ -195,3 +195,11 @@ export type {
   SessionDeleteRequest,
   SessionDeleteReply,
 } from "./sessions.ts";
+export {
+  CidrListSetting,
+  DEFAULT_DENIED_NODE_CIDRS,
+  createNodeAddressPolicy,
+  endpointProblem,
+  parseCidrList,
+} from "./node-address.ts";
+export type { NodeAddressPolicy, NodeAddressRules } from "./node-address.ts";

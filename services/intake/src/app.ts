@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Http2ServerRequest } from "node:http2";
 import type { Bus, ReplyMux } from "@zml/bus";
-import { ZmlError } from "@zml/contracts";
+import { createNodeAddressPolicy, ZmlError } from "@zml/contracts";
 import type { ModelSpec, PolicySpec } from "@zml/contracts";
 import type { Logger } from "@zml/telemetry";
 import Fastify, { LogController } from "fastify";
@@ -55,6 +55,8 @@ export interface IntakeDeps {
     | "ZML_AUTH_FAILURES_PER_MINUTE"
     | "ZML_ATTESTATION_NONCE_PER_MINUTE"
     | "ZML_CLIENT_BUFFER_MAX_BYTES"
+    | "ZML_NODE_ALLOW_CIDRS"
+    | "ZML_NODE_DENY_CIDRS"
   >;
   /** PEM key and certificate when serving TLS. */
   tls: ServerOptions["tls"];
@@ -182,6 +184,10 @@ export async function buildApp(deps: IntakeDeps) {
       adminRoutes({
         store: deps.configStore,
         checkAdmin: createAdminAuthenticator(config.ZML_ADMIN_TOKEN),
+        nodeAddresses: createNodeAddressPolicy({
+          allow: config.ZML_NODE_ALLOW_CIDRS,
+          deny: config.ZML_NODE_DENY_CIDRS,
+        }),
         clock: deps.clock,
       }),
     );

@@ -55,6 +55,47 @@ describe("admin credential", () => {
   });
 });
 
+describe("node endpoints", () => {
+  it("refuses metadata and link-local addresses and credentials in the URL, naming endpoint", async () => {
+    for (const endpoint of [
+      "http://169.254.169.254/latest/meta-data",
+      "http://[fe80::1]:8000",
+      "http://metadata.google.internal",
+      "https://user:sk-secret@provider.example.com",
+    ]) {
+      const res = await call("PUT", "/admin/v1/nodes/bad-node", { ...node, endpoint });
+      expect(res.status, endpoint).toBe(400);
+      expect(errorOf(res.text)).toMatchObject({ code: "invalid_request", param: "endpoint" });
+      expect(res.text).not.toContain("sk-secret");
+    }
+    expect((await call("GET", "/admin/v1/nodes/bad-node")).status).toBe(404);
+  });
+
+  it("accepts a link-local range the operator allows, and refuses what the operator denies", async () => {
+    const custom = await startIntake({
+      nats: h.nats,
+      config: { ZML_NODE_ALLOW_CIDRS: ["169.254.10.0/24"], ZML_NODE_DENY_CIDRS: ["10.9.0.0/16"] },
+    });
+    try {
+      const put = (endpoint: string) =>
+        fetch(`${custom.url}/admin/v1/nodes/custom-node`, {
+          method: "PUT",
+          headers: admin(),
+          body: JSON.stringify({ ...node, endpoint }),
+        });
+      expect((await put("http://169.254.10.7:8000")).status).toBe(201);
+      expect((await put("http://10.9.0.1:8000")).status).toBe(400);
+      const removed = await fetch(`${custom.url}/admin/v1/nodes/custom-node`, {
+        method: "DELETE",
+        headers: admin(),
+      });
+      expect(removed.status).toBeLessThan(300);
+    } finally {
+      await custom.close();
+    }
+  });
+});
+
 describe("documents", () => {
   it("creates, reads, lists, updates idempotently and deletes a node", async () => {
     const created = await call("PUT", "/admin/v1/nodes/h100-x", node);

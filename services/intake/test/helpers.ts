@@ -107,6 +107,8 @@ export async function startIntake(
       ZML_AUTH_FAILURES_PER_MINUTE: 10,
       ZML_ATTESTATION_NONCE_PER_MINUTE: 6,
       ZML_CLIENT_BUFFER_MAX_BYTES: 8 * 1024 * 1024,
+      ZML_NODE_ALLOW_CIDRS: [],
+      ZML_NODE_DENY_CIDRS: [],
       ...options.config,
     },
     tls: options.tls,

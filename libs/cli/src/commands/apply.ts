@@ -1,7 +1,12 @@
 import { openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
-import { KV_BUCKETS } from "@zml/contracts";
-import type { FleetDocument } from "@zml/contracts";
+import {
+  createNodeAddressPolicy,
+  endpointProblem,
+  KV_BUCKETS,
+  parseCidrList,
+} from "@zml/contracts";
+import type { FleetDocument, NodeAddressPolicy } from "@zml/contracts";
 import { FleetDocumentError, applyFleet, parseFleetDocument } from "@zml/fleet";
 import type { FleetChange } from "@zml/fleet";
 import { withBus } from "../connect.ts";
@@ -28,6 +33,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
   }
   if (!values.file) throw new UsageError("missing -f <fleet.yaml>");
   const doc = loadDocument(values.file, io);
+  checkNodeEndpoints(values.file, doc, io.env);
   return withBus(values.nats, io, async (bus) => {
     const options = { prune: values.prune === true };
     const plan = await applyFleet(bus, doc, { ...options, dryRun: true });
@@ -74,6 +80,33 @@ function loadDocument(path: string, io: CliIo): FleetDocument {
       );
     }
     throw err;
+  }
+}
+
+/**
+ * The same address rules as the admin API's, with the same settings: link-local and cloud
+ * metadata addresses only where `ZML_NODE_ALLOW_CIDRS` allows them.
+ */
+function checkNodeEndpoints(
+  path: string,
+  doc: FleetDocument,
+  env: Record<string, string | undefined>,
+): void {
+  let policy: NodeAddressPolicy;
+  try {
+    policy = createNodeAddressPolicy({
+      allow: parseCidrList(env.ZML_NODE_ALLOW_CIDRS),
+      deny: parseCidrList(env.ZML_NODE_DENY_CIDRS),
+    });
+  } catch (err) {
+    throw new CliError(`ZML_NODE_ALLOW_CIDRS / ZML_NODE_DENY_CIDRS: ${(err as Error).message}`);
+  }
+  const problems = doc.nodes.flatMap((n, i) => {
+    const problem = endpointProblem(n.endpoint, policy);
+    return problem === undefined ? [] : [`  nodes.${i}.endpoint: ${problem}`];
+  });
+  if (problems.length > 0) {
+    throw new CliError(`${path} is not a valid fleet document:\n${problems.join("\n")}`);
   }
 }
 

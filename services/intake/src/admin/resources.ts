@@ -12,7 +12,9 @@ import {
   QualityScoreSchema,
   RevocationSchema,
   ZmlError,
+  endpointProblem,
 } from "@zml/contracts";
+import type { NodeAddressPolicy } from "@zml/contracts";
 import { z } from "zod";
 import type { ConfigStore, StoredDoc } from "./store.ts";
 
@@ -22,6 +24,7 @@ export interface ResourceContext {
   store: ConfigStore;
   /** The document currently stored under the key, if any. */
   existing: StoredDoc | undefined;
+  nodeAddresses: NodeAddressPolicy;
 }
 
 /** One kind of configuration document the admin API manages. */
@@ -77,6 +80,15 @@ async function registrationOrder(doc: Record<string, unknown>, ctx: ResourceCont
   doc.registered_at = max + 1;
 }
 
+/** A node may not be registered at an address the operator's policy refuses. */
+function checkNodeEndpoint(doc: Record<string, unknown>, ctx: ResourceContext): Promise<void> {
+  const problem = endpointProblem(String(doc.endpoint), ctx.nodeAddresses);
+  if (problem === undefined) return Promise.resolve();
+  return Promise.reject(
+    new ZmlError("invalid_request", `invalid 'endpoint': ${problem}`, "endpoint"),
+  );
+}
+
 export const ADMIN_RESOURCES: readonly AdminResource[] = [
   {
     kind: "nodes",
@@ -85,6 +97,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     key: NodeId,
     idField: "id",
     prepare: registrationOrder,
+    check: checkNodeEndpoint,
   },
   {
     kind: "models",

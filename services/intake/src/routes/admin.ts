@@ -1,3 +1,4 @@
+import type { NodeAddressPolicy } from "@zml/contracts";
 import { createHash, randomBytes } from "node:crypto";
 import { AccountSpecSchema, KV_BUCKETS, ZmlError } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
@@ -10,6 +11,8 @@ export interface AdminRouteDeps {
   store: ConfigStore;
   /** Throws ZmlError `unauthorized` unless the admin credential is presented. */
   checkAdmin: (authorization: string | undefined) => void;
+  /** Where nodes may be registered (see `ZML_NODE_ALLOW_CIDRS` / `ZML_NODE_DENY_CIDRS`). */
+  nodeAddresses: NodeAddressPolicy;
   clock: () => number;
 }
 
@@ -78,7 +81,7 @@ async function putDocument(
   doc: Record<string, unknown>,
 ) {
   const existing = await deps.store.get(resource.bucket, key);
-  const ctx = { now: deps.clock(), store: deps.store, existing };
+  const ctx = { now: deps.clock(), store: deps.store, existing, nodeAddresses: deps.nodeAddresses };
   if (resource.idField) {
     const id = doc[resource.idField];
     if (id === undefined) doc[resource.idField] = key;
