@@ -17,6 +17,8 @@ let stack: Stack;
 let big: HostileNode;
 let firehose: HostileNode;
 let metricsBomb: HostileNode;
+/** On an address the operator denies (127.0.0.2), registered straight into KV. */
+let denied: HostileNode;
 let bigAnswer: Buffer;
 /** The aggregator's RSS before it ever probed the metrics bomb. */
 let aggregatorBefore: number;
@@ -64,6 +66,10 @@ beforeAll(async () => {
       pour(res, Buffer.from(`vllm:num_requests_running{pad="${"p".repeat(4000)}"} 0\n`), 150 * MiB);
     },
   });
+  denied = await startHostileNode(
+    (_req, res) => res.writeHead(200, { "content-type": "application/json" }).end("{}"),
+    { host: "127.0.0.2" },
+  );
   stack = await startStack({
     nodes: [{ nodeId: "h100-a", family: "H100" }],
     natsMaxPayload: "1MB",
@@ -71,9 +77,10 @@ beforeAll(async () => {
       DISPATCH_MAX_ANSWER_BYTES: String(32 * MiB),
       ZML_CLIENT_BUFFER_MAX_BYTES: String(4 * MiB),
       POLL_INTERVAL_MS: "300",
+      ZML_NODE_DENY_CIDRS: "127.0.0.2/32",
     },
     fleet: {
-      models: [{ id: "llama-3.1-8b-instruct" }, { id: "big" }, { id: "firehose" }, { id: "bomb" }],
+      models: ["llama-3.1-8b-instruct", "big", "firehose", "bomb", "denied"].map((id) => ({ id })),
     },
   });
   aggregatorBefore = rssMiB("health-aggregator");
@@ -84,6 +91,7 @@ beforeAll(async () => {
       hostileSpec("big-node", big, "big", 1),
       hostileSpec("firehose-node", firehose, "firehose", 2),
       hostileSpec("bomb-node", metricsBomb, "bomb", 3),
+      hostileSpec("denied-node", denied, "denied", 4),
     ],
   });
   await waitForStatus(stack, "Active", ["big-node", "firehose-node"]);
@@ -91,7 +99,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
-  await Promise.all([big, firehose, metricsBomb].map((n) => n?.close()));
+  await Promise.all([big, firehose, metricsBomb, denied].map((n) => n?.close()));
 });
 
 const chat = (model: string, stream = false) =>
@@ -166,5 +174,20 @@ describe("a node whose /metrics is 150 MiB", () => {
     expect(res.status).toBe(503);
     await res.arrayBuffer();
     expect(metricsBomb.received()).toBe(0);
+  });
+});
+
+describe("a node at an address the operator denies", () => {
+  it("is never probed nor sent a payload, though its spec is in the registry", async () => {
+    await pollUntil(async () => (await nodeStatus(stack, "denied-node")) !== undefined, {
+      timeoutMs: 15_000,
+      message: "a state for denied-node",
+    });
+    expect(await nodeStatus(stack, "denied-node")).not.toBe("Active");
+    const res = await chat("denied");
+    const text = await res.text();
+    expect(res.status, text).toBe(503);
+    expect(denied.probes()).toBe(0);
+    expect(denied.received()).toBe(0);
   });
 });

@@ -11,6 +11,8 @@ export interface HostileNode {
   url: string;
   /** Inference requests received (anything but /health and /metrics). */
   received(): number;
+  /** Health checks received. */
+  probes(): number;
   /** Inference requests whose connection closed before the answer was complete. */
   abandoned(): number;
   /** Replaces how inference requests are answered. */
@@ -28,7 +30,7 @@ const IDLE_VLLM_METRICS = [
 
 export async function startHostileNode(
   handler: InferenceHandler,
-  options: { metrics?: (res: ServerResponse) => void } = {},
+  options: { metrics?: (res: ServerResponse) => void; host?: string } = {},
 ): Promise<HostileNode> {
   let answer = handler;
   let received = 0;
@@ -48,10 +50,16 @@ export async function startHostileNode(
     req.resume();
     req.once("end", () => answer(req, res));
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const host = options.host ?? "127.0.0.1";
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
+  let probes = 0;
+  server.on("request", (req: IncomingMessage) => {
+    if (req.url === "/health") probes++;
+  });
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${host}:${port}`,
+    probes: () => probes,
     received: () => received,
     abandoned: () => abandoned,
     answer: (h) => (answer = h),

@@ -10,3 +10,4 @@ export {
 export type { ConfigProblem, ConfigFixes } from "./config.ts";
 export { onShutdownSignal } from "./shutdown.ts";
 export type { ShutdownLogger } from "./shutdown.ts";
+export { guardedConnector, guardedLookup, NodeAddressRefusedError } from "./node-connector.ts";

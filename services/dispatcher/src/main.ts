@@ -24,6 +24,7 @@ import {
   SESSIONS_BUCKET,
   SessionSchema,
   nodeObservationSubject,
+  createNodeAddressPolicy,
 } from "@zml/contracts";
 import { CostEntrySchema, QualityScoreSchema } from "@zml/routing";
 import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
@@ -111,6 +112,10 @@ const pools = createNodePools({
   connections: config.DISPATCH_POOL_CONNECTIONS,
   connectTimeoutMs: config.DISPATCH_CONNECT_TIMEOUT_MS,
   pins: attestation,
+  nodeAddresses: createNodeAddressPolicy({
+    allow: config.ZML_NODE_ALLOW_CIDRS,
+    deny: config.ZML_NODE_DENY_CIDRS,
+  }),
 });
 const cancellations = createCancellations();
 const observations = createObservationBatcher({

@@ -1,5 +1,6 @@
 import { isTeeTier } from "@zml/contracts";
-import type { NodeSpec } from "@zml/contracts";
+import type { NodeAddressPolicy, NodeSpec } from "@zml/contracts";
+import { guardedConnector } from "@zml/runtime";
 import { Pool } from "undici";
 import { pinnedConnector } from "./pinned-connector.ts";
 
@@ -31,7 +32,18 @@ export function createNodePools(options: {
   connections: number;
   connectTimeoutMs: number;
   pins: TlsPins;
+  /** Applied to every address dialled, after DNS. */
+  nodeAddresses: NodeAddressPolicy;
 }): NodePools {
+  const timeout = options.connectTimeoutMs;
+  const plain = guardedConnector(options.nodeAddresses, { timeout });
+  // Tier 3/4: any certificate (the quote vouches for the key) and no session resumption, so
+  // every connection shows the key the pinned connector checks.
+  const tls = guardedConnector(options.nodeAddresses, {
+    timeout,
+    rejectUnauthorized: false,
+    maxCachedSessions: 0,
+  });
   const pools = new Map<string, { endpoint: string; size: number; pin: string; pool: Pool }>();
   const basePaths = new Map<string, string>();
   return {
@@ -53,9 +65,10 @@ export function createNodePools(options: {
               return now === pin ? now : undefined;
             },
             onMismatch: (nodeId, seen) => options.pins.onMismatch(nodeId, seen),
-            timeoutMs: options.connectTimeoutMs,
+            timeoutMs: timeout,
+            base: tls,
           })
-        : { timeout: options.connectTimeoutMs };
+        : plain;
       const pool = new Pool(new URL(node.endpoint).origin, {
         connections: size,
         connect,

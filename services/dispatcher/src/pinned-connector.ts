@@ -41,6 +41,11 @@ export interface PinnedConnectorOptions {
   /** Called with what the node presented when it was not the pinned key. */
   onMismatch(nodeId: string, seen: string | null): void;
   timeoutMs: number;
+  /**
+   * The connector that makes the TLS connection (default: one that takes any certificate and
+   * resumes no session); the pool passes its address-guarded one.
+   */
+  base?: buildConnector.connector;
 }
 
 /**
@@ -51,11 +56,9 @@ export interface PinnedConnectorOptions {
  * resumption is off, so every connection shows its certificate.
  */
 export function pinnedConnector(options: PinnedConnectorOptions): buildConnector.connector {
-  const connect = buildConnector({
-    rejectUnauthorized: false,
-    maxCachedSessions: 0,
-    timeout: options.timeoutMs,
-  });
+  const connect =
+    options.base ??
+    buildConnector({ rejectUnauthorized: false, maxCachedSessions: 0, timeout: options.timeoutMs });
   return (connectOptions, callback) => {
     if (connectOptions.protocol !== "https:") {
       callback(new TlsKeyMismatchError(options.nodeId, null), null);

@@ -1,10 +1,18 @@
 import { DEFAULT_HEALTH_CONFIG } from "@zml/health";
+import { CidrListSetting } from "@zml/contracts";
 import { parseConfig } from "@zml/runtime";
 import { z } from "zod";
 
 const ConfigSchema = z
   .object({
     NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
+    /**
+     * Node addresses allowed beyond the defaults, and always refused (comma-separated CIDRs),
+     * checked on every connection after DNS. Link-local and cloud metadata ranges are refused
+     * unless allowed here.
+     */
+    ZML_NODE_ALLOW_CIDRS: CidrListSetting,
+    ZML_NODE_DENY_CIDRS: CidrListSetting,
     AGGREGATOR_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9102),
     AGGREGATOR_OPS_HOST: z.string().default("127.0.0.1"),
     LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),

@@ -13,9 +13,10 @@ import {
   NodeSpecSchema,
   NodeStateSchema,
   nodeStateSubject,
+  createNodeAddressPolicy,
 } from "@zml/contracts";
 import { DEFAULT_HEALTH_CONFIG } from "@zml/health";
-import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
+import { guardedConnector, onShutdownSignal, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { Agent } from "undici";
 import { createAggregator } from "./aggregator.ts";
@@ -39,14 +40,22 @@ const log = createLogger({ service: "health-aggregator", level: config.LOG_LEVEL
 });
 const { registry } = createMetrics({ service: "health-aggregator" });
 const bus = await connectBus({ servers: config.NATS_URL, name: "zml-health-aggregator", log });
-const agent = new Agent({ keepAliveTimeout: config.POLL_INTERVAL_MS * 2, connections: 4 });
+const nodeAddresses = createNodeAddressPolicy({
+  allow: config.ZML_NODE_ALLOW_CIDRS,
+  deny: config.ZML_NODE_DENY_CIDRS,
+});
+const agent = new Agent({
+  keepAliveTimeout: config.POLL_INTERVAL_MS * 2,
+  connections: 4,
+  connect: guardedConnector(nodeAddresses),
+});
 // Tier 3/4 nodes present a TLS key their quote vouches for, not a CA-issued certificate.
 // Health polls carry no payload, so they need not pin it (the dispatcher does); they only
 // must not refuse the certificate.
 const teeAgent = new Agent({
   keepAliveTimeout: config.POLL_INTERVAL_MS * 2,
   connections: 4,
-  connect: { rejectUnauthorized: false },
+  connect: guardedConnector(nodeAddresses, { rejectUnauthorized: false }),
 });
 const healthConfig = {
   ...DEFAULT_HEALTH_CONFIG,
