@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { createClient, ZmlApiError } from "@zml/client";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -6,6 +7,13 @@ import { API_KEY, MODEL, authHeaders, startStack, waitForStatus } from "../suppo
 import type { Stack } from "../support/stack.ts";
 
 let stack: Stack;
+
+async function expectNoJob(zml: ReturnType<typeof createClient>): Promise<void> {
+  await expect(zml.jobs.get("shared-id-1")).rejects.toMatchObject({
+    status: 404,
+    code: "not_found",
+  });
+}
 const client = () => createClient({ baseUrl: stack.intakeUrl, apiKey: API_KEY });
 const ask = (content: string) => ({ model: MODEL, messages: [{ role: "user", content }] });
 
@@ -64,6 +72,38 @@ describe("batch jobs through the API and the SDK", () => {
       status: 404,
       code: "not_found",
     });
+  });
+
+  it("keeps jobs apart by account: the same id in two accounts is two jobs", async () => {
+    const otherKey = "e2e-second-account-key-0123456789";
+    const second = {
+      id: "second-acct",
+      api_key_sha256: [createHash("sha256").update(otherKey).digest("hex")],
+      allowed_tiers: [1],
+    };
+    await stack.apply({
+      ...stack.fleet,
+      accounts: [...stack.fleet.accounts.filter((a) => a.id !== second.id), second],
+    });
+    const mine = client();
+    const theirs = createClient({ baseUrl: stack.intakeUrl, apiKey: otherKey });
+    const payloads = () =>
+      [...stack.sims.values()].reduce((n, s) => n + s.stats().payloads_received, 0);
+
+    const a = await mine.jobs.submit(ask("account A's question"), { jobId: "shared-id-1" });
+    for await (const job of mine.jobs.results(["shared-id-1"], { pollMs: 100 })) {
+      expect(job.status).toBe("done");
+    }
+    // Another account's id is "not found" to the second account, never a duplicate.
+    await expectNoJob(theirs);
+    const before = payloads();
+    const b = await theirs.jobs.submit(ask("account B's question"), { jobId: "shared-id-1" });
+    expect([a.duplicate, b.duplicate]).toEqual([false, false]);
+    for await (const job of theirs.jobs.results(["shared-id-1"], { pollMs: 100 })) {
+      expect(job.status).toBe("done");
+    }
+    expect(payloads()).toBe(before + 1);
+    expect((await mine.jobs.get("shared-id-1")).status).toBe("done");
   });
 
   it.each([

@@ -6,6 +6,7 @@ import {
   JOB_HEADERS,
   JOB_MESSAGE_TYPE,
   JOB_STREAMS,
+  jobKey,
   jobSubmitSubject,
 } from "@zml/contracts";
 
@@ -28,7 +29,7 @@ export async function submitJob(
   });
   const ack = await jetstream(bus.nc).publish(jobSubmitSubject(account, jobId), body, {
     headers: h,
-    msgID: jobId,
+    msgID: jobKey(account, jobId),
   });
   return { duplicate: ack.duplicate };
 }

@@ -8,11 +8,16 @@ import { NODE_ID_PATTERN } from "./subjects.ts";
  * `zml.jobs.submit.<account>.<job_id>` on the `ZML_JOBS` work-queue stream: the body is the
  * OpenAI request body as bytes (exactly what would be POSTed to `/v1/chat/completions`), the
  * routing fields travel in the same headers as a sync `route.request` (`Zml-Model`,
- * `Zml-Path`, `Zml-Tier`, `Zml-Policy`, `Zml-Fallback-Models`, …) plus `Nats-Msg-Id: <job_id>`,
- * which makes a second publish of the same job within the dedupe window a no-op.
+ * `Zml-Path`, `Zml-Tier`, `Zml-Policy`, `Zml-Fallback-Models`, …) plus
+ * `Nats-Msg-Id: <account>.<job_id>`, which makes a second publish of the same job within the
+ * dedupe window a no-op.
  *
- * Each job gets at most one result on `zml.jobs.result.<job_id>` in `ZML_JOB_RESULTS`:
- * the node's response body with `Zml-Job-Outcome`, `Zml-Status` and `Zml-Routing` headers.
+ * Each job gets at most one result on `zml.jobs.result.<account>.<job_id>` in
+ * `ZML_JOB_RESULTS`: the node's response body with `Zml-Job-Outcome`, `Zml-Status` and
+ * `Zml-Routing` headers.
+ *
+ * A job is named by its account *and* its id everywhere (subjects, dedupe, status, results):
+ * the same id in two accounts is two jobs, and one account never sees another's.
  */
 
 /** Job ids are subject tokens: letters, digits, `-` and `_`, at most 64. */
@@ -60,8 +65,13 @@ export function jobDeadSubject(account: string, jobId: string): string {
   return `${JOB_DEAD_PREFIX}.${token("account", account)}.${token("job id", jobId)}`;
 }
 
-export function jobResultSubject(jobId: string): string {
-  return `${JOB_RESULT_PREFIX}.${token("job id", jobId)}`;
+export function jobResultSubject(account: string, jobId: string): string {
+  return `${JOB_RESULT_PREFIX}.${token("account", account)}.${token("job id", jobId)}`;
+}
+
+/** A job's name across accounts: its `Nats-Msg-Id` and its key in the status bucket. */
+export function jobKey(account: string, jobId: string): string {
+  return `${token("account", account)}.${token("job id", jobId)}`;
 }
 
 export const JOB_OUTCOMES = ["done", "failed", "expired"] as const;

@@ -167,6 +167,7 @@ export {
   jobSubmitSubject,
   accountJobsFilter,
   jobResultSubject,
+  jobKey,
 } from "./batch.ts";
 export type { JobStatus, JobOutcome } from "./batch.ts";
 export {

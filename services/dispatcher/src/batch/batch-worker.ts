@@ -101,6 +101,7 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
         metrics.outcomes.inc({ outcome: "dead_lettered" });
       }
       const recorded = await recordResult(js, {
+        account,
         jobId,
         outcome: final,
         status: outcome.status,

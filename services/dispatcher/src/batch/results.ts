@@ -2,10 +2,11 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
 import { createHeaders } from "@zml/bus";
 import type { KV } from "@zml/bus";
-import { HEADERS, JOB_HEADERS, JobStatusSchema, jobResultSubject } from "@zml/contracts";
+import { HEADERS, JOB_HEADERS, JobStatusSchema, jobKey, jobResultSubject } from "@zml/contracts";
 import type { JobOutcome, JobStatus } from "@zml/contracts";
 
 export interface JobResult {
+  account: string;
   jobId: string;
   outcome: JobOutcome;
   status: number;
@@ -27,9 +28,9 @@ export async function recordResult(js: JetStreamClient, result: JobResult): Prom
   h.set(HEADERS.contentType, result.contentType);
   if (result.routing) h.set(HEADERS.routing, result.routing);
   try {
-    await js.publish(jobResultSubject(result.jobId), result.body, {
+    await js.publish(jobResultSubject(result.account, result.jobId), result.body, {
       headers: h,
-      msgID: result.jobId,
+      msgID: jobKey(result.account, result.jobId),
       expect: { lastSubjectSequence: 0 },
     });
     return true;
@@ -47,7 +48,7 @@ export async function recordResult(js: JetStreamClient, result: JobResult): Prom
 /** Writes a job's status; status is advisory (the results stream is the record). */
 export async function writeStatus(kv: KV, status: Omit<JobStatus, "type">): Promise<void> {
   await kv.put(
-    status.job_id,
+    jobKey(status.account, status.job_id),
     JSON.stringify(JobStatusSchema.parse({ type: "job.status.v1", ...status })),
   );
 }

@@ -13,6 +13,7 @@ import {
   ROUTING_HTTP_HEADER,
   ZmlError,
   jobResultSubject,
+  jobKey,
   jobSubmitSubject,
   parseRoutingHeader,
 } from "@zml/contracts";
@@ -86,7 +87,7 @@ export function jobRoutes(deps: JobRouteDeps) {
       if (fields.sort) h.set(HEADERS.sort, fields.sort);
       const ack = await jetstream(deps.bus.nc).publish(jobSubmitSubject(account.id, jobId), body, {
         headers: injectTraceContext(h),
-        msgID: jobId,
+        msgID: jobKey(account.id, jobId),
       });
       return reply.code(202).send({
         object: "job",
@@ -103,7 +104,7 @@ export function jobRoutes(deps: JobRouteDeps) {
       if (!JOB_ID_PATTERN.test(id)) throw notFound;
       const { status: statusKv } = await setup();
       const jsm = await jetstreamManager(deps.bus.nc);
-      const entry = await statusKv.get(id);
+      const entry = await statusKv.get(jobKey(account.id, id));
       const parsed =
         entry?.operation === "PUT" ? JobStatusSchema.safeParse(entry.json()) : undefined;
       const status = parsed?.success ? parsed.data : undefined;
@@ -122,10 +123,10 @@ export function jobRoutes(deps: JobRouteDeps) {
           result: null,
         };
       }
-      // Another account's job is indistinguishable from a missing one.
+      // Scoped by account already; a status that says otherwise was not written by ZML.
       if (status.account !== account.id) throw notFound;
       const result = await jsm.streams.getMessage(JOB_STREAMS.results, {
-        last_by_subj: jobResultSubject(id),
+        last_by_subj: jobResultSubject(account.id, id),
       });
       return {
         object: "job",
