@@ -19,6 +19,8 @@ let firehose: HostileNode;
 let metricsBomb: HostileNode;
 /** On an address the operator denies (127.0.0.2), registered straight into KV. */
 let denied: HostileNode;
+/** Sends one SSE event, then nothing: the request's deadline (ZML_REQUEST_TIMEOUT_MS) ends it. */
+let stall: HostileNode;
 let bigAnswer: Buffer;
 /** The aggregator's RSS before it ever probed the metrics bomb. */
 let aggregatorBefore: number;
@@ -70,6 +72,10 @@ beforeAll(async () => {
     (_req, res) => res.writeHead(200, { "content-type": "application/json" }).end("{}"),
     { host: "127.0.0.2" },
   );
+  stall = await startHostileNode((_req, res) => {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write('data: {"choices":[{"index":0,"delta":{"content":"one"}}]}\n\n');
+  });
   stack = await startStack({
     nodes: [{ nodeId: "h100-a", family: "H100" }],
     natsMaxPayload: "1MB",
@@ -78,9 +84,12 @@ beforeAll(async () => {
       ZML_CLIENT_BUFFER_MAX_BYTES: String(4 * MiB),
       POLL_INTERVAL_MS: "300",
       ZML_NODE_DENY_CIDRS: "127.0.0.2/32",
+      ZML_REQUEST_TIMEOUT_MS: "6000",
     },
     fleet: {
-      models: ["llama-3.1-8b-instruct", "big", "firehose", "bomb", "denied"].map((id) => ({ id })),
+      models: ["llama-3.1-8b-instruct", "big", "firehose", "bomb", "denied", "stall"].map((id) => ({
+        id,
+      })),
     },
   });
   aggregatorBefore = rssMiB("health-aggregator");
@@ -92,14 +101,15 @@ beforeAll(async () => {
       hostileSpec("firehose-node", firehose, "firehose", 2),
       hostileSpec("bomb-node", metricsBomb, "bomb", 3),
       hostileSpec("denied-node", denied, "denied", 4),
+      hostileSpec("stall-node", stall, "stall", 5),
     ],
   });
-  await waitForStatus(stack, "Active", ["big-node", "firehose-node"]);
+  await waitForStatus(stack, "Active", ["big-node", "firehose-node", "stall-node"]);
 });
 
 afterAll(async () => {
   await stack?.stop();
-  await Promise.all([big, firehose, metricsBomb, denied].map((n) => n?.close()));
+  await Promise.all([big, firehose, metricsBomb, denied, stall].map((n) => n?.close()));
 });
 
 const chat = (model: string, stream = false) =>
@@ -189,5 +199,17 @@ describe("a node at an address the operator denies", () => {
     expect(res.status, text).toBe(503);
     expect(denied.probes()).toBe(0);
     expect(denied.received()).toBe(0);
+  });
+});
+
+describe("a stream that goes silent until the request's deadline", () => {
+  it("ends with an upstream_timeout error event from the dispatcher, never [DONE]", async () => {
+    const res = await chat("stall", true);
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toContain('"content":"one"');
+    expect(text).toMatch(/event: error\ndata: .*"code":"upstream_timeout"/);
+    expect(text).not.toContain("[DONE]");
+    expect(stack.logs()).not.toContain("is not a function");
   });
 });

@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHostileNode } from "../support/hostile-node.ts";
 import type { HostileNode } from "../support/hostile-node.ts";
-import { authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import { adminHeaders, authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 import {
   approveMeasurements,
@@ -97,6 +97,38 @@ describe("fresh-nonce attestation", () => {
     const cached = await get("/v1/attestation/tee-good");
     expect(cached.status).toBe(200);
     await cached.arrayBuffer();
+  });
+});
+
+describe("node registration through the admin API", () => {
+  it("refuses metadata, link-local and credential-carrying endpoints, naming endpoint", async () => {
+    for (const endpoint of [
+      "http://169.254.169.254/latest/meta-data/",
+      "http://[fd00:ec2::254]/",
+      "http://metadata.google.internal/computeMetadata/v1/",
+      "https://operator:sk-live-secret@provider.example.com/v1",
+    ]) {
+      const res = await fetch(`${stack.intakeUrl}/admin/v1/nodes/ssrf-node`, {
+        method: "PUT",
+        headers: adminHeaders(),
+        body: JSON.stringify({
+          endpoint,
+          framework: "vllm",
+          accelerator_family: "H100",
+          tier: 1,
+          models: [MODEL],
+        }),
+      });
+      const text = await res.text();
+      expect(res.status, endpoint).toBe(400);
+      expect((JSON.parse(text) as { error: { param: string } }).error.param).toBe("endpoint");
+      expect(text).not.toContain("sk-live-secret");
+    }
+    const stored = await fetch(`${stack.intakeUrl}/admin/v1/nodes/ssrf-node`, {
+      headers: adminHeaders(),
+    });
+    expect(stored.status).toBe(404);
+    await stored.arrayBuffer();
   });
 });
 

@@ -150,7 +150,9 @@ function forward(
       {
         bus: deps.bus,
         mux: deps.mux,
-        idleTimeoutMs: deps.requestTimeoutMs,
+        // The dispatcher ends a call at the deadline with its own, precise error; a little
+        // longer here lets that error reach the client rather than a bare gateway timeout.
+        idleTimeoutMs: deps.requestTimeoutMs + DEADLINE_GRACE_MS,
         maxBufferedBytes: deps.maxBufferedBytes,
         clock: deps.clock,
       },
@@ -173,6 +175,8 @@ function decisionIdOf(routing: string): string | undefined {
 }
 
 /** The bus headers of a `route.request`; every value was validated before it gets here. */
+const DEADLINE_GRACE_MS = 2_000;
+
 function routeHeaders(requestId: string, f: Forward, plan: RoutePlan, deadline: number) {
   const h = createHeaders();
   h.set(HEADERS.type, MESSAGE_TYPES.routeRequestV1);
