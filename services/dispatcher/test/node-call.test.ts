@@ -3,6 +3,7 @@
 import { createServer } from "node:http";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { ReplyWriter } from "@zml/bus";
 import { Pool } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { createCollectingWriter } from "../src/batch/collecting-writer.ts";
@@ -28,30 +29,21 @@ async function node(handler: Parameters<typeof createServer>[1]): Promise<Pool> 
   return pool;
 }
 
+/** A collecting writer that also records the order of the frames written. */
 function frames() {
   const kinds: string[] = [];
-  const writer = createCollectingWriter();
-  const track = <K extends "full" | "head" | "chunk" | "end" | "error">(kind: K) => {
-    const inner = writer[kind] as (...args: unknown[]) => void;
-    return (...args: unknown[]) => {
-      kinds.push(kind);
-      inner(...args);
-    };
+  const inner = createCollectingWriter();
+  const writer: ReplyWriter = {
+    full: (...a) => (kinds.push("full"), inner.full(...a)),
+    head: (...a) => (kinds.push("head"), inner.head(...a)),
+    chunk: (data) => (kinds.push("chunk"), inner.chunk(data)),
+    end: () => (kinds.push("end"), inner.end()),
+    error: (...a) => (kinds.push("error"), inner.error(...a)),
   };
-  return {
-    kinds,
-    collected: writer.reply,
-    writer: {
-      full: track("full"),
-      head: track("head"),
-      chunk: track("chunk"),
-      end: track("end"),
-      error: track("error"),
-    },
-  };
+  return { kinds, collected: () => inner.reply(), writer };
 }
 
-const call = (pool: Pool, writer: ReturnType<typeof frames>["writer"], over = {}) =>
+const call = (pool: Pool, writer: ReplyWriter, over = {}) =>
   callNode({
     pool,
     path: "/v1/chat/completions",
