@@ -21,10 +21,11 @@ export type CostPriority = z.infer<typeof CostPrioritySchema>;
 export const NodeSpecSchema = z.strictObject({
   id: Id,
   /** Base URL of the serving framework, e.g. `http://10.0.0.5:8000`. */
-  endpoint: z.url({ protocol: /^https?$/ }).refine((u) => {
-    const url = new URL(u);
-    return url.username === "" && url.password === "";
-  }, "must not carry credentials: put them in the secrets file and name them in auth.secret_ref"),
+  endpoint: z.url({ protocol: /^https?$/ }).refine(
+    // Runs even when the URL check above failed: a string that is no URL passes here.
+    (u) => !URL.canParse(u) || (new URL(u).username === "" && new URL(u).password === ""),
+    "must not carry credentials: put them in the secrets file and name them in auth.secret_ref",
+  ),
   framework: FrameworkSchema,
   /** Accelerator family, e.g. `H100`, `MI300X`. */
   accelerator_family: z.string().min(1).max(64),

@@ -82,3 +82,18 @@ describe("NodeSpecSchema", () => {
     expect(result.error?.issues[0]?.path).toEqual(["endpoint"]);
   });
 });
+
+describe("NodeSpecSchema endpoint", () => {
+  it("reports a string that is not a URL as a schema problem, not a crash", () => {
+    const result = NodeSpecSchema.safeParse({
+      id: "n",
+      endpoint: "not a url",
+      framework: "vllm",
+      accelerator_family: "H100",
+      tier: 1,
+      models: ["m"],
+    });
+    expect(result.success).toBe(false);
+    expect(result.error?.issues[0]?.path).toEqual(["endpoint"]);
+  });
+});
