@@ -1,7 +1,9 @@
 import { createInbox, headers as natsHeaders } from "@nats-io/nats-core";
-import type { Msg, MsgHdrs, NatsConnection, Subscription } from "@nats-io/nats-core";
+import type { Msg, MsgHdrs, Subscription } from "@nats-io/nats-core";
 import { HEADERS, REPLY_KINDS, ZmlError } from "@zml/contracts";
 import type { ErrorBody, ReplyKind } from "@zml/contracts";
+import { natsConnectionOf } from "./connection.ts";
+import type { Bus } from "./connection.ts";
 
 /**
  * The reply side of `route.request`: a response travels back to the requester's inbox as
@@ -40,7 +42,8 @@ export interface ReplyWriter {
   error(body: ErrorBody, routing?: string): void;
 }
 
-export function createReplyWriter(nc: NatsConnection, replySubject: string): ReplyWriter {
+export function createReplyWriter(bus: Bus, replySubject: string): ReplyWriter {
+  const nc = natsConnectionOf(bus);
   let seq = 0;
   const frame = (kind: ReplyKind, data: Uint8Array, h?: MsgHdrs) => {
     const hdrs = h ?? natsHeaders();
@@ -126,7 +129,8 @@ interface Pending {
   idleTimeoutMs: number;
 }
 
-export function createReplyMux(nc: NatsConnection): ReplyMux {
+export function createReplyMux(bus: Bus): ReplyMux {
+  const nc = natsConnectionOf(bus);
   const prefix = createInbox();
   const pending = new Map<string, Pending>();
   let counter = 0;

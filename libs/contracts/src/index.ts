@@ -195,3 +195,9 @@ export type {
   SessionDeleteRequest,
   SessionDeleteReply,
 } from "./sessions.ts";
+export {
+  ATTESTATION_VERIFY_ENDPOINT,
+  SESSION_CREATE_ENDPOINT,
+  SESSION_DELETE_ENDPOINT,
+} from "./endpoints.ts";
+export type { JsonEndpoint } from "./endpoints.ts";

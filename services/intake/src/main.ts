@@ -34,7 +34,7 @@ const rateLimiter = createRateLimiter();
 const state = await watchIntakeState(bus, log, { auth, keyStore, rateLimiter, clock: Date.now });
 const allowlist = await watchAllowlistFeed(bus, log);
 
-const mux = createReplyMux(bus.nc);
+const mux = createReplyMux(bus);
 // In-flight requests fail at once with a clear error instead of waiting for their timeout.
 bus.onConnectionChange((connected) => {
   if (!connected)

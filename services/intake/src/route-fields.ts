@@ -13,6 +13,8 @@ export interface RouteFields {
   fallbackModels: string[];
   sort: string | undefined;
   sessionId: string | undefined;
+  /** `max_tokens` (or `max_completion_tokens`) when the client sent a positive integer. */
+  maxTokens: number | undefined;
 }
 
 /** A native `/v1/infer` call: its routing fields and the chat completion body for the node. */
@@ -39,6 +41,7 @@ export function extractRouteFields(path: InferencePath, raw: Buffer): RouteField
     fallbackModels: data.models ?? [],
     sort: data.provider?.sort,
     sessionId: data.session_id,
+    maxTokens: maxTokensOf(data),
   };
 }
 
@@ -66,6 +69,20 @@ export function parseNativeCall(raw: Buffer): NativeCall {
       fallbackModels: data.fallback_models ?? [],
       sort: data.sort,
       sessionId: data.session_id,
+      maxTokens: data.max_tokens,
     },
   };
+}
+
+/**
+ * The output the client asked for at most, which routing takes as the request's expected
+ * tokens. OpenAI bodies are passed through unchecked, so a value that is not a positive
+ * integer is left for the node to refuse and routing uses the model's default.
+ */
+function maxTokensOf(data: Record<string, unknown>): number | undefined {
+  for (const key of ["max_tokens", "max_completion_tokens"]) {
+    const value = data[key];
+    if (typeof value === "number" && Number.isInteger(value) && value > 0) return value;
+  }
+  return undefined;
 }

@@ -4,7 +4,7 @@ import { ZmlError } from "@zml/contracts";
 import { describe, expect, it } from "vitest";
 import { createAdminAuthenticator, createAuthenticator } from "../src/auth.ts";
 import { createKeyStoreStatus } from "../src/key-store.ts";
-import { resolvePolicyName } from "../src/policy.ts";
+import { policyNameFor } from "../src/policy.ts";
 import { createRateLimiter } from "../src/rate-limit.ts";
 import { extractRouteFields, parseNativeCall } from "../src/route-fields.ts";
 import { planRoute } from "../src/route-plan.ts";
@@ -262,7 +262,7 @@ const policy = (name: string): PolicySpec => ({
   max_queue_ms: 0,
 });
 
-describe("resolvePolicyName", () => {
+describe("policyNameFor", () => {
   const policies = new Map([
     ["fast", policy("fast")],
     ["cheap", policy("cheap")],
@@ -271,23 +271,24 @@ describe("resolvePolicyName", () => {
     id: "m",
     ...(default_policy ? { default_policy } : {}),
   });
+  const config = (m: ModelSpec) => ({ models: new Map([[m.id, m]]), policies });
 
   it("follows request → model default → account default → balanced", () => {
     expect(
-      resolvePolicyName("cheap", model("fast"), account({ default_policy: "fast" }), policies),
+      policyNameFor("cheap", "m", account({ default_policy: "fast" }), config(model("fast"))),
     ).toBe("cheap");
     expect(
-      resolvePolicyName(undefined, model("fast"), account({ default_policy: "cheap" }), policies),
+      policyNameFor(undefined, "m", account({ default_policy: "cheap" }), config(model("fast"))),
     ).toBe("fast");
     expect(
-      resolvePolicyName(undefined, model(), account({ default_policy: "cheap" }), policies),
+      policyNameFor(undefined, "m", account({ default_policy: "cheap" }), config(model())),
     ).toBe("cheap");
-    expect(resolvePolicyName(undefined, model(), account(), policies)).toBe("balanced");
-    expect(resolvePolicyName(undefined, model("deleted"), account(), policies)).toBe("balanced");
+    expect(policyNameFor(undefined, "m", account(), config(model()))).toBe("balanced");
+    expect(policyNameFor(undefined, "m", account(), config(model("deleted")))).toBe("balanced");
   });
 
   it("rejects an unknown policy named by the request", () => {
-    expect(codeOf(() => resolvePolicyName("nope", model(), account(), policies))).toEqual([
+    expect(codeOf(() => policyNameFor("nope", "m", account(), config(model())))).toEqual([
       "unknown_policy",
       "policy",
     ]);
@@ -310,6 +311,7 @@ describe("planRoute", () => {
     fallbackModels: [],
     sort: undefined,
     sessionId: undefined,
+    maxTokens: undefined,
     ...extra,
   });
 

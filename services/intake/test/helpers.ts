@@ -83,7 +83,7 @@ export async function startIntake(
     clock: Date.now,
   });
   const allowlist = await watchAllowlistFeed(bus, quietLog);
-  const mux = createReplyMux(bus.nc);
+  const mux = createReplyMux(bus);
   const app = await buildApp({
     bus,
     mux,

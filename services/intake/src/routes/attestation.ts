@@ -1,17 +1,11 @@
+import { requestJson } from "@zml/bus";
 import type { Bus } from "@zml/bus";
-import {
-  ATTESTATION_VERIFY_SUBJECT,
-  AttestationVerifyReplySchema,
-  AttestationVerifyRequestSchema,
-  NODE_ID_PATTERN,
-  ZmlError,
-} from "@zml/contracts";
+import { ATTESTATION_VERIFY_ENDPOINT, NODE_ID_PATTERN, ZmlError } from "@zml/contracts";
 import type { AttestationResult } from "@zml/contracts";
 import { reportDataFor } from "@zml/tdx";
 import type { FastifyInstance } from "fastify";
 import { admit } from "../admit.ts";
 import type { Authenticator } from "../auth.ts";
-import { requestReply } from "../bus-request.ts";
 import type { RateLimiter } from "../rate-limit.ts";
 
 /** A new attestation waits for the node's quote (up to 5 s in the attestation service). */
@@ -69,18 +63,16 @@ export function attestationRoutes(deps: AttestationRouteDeps) {
           throw new ZmlError("invalid_request", "nonce must be 32 bytes of hex", "nonce");
         }
         if (!NODE_ID_PATTERN.test(nodeId)) throw unknownNode(nodeId);
-        const reply = await requestReply(deps.bus, {
-          subject: ATTESTATION_VERIFY_SUBJECT,
-          requestSchema: AttestationVerifyRequestSchema,
-          replySchema: AttestationVerifyReplySchema,
-          request: {
+        const reply = await requestJson(
+          deps.bus,
+          ATTESTATION_VERIFY_ENDPOINT,
+          {
             type: "attestation.verify.v1",
             node_id: nodeId,
             ...(nonce === undefined ? {} : { nonce: nonce.toLowerCase() }),
           },
-          timeoutMs: VERIFY_TIMEOUT_MS,
-          service: "the attestation service",
-        });
+          { timeoutMs: VERIFY_TIMEOUT_MS, service: "the attestation service" },
+        );
         if ("error" in reply) {
           switch (reply.error.code) {
             case "unknown_node":

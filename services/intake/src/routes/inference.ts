@@ -1,4 +1,4 @@
-import { createHeaders, injectTraceContext } from "@zml/bus";
+import { injectTraceContext } from "@zml/bus";
 import type { Bus, ReplyMux } from "@zml/bus";
 import { context, trace } from "@opentelemetry/api";
 import { HEADERS, MESSAGE_TYPES, ZmlError, parseRoutingHeader } from "@zml/contracts";
@@ -12,7 +12,7 @@ import type { RelayOutcome } from "../relay.ts";
 import { endServerSpan, startServerSpan } from "../tracing.ts";
 import { extractRouteFields, parseNativeCall } from "../route-fields.ts";
 import type { RouteFields } from "../route-fields.ts";
-import { planRoute } from "../route-plan.ts";
+import { planHeaders, planRoute } from "../route-plan.ts";
 import type { RoutePlan } from "../route-plan.ts";
 
 export interface InferenceRouteDeps {
@@ -166,19 +166,10 @@ function decisionIdOf(routing: string): string | undefined {
 
 /** The bus headers of a `route.request`; every value was validated before it gets here. */
 function routeHeaders(requestId: string, f: Forward, plan: RoutePlan, deadline: number) {
-  const h = createHeaders();
-  h.set(HEADERS.type, MESSAGE_TYPES.routeRequestV1);
+  const h = planHeaders(MESSAGE_TYPES.routeRequestV1, f.path, f.fields, plan, f.account);
   h.set(HEADERS.requestId, requestId);
-  h.set(HEADERS.model, plan.model);
-  h.set(HEADERS.path, f.path);
   h.set(HEADERS.stream, f.fields.stream ? "1" : "0");
-  h.set(HEADERS.tier, String(plan.tier));
-  h.set(HEADERS.policy, plan.policy);
-  h.set(HEADERS.account, f.account.id);
   h.set(HEADERS.deadline, String(deadline));
-  if (f.fields.acceleratorHint) h.set(HEADERS.acceleratorHint, f.fields.acceleratorHint);
-  if (plan.fallbackModels.length > 0) h.set(HEADERS.fallbackModels, plan.fallbackModels.join(","));
-  if (f.fields.sort) h.set(HEADERS.sort, f.fields.sort);
   if (f.fields.sessionId) h.set(HEADERS.sessionId, f.fields.sessionId);
   return injectTraceContext(h);
 }

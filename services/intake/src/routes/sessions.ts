@@ -1,14 +1,11 @@
+import { requestJson } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
   NonceHexSchema,
   SESSION_CREATE_BUDGET_MS,
-  SESSION_CREATE_SUBJECT,
-  SESSION_DELETE_SUBJECT,
+  SESSION_CREATE_ENDPOINT,
+  SESSION_DELETE_ENDPOINT,
   SESSION_MAX_TTL_S,
-  SessionCreateReplySchema,
-  SessionCreateRequestSchema,
-  SessionDeleteReplySchema,
-  SessionDeleteRequestSchema,
   ZmlError,
 } from "@zml/contracts";
 import type { ModelSpec, PolicySpec, Session } from "@zml/contracts";
@@ -16,8 +13,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { admit } from "../admit.ts";
 import type { Authenticator } from "../auth.ts";
-import { requestReply } from "../bus-request.ts";
-import { resolvePolicyName } from "../policy.ts";
+import { policyNameFor } from "../policy.ts";
 import type { RateLimiter } from "../rate-limit.ts";
 import { parseJsonObject, validate } from "../validation.ts";
 
@@ -82,12 +78,11 @@ export function sessionRoutes(deps: SessionRouteDeps) {
       const model = deps.models.get(body.model);
       if (!model)
         throw new ZmlError("unknown_model", `model '${body.model}' does not exist`, "model");
-      const policy = resolvePolicyName(body.policy, model, account, deps.policies);
-      const answer = await requestReply(deps.bus, {
-        subject: SESSION_CREATE_SUBJECT,
-        requestSchema: SessionCreateRequestSchema,
-        replySchema: SessionCreateReplySchema,
-        request: {
+      const policy = policyNameFor(body.policy, model.id, account, deps);
+      const answer = await requestJson(
+        deps.bus,
+        SESSION_CREATE_ENDPOINT,
+        {
           type: "session.create.v1",
           account: account.id,
           model: model.id,
@@ -95,9 +90,8 @@ export function sessionRoutes(deps: SessionRouteDeps) {
           ...(body.ttl_s === undefined ? {} : { ttl_s: body.ttl_s }),
           ...(body.nonce === undefined ? {} : { nonce: body.nonce }),
         },
-        timeoutMs: SESSION_CREATE_BUDGET_MS + 5_000,
-        service: "the dispatchers",
-      });
+        { timeoutMs: SESSION_CREATE_BUDGET_MS + 5_000, service: "the dispatchers" },
+      );
       if ("error" in answer) throw ZmlError.fromBody(answer.error);
       return reply.code(201).send(present(answer.session));
     });
@@ -106,18 +100,16 @@ export function sessionRoutes(deps: SessionRouteDeps) {
       const account = admit(deps, req.headers.authorization, deps.clock());
       const id = req.params.id;
       if (id.length > 128) throw new ZmlError("session_not_found", "no such session", "id");
-      const answer = await requestReply(deps.bus, {
-        subject: SESSION_DELETE_SUBJECT,
-        requestSchema: SessionDeleteRequestSchema,
-        replySchema: SessionDeleteReplySchema,
-        request: {
+      const answer = await requestJson(
+        deps.bus,
+        SESSION_DELETE_ENDPOINT,
+        {
           type: "session.delete.v1",
           account: account.id,
           session_id: id,
         },
-        timeoutMs: 10_000,
-        service: "the dispatchers",
-      });
+        { timeoutMs: 10_000, service: "the dispatchers" },
+      );
       if ("error" in answer) throw ZmlError.fromBody(answer.error);
       return reply.code(204).send();
     });

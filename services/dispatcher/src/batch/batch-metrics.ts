@@ -1,0 +1,31 @@
+import { Counter, Gauge } from "@zml/telemetry";
+import type { Registry } from "@zml/telemetry";
+
+export type BatchMetrics = ReturnType<typeof createBatchMetrics>;
+
+export function createBatchMetrics(registry: Registry) {
+  return {
+    outcomes: new Counter({
+      name: "zml_batch_jobs_total",
+      help: "Batch jobs by outcome (done, failed, expired, retried, dead_lettered)",
+      labelNames: ["outcome"] as const,
+      registers: [registry],
+    }),
+    running: new Gauge({
+      name: "zml_batch_jobs_running",
+      help: "Batch jobs running on nodes from this dispatcher",
+      registers: [registry],
+    }),
+    waiting: new Gauge({
+      name: "zml_batch_jobs_waiting_capacity",
+      help: "Pulled jobs waiting for capacity (at most one per account)",
+      registers: [registry],
+    }),
+    queueDepth: new Gauge({
+      name: "zml_batch_queue_depth",
+      help: "Jobs queued in JetStream per account (pending plus unacked)",
+      labelNames: ["account"] as const,
+      registers: [registry],
+    }),
+  };
+}
