@@ -120,11 +120,14 @@ function headerValue(v: string | string[] | undefined): string | undefined {
 }
 
 function classify(err: unknown): { outcome: "network_error" | "timeout"; error: string } {
-  const e = err as { code?: string; name?: string; message?: string };
+  const e = err as { code?: unknown; name?: string; message?: string };
+  // undici's errors carry a string code; a DOMException (the deadline's abort reason) a
+  // numeric legacy one, which names nothing.
+  const code = typeof e.code === "string" ? e.code : undefined;
   const timedOut =
-    (e.code?.includes("TIMEOUT") ?? false) || e.name === "TimeoutError" || e.name === "AbortError";
+    (code?.includes("TIMEOUT") ?? false) || e.name === "TimeoutError" || e.name === "AbortError";
   return {
     outcome: timedOut ? "timeout" : "network_error",
-    error: e.code ?? e.name ?? "error",
+    error: code ?? e.name ?? "error",
   };
 }
