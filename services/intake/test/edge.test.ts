@@ -239,6 +239,7 @@ describe("parseNativeCall", () => {
       fallbackModels: ["n"],
       sort: "price",
       sessionId: "s",
+      maxTokens: 5,
     });
   });
 
