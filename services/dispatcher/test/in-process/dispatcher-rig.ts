@@ -135,7 +135,7 @@ export async function startRig(options: RigOptions): Promise<Rig> {
       config: loadConfig({ NATS_URL: nats.url, BATCH_ENABLED: "false", ...options.env }),
       log: createLogger({
         service: "dispatcher-test",
-        level: (process.env.RIG_LOG) ?? "silent",
+        level: "silent",
       }),
       registry: new Registry(),
       secrets: new Map(),
