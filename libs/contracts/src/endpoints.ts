@@ -30,26 +30,35 @@ export interface JsonEndpoint<Req extends z.ZodType, Rep extends z.ZodType> {
   readonly replyType: string;
 }
 
-export const ATTESTATION_VERIFY_ENDPOINT = {
-  subject: ATTESTATION_VERIFY_SUBJECT,
-  queue: ATTESTATION_QUEUE_GROUP,
-  request: AttestationVerifyRequestSchema,
-  reply: AttestationVerifyReplySchema,
-  replyType: "attestation.verify.reply.v1",
-} as const satisfies JsonEndpoint<z.ZodType, z.ZodType>;
+/** An endpoint on `subject` served by the members of `queue`. */
+function endpoint<Req extends z.ZodType, Rep extends z.ZodType>(
+  subject: string,
+  queue: string,
+  request: Req,
+  reply: Rep,
+  replyType: string,
+): JsonEndpoint<Req, Rep> {
+  return Object.freeze({ subject, queue, request, reply, replyType });
+}
 
-export const SESSION_CREATE_ENDPOINT = {
-  subject: SESSION_CREATE_SUBJECT,
-  queue: DISPATCHER_QUEUE_GROUP,
-  request: SessionCreateRequestSchema,
-  reply: SessionCreateReplySchema,
-  replyType: "session.create.reply.v1",
-} as const satisfies JsonEndpoint<z.ZodType, z.ZodType>;
-
-export const SESSION_DELETE_ENDPOINT = {
-  subject: SESSION_DELETE_SUBJECT,
-  queue: DISPATCHER_QUEUE_GROUP,
-  request: SessionDeleteRequestSchema,
-  reply: SessionDeleteReplySchema,
-  replyType: "session.delete.reply.v1",
-} as const satisfies JsonEndpoint<z.ZodType, z.ZodType>;
+export const ATTESTATION_VERIFY_ENDPOINT = endpoint(
+  ATTESTATION_VERIFY_SUBJECT,
+  ATTESTATION_QUEUE_GROUP,
+  AttestationVerifyRequestSchema,
+  AttestationVerifyReplySchema,
+  "attestation.verify.reply.v1",
+);
+export const SESSION_CREATE_ENDPOINT = endpoint(
+  SESSION_CREATE_SUBJECT,
+  DISPATCHER_QUEUE_GROUP,
+  SessionCreateRequestSchema,
+  SessionCreateReplySchema,
+  "session.create.reply.v1",
+);
+export const SESSION_DELETE_ENDPOINT = endpoint(
+  SESSION_DELETE_SUBJECT,
+  DISPATCHER_QUEUE_GROUP,
+  SessionDeleteRequestSchema,
+  SessionDeleteReplySchema,
+  "session.delete.reply.v1",
+);

@@ -51,7 +51,7 @@ export async function watchDispatcherState(bus: Bus, log: BusLogger): Promise<Di
       watchBucket(bus, ATTESTATION_RESULTS_BUCKET, { schema: AttestationResultSchema, log }),
       watchBucket(bus, KV_BUCKETS.revocations, { schema: RevocationSchema, log }),
     ]);
-  const all = [
+  const watched = {
     nodes,
     models,
     policies,
@@ -61,17 +61,6 @@ export async function watchDispatcherState(bus: Bus, log: BusLogger): Promise<Di
     accounts,
     attestations,
     revocations,
-  ];
-  return {
-    nodes,
-    models,
-    policies,
-    costs,
-    quality,
-    states,
-    accounts,
-    attestations,
-    revocations,
-    stop: () => all.forEach((w) => w.stop()),
   };
+  return { ...watched, stop: () => Object.values(watched).forEach((w) => w.stop()) };
 }

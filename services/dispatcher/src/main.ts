@@ -28,10 +28,10 @@ const dispatcher = await startDispatcher({
   randomHex: (bytes) => randomBytes(bytes).toString("hex"),
 });
 const ops = await startOpsServer({
-  host: config.DISPATCHER_OPS_HOST,
-  port: config.DISPATCHER_OPS_PORT,
   registry,
   isReady: () => bus.isConnected(),
+  host: config.DISPATCHER_OPS_HOST,
+  port: config.DISPATCHER_OPS_PORT,
   log,
 });
 log.info({ ops: ops.url, nodes: dispatcher.nodeCount }, "dispatcher ready");

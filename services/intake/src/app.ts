@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { Http2ServerRequest } from "node:http2";
 import { createReplyMux } from "@zml/bus";
-import type { Bus, ReplyMux } from "@zml/bus";
+import type { ReplyMux } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
-import type { ModelSpec, PolicySpec } from "@zml/contracts";
 import type { Logger } from "@zml/telemetry";
 import Fastify, { LogController } from "fastify";
 import type { Registry } from "prom-client";
@@ -12,7 +11,6 @@ import type { ConfigStore } from "./admin/store.ts";
 import { watchAllowlistFeed } from "./allowlist-feed.ts";
 import type { AllowlistFeed } from "./allowlist-feed.ts";
 import { createAdminAuthenticator, createAuthenticator } from "./auth.ts";
-import type { Authenticator } from "./auth.ts";
 import { bodyDeadline } from "./body-deadline.ts";
 import type { IntakeConfig } from "./config.ts";
 import { isHttp2, sendError, toZmlError } from "./errors.ts";
@@ -20,7 +18,7 @@ import { createKeyStoreStatus } from "./key-store.ts";
 import { createIntakeMetrics } from "./metrics.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import { createRateLimiter } from "./rate-limit.ts";
-import type { RateLimiter } from "./rate-limit.ts";
+import type { ClientRouteDeps } from "./route-deps.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { allowlistRoutes } from "./routes/allowlist.ts";
 import { attestationRoutes } from "./routes/attestation.ts";
@@ -34,13 +32,8 @@ import { watchIntakeState } from "./state.ts";
 import { settleUnreadBody } from "./unread-body.ts";
 import type { ServerOptions } from "./server.ts";
 
-export interface IntakeDeps {
-  bus: Bus;
+export interface IntakeDeps extends ClientRouteDeps {
   mux: ReplyMux;
-  auth: Authenticator;
-  rateLimiter: RateLimiter;
-  models: ReadonlyMap<string, ModelSpec>;
-  policies: ReadonlyMap<string, PolicySpec>;
   /** The admin API's store; the admin API is off (404) without `ZML_ADMIN_TOKEN`. */
   configStore: ConfigStore;
   /** Nodes, attestation results and revocations, for the public allowlist. */
@@ -59,7 +52,6 @@ export interface IntakeDeps {
   >;
   /** PEM key and certificate when serving TLS. */
   tls: ServerOptions["tls"];
-  clock: () => number;
   isReady: () => boolean;
 }
 

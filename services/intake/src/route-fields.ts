@@ -32,17 +32,11 @@ export interface NativeCall {
  */
 export function extractRouteFields(path: InferencePath, raw: Buffer): RouteFields {
   const data = validate(INFERENCE_PATHS[path], parseJsonObject(raw));
-  return {
-    model: data.model,
-    stream: data.stream === true,
-    tier: data.tier ?? 1,
-    policy: data.policy,
-    acceleratorHint: data.accelerator_hint,
-    fallbackModels: data.models ?? [],
+  return fieldsOf(data, {
+    fallbackModels: data.models,
     sort: data.provider?.sort,
-    sessionId: data.session_id,
     maxTokens: maxTokensOf(data),
-  };
+  });
 }
 
 /**
@@ -60,17 +54,40 @@ export function parseNativeCall(raw: Buffer): NativeCall {
   return {
     path: "/v1/chat/completions",
     body: Buffer.from(JSON.stringify(forwarded)),
-    fields: {
-      model: data.model,
-      stream: data.stream === true,
-      tier: data.tier ?? 1,
-      policy: data.policy,
-      acceleratorHint: data.accelerator_hint,
-      fallbackModels: data.fallback_models ?? [],
+    fields: fieldsOf(data, {
+      fallbackModels: data.fallback_models,
       sort: data.sort,
-      sessionId: data.session_id,
       maxTokens: data.max_tokens,
-    },
+    }),
+  };
+}
+
+/** The fields both body shapes name alike, plus the three they name differently. */
+function fieldsOf(
+  data: {
+    model: string;
+    stream?: boolean | undefined;
+    tier?: number | undefined;
+    policy?: string | undefined;
+    accelerator_hint?: string | undefined;
+    session_id?: string | undefined;
+  },
+  named: {
+    fallbackModels: string[] | undefined;
+    sort: string | undefined;
+    maxTokens: number | undefined;
+  },
+): RouteFields {
+  return {
+    model: data.model,
+    stream: data.stream === true,
+    tier: data.tier ?? 1,
+    policy: data.policy,
+    acceleratorHint: data.accelerator_hint,
+    fallbackModels: named.fallbackModels ?? [],
+    sort: named.sort,
+    sessionId: data.session_id,
+    maxTokens: named.maxTokens,
   };
 }
 

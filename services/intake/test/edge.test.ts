@@ -7,6 +7,7 @@ import { createKeyStoreStatus } from "../src/key-store.ts";
 import { policyNameFor } from "../src/policy.ts";
 import { createRateLimiter } from "../src/rate-limit.ts";
 import { extractRouteFields, parseNativeCall } from "../src/route-fields.ts";
+import type { RouteFields } from "../src/route-fields.ts";
 import { planRoute } from "../src/route-plan.ts";
 
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
@@ -133,21 +134,25 @@ describe("rate limiter", () => {
   });
 });
 
+/** The routing fields of a body that names nothing but its model. */
+const plainFields = (model: string): RouteFields => ({
+  model,
+  stream: false,
+  tier: 1,
+  policy: undefined,
+  acceleratorHint: undefined,
+  fallbackModels: [],
+  sort: undefined,
+  sessionId: undefined,
+  maxTokens: undefined,
+});
+
 describe("extractRouteFields", () => {
   const buf = (v: unknown) => Buffer.from(typeof v === "string" ? v : JSON.stringify(v));
   const ok = { model: "m", messages: [{ role: "user", content: "hi" }] };
 
   it("reads routing fields and defaults", () => {
-    expect(extractRouteFields("/v1/chat/completions", buf(ok))).toEqual({
-      model: "m",
-      stream: false,
-      tier: 1,
-      policy: undefined,
-      acceleratorHint: undefined,
-      fallbackModels: [],
-      sort: undefined,
-      sessionId: undefined,
-    });
+    expect(extractRouteFields("/v1/chat/completions", buf(ok))).toEqual(plainFields("m"));
     expect(
       extractRouteFields(
         "/v1/chat/completions",
@@ -303,18 +308,7 @@ describe("planRoute", () => {
     ["c", { id: "c" }],
   ]);
   const policies = new Map([["fast", policy("fast")]]);
-  const fields = (extra: Partial<Parameters<typeof planRoute>[0]> = {}) => ({
-    model: "a",
-    stream: false,
-    tier: 1,
-    policy: undefined,
-    acceleratorHint: undefined,
-    fallbackModels: [],
-    sort: undefined,
-    sessionId: undefined,
-    maxTokens: undefined,
-    ...extra,
-  });
+  const fields = (extra: Partial<RouteFields> = {}) => ({ ...plainFields("a"), ...extra });
 
   it("keeps distinct fallbacks in order, without the primary model", () => {
     expect(

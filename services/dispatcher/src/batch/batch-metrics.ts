@@ -1,9 +1,16 @@
 import { Counter, Gauge } from "@zml/telemetry";
 import type { Registry } from "@zml/telemetry";
 
-export type BatchMetrics = ReturnType<typeof createBatchMetrics>;
+/** The batch workers' series, registered once per dispatcher. */
+export interface BatchMetrics {
+  /** Jobs by outcome: done, failed, expired, expired_wait, retried, dead_lettered. */
+  outcomes: Counter<"outcome">;
+  running: Gauge;
+  waiting: Gauge;
+  queueDepth: Gauge<"account">;
+}
 
-export function createBatchMetrics(registry: Registry) {
+export function createBatchMetrics(registry: Registry): BatchMetrics {
   return {
     outcomes: new Counter({
       name: "zml_batch_jobs_total",

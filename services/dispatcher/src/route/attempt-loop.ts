@@ -6,14 +6,9 @@ import type { AttemptFailure, FailedAttempt } from "@zml/routing";
 import type { ExecuteDeps, Execution, ExecutionResult } from "../execute-route.ts";
 import { recordDecision, startQueueWaitSpan } from "../tracing.ts";
 import { dispatchAttempt, failureOf } from "./dispatch-attempt.ts";
-import type { RouteReport } from "./route-report.ts";
+import type { RoutePath, RouteReport } from "./route-report.ts";
 
-export async function runAttempts(
-  deps: ExecuteDeps,
-  exec: Execution,
-  decisionId: string,
-  report: RouteReport,
-): Promise<ExecutionResult> {
+export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => {
   const { request, writer, cancelled } = exec;
   const { log } = report;
   // Intake resolved the policy and sent its name: resolving a name is a lookup. (A job
@@ -148,7 +143,7 @@ export async function runAttempts(
     if (shouldCoolDown(failure)) report.coolDown(node, outcome.retryAfterS, outcome.error);
     log.warn({ node: node.id, attempt, error: outcome.error }, "attempt failed");
   }
-}
+};
 
 /** No node can take the request: the client gets the rejection's error. */
 function rejected(

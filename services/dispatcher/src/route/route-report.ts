@@ -6,13 +6,24 @@ import { NODE_COOLDOWN_SUBJECT, NodeCooldownSchema, ZmlError } from "@zml/contra
 import type { NodeSpec } from "@zml/contracts";
 import type { Rejection, ResolvedPolicy } from "@zml/routing";
 import type { Logger } from "@zml/telemetry";
-import type { ExecuteDeps, ExecutionResult } from "../execute-route.ts";
+import type { ExecuteDeps, Execution, ExecutionResult } from "../execute-route.ts";
 import type { AttemptOutcome } from "../node-call.ts";
 
 type ReportDeps = Pick<
   ExecuteDeps,
   "bus" | "routing" | "observations" | "metrics" | "config" | "clock"
 >;
+
+/**
+ * One way through the route path (the attempt loop, or a session's single attempt): writes
+ * the answer to `exec.writer` and reports through `report`.
+ */
+export type RoutePath = (
+  deps: ExecuteDeps,
+  exec: Execution,
+  decisionId: string,
+  report: RouteReport,
+) => Promise<ExecutionResult>;
 
 /** Reporting for one request (one decision id). */
 export interface RouteReport {

@@ -3,10 +3,10 @@ import { trace } from "@opentelemetry/api";
 import { serializeRoutingHeader, ZmlError } from "@zml/contracts";
 import type { Session } from "@zml/contracts";
 import { shouldCoolDown } from "@zml/routing";
-import type { ExecuteDeps, Execution, ExecutionResult } from "../execute-route.ts";
+import type { ExecuteDeps } from "../execute-route.ts";
 import { checkSession, sessionNodeView } from "../session-check.ts";
 import { dispatchAttempt, failureOf } from "./dispatch-attempt.ts";
-import type { RouteReport } from "./route-report.ts";
+import type { RoutePath, RouteReport } from "./route-report.ts";
 
 /**
  * The node's ephemeral session key lives only on the session's node, so nothing is retried
@@ -14,12 +14,7 @@ import type { RouteReport } from "./route-report.ts";
  * error, timeout), the session ends and the client gets `session_node_unavailable`; no other
  * node ever sees the payload.
  */
-export async function runSessionRoute(
-  deps: ExecuteDeps,
-  exec: Execution,
-  decisionId: string,
-  report: RouteReport,
-): Promise<ExecutionResult> {
+export const runSessionRoute: RoutePath = async (deps, exec, decisionId, report) => {
   const { request, writer, cancelled } = exec;
   const { log } = report;
   const sessionId = request.sessionId!;
@@ -80,7 +75,7 @@ export async function runSessionRoute(
   report.outcome(error.code);
   writer.error(error.toBody(), routing);
   return { kind: "failed", error, attempts: 1 };
-}
+};
 
 /** Records that the session's node can no longer serve it, so later requests are refused. */
 async function endSession(

@@ -1,30 +1,24 @@
 import { injectTraceContext } from "@zml/bus";
-import type { Bus, ReplyMux } from "@zml/bus";
+import type { ReplyMux } from "@zml/bus";
 import { context, trace } from "@opentelemetry/api";
 import { HEADERS, MESSAGE_TYPES, ZmlError, parseRoutingHeader } from "@zml/contracts";
-import type { AccountSpec, InferencePath, ModelSpec, PolicySpec } from "@zml/contracts";
+import type { AccountSpec, InferencePath } from "@zml/contracts";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { Authenticator } from "../auth.ts";
 import type { IntakeMetrics } from "../metrics.ts";
-import type { RateLimiter } from "../rate-limit.ts";
 import { relay } from "../relay.ts";
 import type { RelayOutcome } from "../relay.ts";
 import { endServerSpan, startServerSpan } from "../tracing.ts";
 import { extractRouteFields, parseNativeCall } from "../route-fields.ts";
 import type { RouteFields } from "../route-fields.ts";
+import { admit } from "../admit.ts";
+import type { ClientRouteDeps } from "../route-deps.ts";
 import { planHeaders, planRoute } from "../route-plan.ts";
 import type { RoutePlan } from "../route-plan.ts";
 
-export interface InferenceRouteDeps {
-  bus: Bus;
+export interface InferenceRouteDeps extends ClientRouteDeps {
   mux: ReplyMux;
-  auth: Authenticator;
-  rateLimiter: RateLimiter;
-  models: ReadonlyMap<string, ModelSpec>;
-  policies: ReadonlyMap<string, PolicySpec>;
   metrics: IntakeMetrics;
   requestTimeoutMs: number;
-  clock: () => number;
 }
 
 /**
@@ -37,7 +31,7 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
     for (const path of ["/v1/chat/completions", "/v1/completions"] as const) {
       app.post(path, (req, reply) => {
         const startedAt = deps.clock();
-        const account = admit(deps, req, startedAt);
+        const account = admit(deps, req.headers.authorization, startedAt);
         const body = requireBody(req);
         const fields = extractRouteFields(path, body);
         return forward(deps, req, reply, { account, fields, path, body, startedAt, route: path });
@@ -45,7 +39,7 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
     }
     app.post("/v1/infer", (req, reply) => {
       const startedAt = deps.clock();
-      const account = admit(deps, req, startedAt);
+      const account = admit(deps, req.headers.authorization, startedAt);
       const call = parseNativeCall(requireBody(req));
       return forward(deps, req, reply, {
         account,
@@ -57,21 +51,6 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
       });
     });
   };
-}
-
-/** Authenticates and applies the account's rate limit. */
-function admit(deps: InferenceRouteDeps, req: FastifyRequest, now: number): AccountSpec {
-  const account = deps.auth.authenticate(req.headers.authorization, now);
-  const decision = deps.rateLimiter.take(account.id, account.rate_limit, now);
-  if (!decision.ok) {
-    throw new ZmlError(
-      "rate_limited",
-      "rate limit exceeded for this account",
-      null,
-      decision.retryAfterS,
-    );
-  }
-  return account;
 }
 
 function requireBody(req: FastifyRequest): Buffer {

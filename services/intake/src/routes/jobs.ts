@@ -6,7 +6,7 @@ import {
   openKv,
   publishToStream,
 } from "@zml/bus";
-import type { Bus, KV } from "@zml/bus";
+import type { KV } from "@zml/bus";
 import {
   HEADERS,
   JOB_HEADERS,
@@ -21,12 +21,10 @@ import {
   jobSubmitSubject,
   parseRoutingHeader,
 } from "@zml/contracts";
-import type { ModelSpec, PolicySpec } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { admit } from "../admit.ts";
-import type { Authenticator } from "../auth.ts";
-import type { RateLimiter } from "../rate-limit.ts";
+import type { ClientRouteDeps } from "../route-deps.ts";
 import { extractRouteFields } from "../route-fields.ts";
 import { planHeaders, planRoute } from "../route-plan.ts";
 import { parseJsonObject, validate } from "../validation.ts";
@@ -41,14 +39,7 @@ export const JobBodySchema = z.strictObject({
   request: z.record(z.string(), z.unknown()),
 });
 
-export interface JobRouteDeps {
-  bus: Bus;
-  auth: Authenticator;
-  rateLimiter: RateLimiter;
-  models: ReadonlyMap<string, ModelSpec>;
-  policies: ReadonlyMap<string, PolicySpec>;
-  clock: () => number;
-}
+export type JobRouteDeps = ClientRouteDeps;
 
 /**
  * Batch jobs over HTTP: `POST /v1/jobs` validates like a sync request and publishes the job

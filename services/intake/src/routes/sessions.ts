@@ -1,5 +1,4 @@
 import { requestJson } from "@zml/bus";
-import type { Bus } from "@zml/bus";
 import {
   NonceHexSchema,
   SESSION_CREATE_BUDGET_MS,
@@ -8,13 +7,12 @@ import {
   SESSION_MAX_TTL_S,
   ZmlError,
 } from "@zml/contracts";
-import type { ModelSpec, PolicySpec, Session } from "@zml/contracts";
+import type { Session } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { admit } from "../admit.ts";
-import type { Authenticator } from "../auth.ts";
+import type { ClientRouteDeps } from "../route-deps.ts";
 import { policyNameFor } from "../policy.ts";
-import type { RateLimiter } from "../rate-limit.ts";
 import { parseJsonObject, validate } from "../validation.ts";
 
 const SESSION_TIER = 4;
@@ -51,14 +49,7 @@ export interface SessionView {
   attestation: Session["attestation"];
 }
 
-export interface SessionRouteDeps {
-  bus: Bus;
-  auth: Authenticator;
-  rateLimiter: RateLimiter;
-  models: ReadonlyMap<string, ModelSpec>;
-  policies: ReadonlyMap<string, PolicySpec>;
-  clock: () => number;
-}
+export type SessionRouteDeps = ClientRouteDeps;
 
 /**
  * Tier-4 sessions. `POST /v1/sessions` has a dispatcher pick an attested tier-4 node for
@@ -124,14 +115,15 @@ function bodyOf(req: FastifyRequest): Buffer {
 }
 
 function present(s: Session): SessionView {
+  const { session_id, node_id, model, tier, created_at, expires_at, attestation } = s;
   return {
     object: "session",
-    session_id: s.session_id,
-    node_id: s.node_id,
-    model: s.model,
-    tier: s.tier,
-    created_at: s.created_at,
-    expires_at: s.expires_at,
-    attestation: s.attestation,
+    session_id,
+    node_id,
+    model,
+    tier,
+    created_at,
+    expires_at,
+    attestation,
   };
 }
