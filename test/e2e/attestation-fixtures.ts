@@ -121,7 +121,9 @@ export async function verifyNode(
     type: "attestation.verify.v1",
     ...request,
   });
-  const reply = await natsConnectionOf(stack.bus).request(ATTESTATION_VERIFY_SUBJECT, data, { timeout: 15_000 });
+  const reply = await natsConnectionOf(stack.bus).request(ATTESTATION_VERIFY_SUBJECT, data, {
+    timeout: 15_000,
+  });
   return decodeJson(ATTESTATION_VERIFY_SUBJECT, AttestationVerifyReplySchema, reply.data);
 }
 

@@ -26,10 +26,14 @@ export async function submitJob(
     messages: [{ role: "user", content: `job ${jobId}` }],
     ...extra,
   });
-  const ack = await jetstream(natsConnectionOf(bus)).publish(jobSubmitSubject(account, jobId), body, {
-    headers: h,
-    msgID: jobId,
-  });
+  const ack = await jetstream(natsConnectionOf(bus)).publish(
+    jobSubmitSubject(account, jobId),
+    body,
+    {
+      headers: h,
+      msgID: jobId,
+    },
+  );
   return { duplicate: ack.duplicate };
 }
 
