@@ -151,6 +151,16 @@ describe("extractRouteFields", () => {
   const buf = (v: unknown) => Buffer.from(typeof v === "string" ? v : JSON.stringify(v));
   const ok = { model: "m", messages: [{ role: "user", content: "hi" }] };
 
+  it("takes max_tokens (or max_completion_tokens) as the expected output, only when usable", () => {
+    const fields = (extra: Record<string, unknown>) =>
+      extractRouteFields("/v1/chat/completions", buf({ ...ok, ...extra }));
+    expect(fields({ max_tokens: 4000 }).maxTokens).toBe(4000);
+    expect(fields({ max_completion_tokens: 16 }).maxTokens).toBe(16);
+    // Not validated here (the node answers for its own parameters): routing ignores it.
+    expect(fields({ max_tokens: "lots" }).maxTokens).toBeUndefined();
+    expect(fields({ max_tokens: 0 }).maxTokens).toBeUndefined();
+  });
+
   it("reads routing fields and defaults", () => {
     expect(extractRouteFields("/v1/chat/completions", buf(ok))).toEqual(plainFields("m"));
     expect(

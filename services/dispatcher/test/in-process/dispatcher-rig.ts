@@ -12,14 +12,24 @@ import {
 } from "@zml/bus";
 import type { Bus, PendingReply, ReplyMux, RouteFrame } from "@zml/bus";
 import {
+  ATTESTATION_RESULTS_BUCKET,
   HEADERS,
   KV_BUCKETS,
+  SESSIONS_BUCKET,
   MESSAGE_TYPES,
   ROUTE_CANCEL_SUBJECT,
   ROUTE_REQUEST_SUBJECT,
   parseRoutingHeader,
 } from "@zml/contracts";
-import type { ModelSpec, NodeSpec, NodeState, PolicySpec, RoutingInfo } from "@zml/contracts";
+import type {
+  AttestationResult,
+  ModelSpec,
+  NodeSpec,
+  NodeState,
+  PolicySpec,
+  RoutingInfo,
+  Session,
+} from "@zml/contracts";
 import { startNatsServer } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
@@ -38,6 +48,9 @@ export interface RigNode {
   family: string;
   models?: string[];
   maxConcurrency?: number;
+  /** Default 1. A tier 3/4 node gets a usable attestation result, as the attestation
+   * service would publish it (attestation itself is tested in services/attestation). */
+  tier?: 1 | 2 | 3 | 4;
   /** Throughput the health aggregator would have measured (`tokens_per_second`). */
   tokensPerSecond?: number | null;
   sim?: Partial<Omit<SimNodeOptions, "nodeId" | "models" | "flavour">>;
@@ -49,6 +62,8 @@ export interface RigOptions {
   models?: ModelSpec[];
   /** Extra dispatcher environment, e.g. a short cooldown. */
   env?: Record<string, string>;
+  /** Tier-4 sessions to seed, as a dispatcher that opened them would have written them. */
+  sessions?: Session[];
 }
 
 export interface RouteAnswer {
@@ -69,6 +84,8 @@ export interface SendOptions {
   acceleratorHint?: string;
   maxTokens?: number;
   deadlineMs?: number;
+  tier?: number;
+  sessionId?: string;
   body?: Record<string, unknown>;
   /** Receives the pending request as soon as it is sent (to cancel it). */
   onSent?: (pending: PendingReply) => void;
@@ -104,6 +121,7 @@ export async function startRig(options: RigOptions): Promise<Rig> {
     const now = Date.now();
     const nodes = await openKv(bus, KV_BUCKETS.nodes);
     const states = await openKv(bus, KV_BUCKETS.nodeState);
+    const attestations = await openKv(bus, ATTESTATION_RESULTS_BUCKET);
     for (const [i, n] of options.nodes.entries()) {
       const models = n.models ?? [MODEL];
       const sim = await startSimNode({ nodeId: n.id, flavour: "vllm", models, ...n.sim });
@@ -113,7 +131,7 @@ export async function startRig(options: RigOptions): Promise<Rig> {
         endpoint: sim.url,
         framework: "vllm",
         accelerator_family: n.family,
-        tier: 1,
+        tier: n.tier ?? 1,
         models,
         max_concurrency: n.maxConcurrency ?? 16,
         health_path: "/health",
@@ -122,7 +140,12 @@ export async function startRig(options: RigOptions): Promise<Rig> {
       };
       await nodes.put(n.id, JSON.stringify(spec));
       await states.put(n.id, JSON.stringify(activeState(n, sim.instanceId, now)));
+      if ((n.tier ?? 1) >= 3) {
+        await attestations.put(n.id, JSON.stringify(attested(spec, now)));
+      }
     }
+    const sessions = await openKv(bus, SESSIONS_BUCKET);
+    for (const s of options.sessions ?? []) await sessions.put(s.session_id, JSON.stringify(s));
     const models = await openKv(bus, KV_BUCKETS.models);
     for (const m of options.models ?? [{ id: MODEL }, { id: FALLBACK_MODEL }]) {
       await models.put(m.id, JSON.stringify(m));
@@ -190,6 +213,31 @@ function activeState(n: RigNode, instanceId: string, now: number): NodeState {
   };
 }
 
+/** A passed attestation of the node, valid for an hour, approved for all its models. */
+function attested(spec: NodeSpec, now: number): AttestationResult {
+  return {
+    type: "attestation.result.v1",
+    node_id: spec.id,
+    tier: spec.tier as 3 | 4,
+    ok: true,
+    reason_code: null,
+    reason: null,
+    measurement: null,
+    approved_models: spec.models,
+    tcb_status: "UpToDate",
+    advisory_ids: [],
+    pck_serial: null,
+    fmspc: null,
+    verified_at: now,
+    expires_at: now + 3_600_000,
+    quote_b64: null,
+    nonce_hex: null,
+    checks: [],
+    revocation: null,
+    session_public_key: null,
+  };
+}
+
 function send(mux: ReplyMux, o: SendOptions): Promise<RouteAnswer> {
   const model = o.model ?? MODEL;
   const h = createHeaders();
@@ -198,7 +246,8 @@ function send(mux: ReplyMux, o: SendOptions): Promise<RouteAnswer> {
   h.set(HEADERS.model, model);
   h.set(HEADERS.path, "/v1/chat/completions");
   h.set(HEADERS.stream, o.stream ? "1" : "0");
-  h.set(HEADERS.tier, "1");
+  h.set(HEADERS.tier, String(o.tier ?? 1));
+  if (o.sessionId) h.set(HEADERS.sessionId, o.sessionId);
   h.set(HEADERS.account, "acct");
   h.set(HEADERS.deadline, String(Date.now() + (o.deadlineMs ?? 20_000)));
   if (o.policy) h.set(HEADERS.policy, o.policy);
