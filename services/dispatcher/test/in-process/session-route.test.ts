@@ -2,6 +2,7 @@
 // requests reach its node only, and a failing node ends the session.
 import { SessionSchema } from "@zml/contracts";
 import type { Session } from "@zml/contracts";
+import { sessionAttestation } from "../session-fixture.ts";
 import { afterEach, describe, expect, it } from "vitest";
 import { MODEL, startRig } from "./dispatcher-rig.ts";
 import type { Rig } from "./dispatcher-rig.ts";
@@ -26,20 +27,7 @@ function session(): Session {
     policy: "balanced",
     created_at: now,
     expires_at: now + 600_000,
-    attestation: {
-      quote_b64: "AAAA",
-      nonce_hex: "11".repeat(32),
-      session_public_key: "BBBB",
-      measurement: {
-        mrtd: "a1".repeat(48),
-        rtmr0: "00".repeat(48),
-        rtmr1: "00".repeat(48),
-        rtmr2: "00".repeat(48),
-        rtmr3: "00".repeat(48),
-      },
-      tcb_status: "UpToDate",
-      verified_at: now,
-    },
+    attestation: sessionAttestation(now),
     ended: null,
   });
 }
