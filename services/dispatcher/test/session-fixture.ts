@@ -1,8 +1,12 @@
 import type { SessionAttestation } from "@zml/contracts";
 
 /** A session's attestation as a dispatcher records it when it opens the session. */
-export function sessionAttestation(verifiedAt: number): SessionAttestation {
+export function sessionAttestation(
+  verifiedAt: number,
+  tlsKeySha256: string | null = null,
+): SessionAttestation {
   return {
+    tls_key_sha256: tlsKeySha256,
     quote_b64: "AAAA",
     nonce_hex: "11".repeat(32),
     session_public_key: "BBBB",

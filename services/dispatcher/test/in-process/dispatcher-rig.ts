@@ -33,7 +33,8 @@ import type {
 import { startNatsServer } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
-import type { SimNode, SimNodeOptions } from "@zml/node-sim";
+import type { SimNode, SimNodeOptions, SimTeeSigner } from "@zml/node-sim";
+import { createTestPki } from "@zml/tdx/testing";
 import { createLogger, Registry } from "@zml/telemetry";
 import { startDispatcher } from "../../src/app.ts";
 import type { Dispatcher } from "../../src/app.ts";
@@ -48,8 +49,12 @@ export interface RigNode {
   family: string;
   models?: string[];
   maxConcurrency?: number;
-  /** Default 1. A tier 3/4 node gets a usable attestation result, as the attestation
-   * service would publish it (attestation itself is tested in services/attestation). */
+  /**
+   * Default 1. A tier 3/4 node runs in TEE mode (TLS with a key made inside its "TD") and
+   * gets a usable attestation result for its endpoint and key, as the attestation service
+   * would publish it (attestation itself is tested in services/attestation); the dispatcher
+   * pins that key on every connection.
+   */
   tier?: 1 | 2 | 3 | 4;
   /** Throughput the health aggregator would have measured (`tokens_per_second`). */
   tokensPerSecond?: number | null;
@@ -124,7 +129,8 @@ export async function startRig(options: RigOptions): Promise<Rig> {
     const attestations = await openKv(bus, ATTESTATION_RESULTS_BUCKET);
     for (const [i, n] of options.nodes.entries()) {
       const models = n.models ?? [MODEL];
-      const sim = await startSimNode({ nodeId: n.id, flavour: "vllm", models, ...n.sim });
+      const tee = (n.tier ?? 1) >= 3 ? { tee: { signer: teeSigner(), mrtd: "a1".repeat(48) } } : {};
+      const sim = await startSimNode({ nodeId: n.id, flavour: "vllm", models, ...tee, ...n.sim });
       sims.set(n.id, sim);
       const spec: NodeSpec = {
         id: n.id,
@@ -141,7 +147,8 @@ export async function startRig(options: RigOptions): Promise<Rig> {
       await nodes.put(n.id, JSON.stringify(spec));
       await states.put(n.id, JSON.stringify(activeState(n, sim.instanceId, now)));
       if ((n.tier ?? 1) >= 3) {
-        await attestations.put(n.id, JSON.stringify(attested(spec, now)));
+        const key = sim.stats().tls_key_sha256 ?? null;
+        await attestations.put(n.id, JSON.stringify(attested(spec, key, now)));
       }
     }
     const sessions = await openKv(bus, SESSIONS_BUCKET);
@@ -213,8 +220,21 @@ function activeState(n: RigNode, instanceId: string, now: number): NodeState {
   };
 }
 
-/** A passed attestation of the node, valid for an hour, approved for all its models. */
-function attested(spec: NodeSpec, now: number): AttestationResult {
+let signer: SimTeeSigner | undefined;
+/** One test PKI per test file: the PCK that signs the TEE sims' quotes. */
+function teeSigner(): SimTeeSigner {
+  if (!signer) {
+    const pki = createTestPki();
+    signer = { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key };
+  }
+  return signer;
+}
+
+/**
+ * A passed attestation of the node at its endpoint with its TLS key, valid for an hour,
+ * approved for all its models.
+ */
+function attested(spec: NodeSpec, tlsKeySha256: string | null, now: number): AttestationResult {
   return {
     type: "attestation.result.v1",
     node_id: spec.id,
@@ -235,6 +255,8 @@ function attested(spec: NodeSpec, now: number): AttestationResult {
     checks: [],
     revocation: null,
     session_public_key: null,
+    endpoint: spec.endpoint,
+    tls_key_sha256: tlsKeySha256,
   };
 }
 
