@@ -1,7 +1,7 @@
 // Batch throughput: jobs published straight to JetStream (as any producer would) and run
 // by the dispatchers' batch workers on an instant node, timed until every result is stored.
 import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { connectBus, createHeaders } from "@zml/bus";
+import { connectBus, createHeaders, natsConnectionOf } from "@zml/bus";
 import {
   HEADERS,
   JOB_HEADERS,
@@ -29,8 +29,8 @@ export async function measureBatch(
 ): Promise<BatchFigures> {
   const bus = await connectBus({ servers: natsUrl, name: "zml-bench-batch", log: quietLog });
   try {
-    const js = jetstream(bus.nc);
-    const jsm = await jetstreamManager(bus.nc);
+    const js = jetstream(natsConnectionOf(bus));
+    const jsm = await jetstreamManager(natsConnectionOf(bus));
     const body = JSON.stringify({ model, messages: [{ role: "user", content: "batch" }] });
     const resultsBefore = (await jsm.streams.info(JOB_STREAMS.results)).state.messages;
     const startedAt = performance.now();

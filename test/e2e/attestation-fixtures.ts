@@ -3,7 +3,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { decodeJson, encodeJson, openKv } from "@zml/bus";
+import { decodeJson, encodeJson, natsConnectionOf, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
   ApprovedMeasurementSchema,
@@ -121,7 +121,9 @@ export async function verifyNode(
     type: "attestation.verify.v1",
     ...request,
   });
-  const reply = await stack.bus.nc.request(ATTESTATION_VERIFY_SUBJECT, data, { timeout: 15_000 });
+  const reply = await natsConnectionOf(stack.bus).request(ATTESTATION_VERIFY_SUBJECT, data, {
+    timeout: 15_000,
+  });
   return decodeJson(ATTESTATION_VERIFY_SUBJECT, AttestationVerifyReplySchema, reply.data);
 }
 

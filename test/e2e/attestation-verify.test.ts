@@ -2,7 +2,7 @@
 // real v4 layout fetched over TLS with a fresh nonce and bound to the node's TLS key,
 // verified against the trust anchor
 // (the test root, configured only here), results in the `zml_attestations` bucket.
-import { decodeJson } from "@zml/bus";
+import { decodeJson, natsConnectionOf } from "@zml/bus";
 import { ATTESTATION_RESULT_ALL, AttestationResultSchema } from "@zml/contracts";
 import type { AttestationResult } from "@zml/contracts";
 import { parseQuote, reportDataFor, verifyQuote } from "@zml/tdx";
@@ -133,14 +133,14 @@ describe("attestation of simulated TDX nodes", () => {
 
   it("broadcasts fresh results", async () => {
     const seen: AttestationResult[] = [];
-    const sub = stack.bus.nc.subscribe(ATTESTATION_RESULT_ALL, {
+    const sub = natsConnectionOf(stack.bus).subscribe(ATTESTATION_RESULT_ALL, {
       callback: (_err, msg) => {
         seen.push(decodeJson(msg.subject, AttestationResultSchema, msg.data));
       },
     });
-    await stack.bus.nc.flush();
+    await natsConnectionOf(stack.bus).flush();
     const fresh = resultOf(await verifyNode(stack, { node_id: "tee-good", fresh: true }));
-    await stack.bus.nc.flush();
+    await natsConnectionOf(stack.bus).flush();
     sub.unsubscribe();
     expect(seen.map((r) => r.nonce_hex)).toContain(fresh.nonce_hex);
   });
@@ -153,9 +153,13 @@ describe("attestation of simulated TDX nodes", () => {
       error: { code: "not_tee_node" },
     });
     expect(await readResult(stack, "plain")).toBeUndefined();
-    const reply = await stack.bus.nc.request("zml.attestation.verify", '{"node_id":"x"}', {
-      timeout: 10_000,
-    });
+    const reply = await natsConnectionOf(stack.bus).request(
+      "zml.attestation.verify",
+      '{"node_id":"x"}',
+      {
+        timeout: 10_000,
+      },
+    );
     expect(JSON.parse(reply.string())).toMatchObject({ error: { code: "invalid_request" } });
   });
 });

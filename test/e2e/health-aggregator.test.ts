@@ -3,7 +3,7 @@
 import { createServer } from "node:net";
 import type { Server, Socket } from "node:net";
 import { join } from "node:path";
-import { openKv } from "@zml/bus";
+import { natsConnectionOf, openKv } from "@zml/bus";
 import {
   KV_BUCKETS,
   NodeStateSchema,
@@ -38,7 +38,7 @@ async function nodeState(stack: Stack, nodeId: string): Promise<NodeState | unde
 /** Every `node.state` message for a node, as `Status` or `Status+probe_pending`. */
 function recordStates(stack: Stack, nodeId: string) {
   const seen: NodeState[] = [];
-  const sub = stack.bus.nc.subscribe(nodeStateSubject(nodeId), {
+  const sub = natsConnectionOf(stack.bus).subscribe(nodeStateSubject(nodeId), {
     callback: (_err, msg) => {
       seen.push(NodeStateSchema.parse(msg.json()));
     },

@@ -1,5 +1,5 @@
 import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { createHeaders } from "@zml/bus";
+import { createHeaders, natsConnectionOf } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
   HEADERS,
@@ -27,10 +27,14 @@ export async function submitJob(
     messages: [{ role: "user", content: `job ${jobId}` }],
     ...extra,
   });
-  const ack = await jetstream(bus.nc).publish(jobSubmitSubject(account, jobId), body, {
-    headers: h,
-    msgID: jobKey(account, jobId),
-  });
+  const ack = await jetstream(natsConnectionOf(bus)).publish(
+    jobSubmitSubject(account, jobId),
+    body,
+    {
+      headers: h,
+      msgID: jobKey(account, jobId),
+    },
+  );
   return { duplicate: ack.duplicate };
 }
 
@@ -43,11 +47,11 @@ export interface StoredResult {
 
 /** Every result message in the results stream, in order (duplicates included, if any). */
 export async function readResults(bus: Bus): Promise<StoredResult[]> {
-  const jsm = await jetstreamManager(bus.nc);
+  const jsm = await jetstreamManager(natsConnectionOf(bus));
   const info = await jsm.streams.info(JOB_STREAMS.results).catch(() => null);
   const total = info?.state.messages ?? 0;
   if (total === 0) return [];
-  const consumer = await jetstream(bus.nc).consumers.get(JOB_STREAMS.results, {
+  const consumer = await jetstream(natsConnectionOf(bus)).consumers.get(JOB_STREAMS.results, {
     deliver_policy: DeliverPolicy.All,
   });
   const out: StoredResult[] = [];

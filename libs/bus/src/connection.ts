@@ -19,9 +19,12 @@ export interface ConnectBusOptions {
 
 export type ConnectionListener = (connected: boolean) => void;
 
-/** A NATS connection that reconnects forever and tells its owner when it goes up or down. */
+/**
+ * A NATS connection that reconnects forever and tells its owner when it goes up or down.
+ * The connection itself stays inside this library: services reach the bus only through the
+ * typed helpers (`publishJson`, `requestJson`, `serveJson`, KV, job streams, reply frames).
+ */
 export interface Bus {
-  readonly nc: NatsConnection;
   /** False between a disconnect and the next reconnect; callers fail fast while it is false. */
   isConnected(): boolean;
   /** Registers a listener for connection changes; returns a function that removes it. */
@@ -58,8 +61,7 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
     for await (const s of nc.status()) logStatus(options.log, s, setConnected);
   })();
   options.log.info({ server: nc.getServer() }, "nats connected");
-  return {
-    nc,
+  const bus: Bus = {
     isConnected: () => connected && !nc.isClosed(),
     onConnectionChange(listener) {
       listeners.add(listener);
@@ -71,6 +73,21 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
       await nc.drain();
     },
   };
+  connections.set(bus, nc);
+  return bus;
+}
+
+const connections = new WeakMap<Bus, NatsConnection>();
+
+/**
+ * The raw connection behind a {@link Bus}. Inside this library it is how the helpers reach
+ * NATS; outside it is an escape hatch for tests and tools only (sending malformed bytes,
+ * simulating a crash). Lint forbids it in services.
+ */
+export function natsConnectionOf(bus: Bus): NatsConnection {
+  const nc = connections.get(bus);
+  if (!nc) throw new Error("not a bus made by connectBus");
+  return nc;
 }
 
 function logStatus(log: BusLogger, s: Status, setConnected: (v: boolean) => void): void {

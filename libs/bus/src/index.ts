@@ -1,12 +1,28 @@
-export { connectBus } from "./connection.ts";
+export { connectBus, natsConnectionOf } from "./connection.ts";
 export type { Bus, BusLogger, ConnectBusOptions, ConnectionListener } from "./connection.ts";
 export { injectTraceContext, extractTraceContext } from "./trace-context.ts";
 export { encodeJson, decodeJson, MessageValidationError } from "./json-codec.ts";
-export { publishJson, subscribeJson } from "./typed.ts";
+export { publishJson, subscribeJson, publishBytes, subscribeMessages } from "./typed.ts";
 export type { SubscribeJsonOptions } from "./typed.ts";
-export { openKv, watchKvIntoMap } from "./kv-map.ts";
-export { ensureJobStreams } from "./job-streams.ts";
+export { requestJson, serveJson } from "./request-reply.ts";
+export type { RequestJsonOptions, ServeJsonOptions } from "./request-reply.ts";
+export { openKv, watchKvIntoMap, watchBucket } from "./kv-map.ts";
 export type { KvMap, KvMapOptions } from "./kv-map.ts";
+export {
+  ensureJobStreams,
+  publishToStream,
+  lastStreamMessage,
+  openPullConsumer,
+  consumerBacklog,
+} from "./job-streams.ts";
+export type {
+  StreamPublishOptions,
+  StreamPublishResult,
+  StoredMessage,
+  PullConsumer,
+  PullConsumerOptions,
+  JobMessage,
+} from "./job-streams.ts";
 export { createReplyWriter, createReplyMux, errorOfFrame } from "./route-reply.ts";
 export type {
   RouteFrame,

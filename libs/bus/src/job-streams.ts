@@ -1,6 +1,16 @@
 import { nanos } from "@nats-io/nats-core";
-import { DiscardPolicy, RetentionPolicy, StorageType, jetstreamManager } from "@nats-io/jetstream";
-import type { StreamConfig } from "@nats-io/jetstream";
+import type { MsgHdrs } from "@nats-io/nats-core";
+import {
+  AckPolicy,
+  DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  jetstream,
+  jetstreamManager,
+} from "@nats-io/jetstream";
+import type { JetStreamManager, JsMsg, StreamConfig } from "@nats-io/jetstream";
 import {
   JOB_DEDUPE_WINDOW_MS,
   JOB_DEAD_PREFIX,
@@ -8,6 +18,7 @@ import {
   JOB_STREAMS,
   JOB_SUBMIT_PREFIX,
 } from "@zml/contracts";
+import { natsConnectionOf } from "./connection.ts";
 import type { Bus } from "./connection.ts";
 
 const DAY_MS = 24 * 60 * 60_000;
@@ -50,7 +61,7 @@ const STREAM_CONFIGS: Array<Partial<StreamConfig> & { name: string }> = [
 
 /** Creates the batch streams when they do not exist yet (idempotent, safe to race). */
 export async function ensureJobStreams(bus: Bus): Promise<void> {
-  const jsm = await jetstreamManager(bus.nc);
+  const jsm = await managerOf(bus);
   for (const config of STREAM_CONFIGS) {
     try {
       await jsm.streams.info(config.name);
@@ -63,4 +74,125 @@ export async function ensureJobStreams(bus: Bus): Promise<void> {
       });
     }
   }
+}
+
+const managers = new WeakMap<Bus, Promise<JetStreamManager>>();
+
+/** One JetStream manager per connection (creating one costs a round trip). */
+function managerOf(bus: Bus): Promise<JetStreamManager> {
+  let jsm = managers.get(bus);
+  if (!jsm) {
+    jsm = jetstreamManager(natsConnectionOf(bus));
+    managers.set(bus, jsm);
+  }
+  return jsm;
+}
+
+/** A job as a pull consumer delivers it: ack, nak, working, term, headers and bytes. */
+export type JobMessage = JsMsg;
+
+export interface StreamPublishOptions {
+  headers?: MsgHdrs;
+  /** JetStream dedupes messages with the same id within the stream's duplicate window. */
+  msgId?: string;
+  /**
+   * Store the message only if its subject holds none yet: a fence that makes "record once"
+   * hold even when two writers race (e.g. a redelivered job and a late ack).
+   */
+  onlyIfSubjectEmpty?: boolean;
+}
+
+export type StreamPublishResult = { stored: true; duplicate: boolean } | { stored: false };
+
+/**
+ * Publishes to a JetStream stream and waits for its acknowledgement. With
+ * `onlyIfSubjectEmpty`, a subject that already has a message answers `{ stored: false }`.
+ */
+export async function publishToStream(
+  bus: Bus,
+  subject: string,
+  data: Uint8Array,
+  options: StreamPublishOptions = {},
+): Promise<StreamPublishResult> {
+  try {
+    const ack = await jetstream(natsConnectionOf(bus)).publish(subject, data, {
+      ...(options.headers ? { headers: options.headers } : {}),
+      ...(options.msgId ? { msgID: options.msgId } : {}),
+      ...(options.onlyIfSubjectEmpty ? { expect: { lastSubjectSequence: 0 } } : {}),
+    });
+    return { stored: true, duplicate: ack.duplicate };
+  } catch (err) {
+    if (
+      options.onlyIfSubjectEmpty &&
+      err instanceof JetStreamApiError &&
+      err.code === JetStreamApiCodes.StreamWrongLastSequence
+    ) {
+      return { stored: false };
+    }
+    throw err;
+  }
+}
+
+/** A message read back from a stream. */
+export interface StoredMessage {
+  headers: { get(name: string): string };
+  data: Uint8Array;
+}
+
+/** The last message on `subject` in `stream`, or null when there is none. */
+export async function lastStreamMessage(
+  bus: Bus,
+  stream: string,
+  subject: string,
+): Promise<StoredMessage | null> {
+  const jsm = await managerOf(bus);
+  const found = await jsm.streams.getMessage(stream, { last_by_subj: subject });
+  return found ? { headers: found.header, data: found.data } : null;
+}
+
+export interface PullConsumerOptions {
+  stream: string;
+  /** Durable name: replicas that use the same name share the consumer's messages. */
+  durable: string;
+  filterSubject: string;
+  /** A message not acked (or marked working) within this time is delivered again. */
+  ackWaitMs: number;
+  maxDeliver: number;
+}
+
+/** A durable pull consumer with explicit acks. */
+export interface PullConsumer {
+  /** The next message, or null when none arrived within `expiresMs`. */
+  next(expiresMs: number): Promise<JobMessage | null>;
+}
+
+/** Creates (or updates) a durable pull consumer and opens it. */
+export async function openPullConsumer(
+  bus: Bus,
+  options: PullConsumerOptions,
+): Promise<PullConsumer> {
+  const jsm = await managerOf(bus);
+  await jsm.consumers.add(options.stream, {
+    durable_name: options.durable,
+    filter_subject: options.filterSubject,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: nanos(options.ackWaitMs),
+    max_deliver: options.maxDeliver,
+  });
+  const consumer = await jetstream(natsConnectionOf(bus)).consumers.get(
+    options.stream,
+    options.durable,
+  );
+  return { next: (expiresMs) => consumer.next({ expires: expiresMs }) };
+}
+
+/** Messages a durable consumer has not finished (pending plus unacked); null if unknown. */
+export async function consumerBacklog(
+  bus: Bus,
+  stream: string,
+  durable: string,
+): Promise<number | null> {
+  const jsm = await managerOf(bus);
+  const info = await jsm.consumers.info(stream, durable).catch(() => null);
+  return info ? info.num_pending + info.num_ack_pending : null;
 }

@@ -1,12 +1,13 @@
 import { Kvm } from "@nats-io/kv";
 import type { KV, KvWatchEntry } from "@nats-io/kv";
 import type { z } from "zod";
+import { natsConnectionOf } from "./connection.ts";
 import type { Bus, BusLogger } from "./connection.ts";
 import { decodeJson } from "./json-codec.ts";
 
 /** Opens a KV bucket, creating it (with the given history) if it does not exist yet. */
 export async function openKv(bus: Bus, bucket: string, history = 1): Promise<KV> {
-  return new Kvm(bus.nc).create(bucket, { history });
+  return new Kvm(natsConnectionOf(bus)).create(bucket, { history });
 }
 
 export interface KvMapOptions<S extends z.ZodType> {
@@ -82,4 +83,13 @@ export async function watchKvIntoMap<S extends z.ZodType>(
     },
     stop: () => watcher.stop(),
   };
+}
+
+/** Opens a bucket (creating it when missing) and watches it into memory. */
+export async function watchBucket<S extends z.ZodType>(
+  bus: Bus,
+  bucket: string,
+  options: KvMapOptions<S>,
+): Promise<KvMap<z.output<S>>> {
+  return watchKvIntoMap(await openKv(bus, bucket), options);
 }

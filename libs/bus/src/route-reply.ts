@@ -1,7 +1,9 @@
 import { createInbox, headers as natsHeaders } from "@nats-io/nats-core";
-import type { Msg, MsgHdrs, NatsConnection, Subscription } from "@nats-io/nats-core";
+import type { Msg, MsgHdrs, Subscription } from "@nats-io/nats-core";
 import { HEADERS, REPLY_KINDS, ZmlError } from "@zml/contracts";
 import type { ErrorBody, ReplyKind } from "@zml/contracts";
+import { natsConnectionOf } from "./connection.ts";
+import type { Bus } from "./connection.ts";
 
 /**
  * The reply side of `route.request`: a response travels back to the requester's inbox as
@@ -48,13 +50,14 @@ const FRAME_HEADER_ROOM = 16 * 1024;
  * room for headers. Answers larger than that travel as `head`, several `chunk`s and `end`,
  * so `max_payload` never limits what a node may answer.
  */
-export function frameBodyLimit(maxPayload: number | undefined): number {
+function frameBodyLimit(maxPayload: number | undefined): number {
   return Math.max(1024, (maxPayload ?? 1024 * 1024) - FRAME_HEADER_ROOM);
 }
 
-export function createReplyWriter(nc: NatsConnection, replySubject: string): ReplyWriter {
-  let seq = 0;
+export function createReplyWriter(bus: Bus, replySubject: string): ReplyWriter {
+  const nc = natsConnectionOf(bus);
   const limit = frameBodyLimit(nc.info?.max_payload);
+  let seq = 0;
   const frame = (kind: ReplyKind, data: Uint8Array, h?: MsgHdrs) => {
     const hdrs = h ?? natsHeaders();
     hdrs.set(HEADERS.replyKind, kind);
@@ -151,7 +154,8 @@ interface Pending {
   idleTimeoutMs: number;
 }
 
-export function createReplyMux(nc: NatsConnection): ReplyMux {
+export function createReplyMux(bus: Bus): ReplyMux {
+  const nc = natsConnectionOf(bus);
   const prefix = createInbox();
   const pending = new Map<string, Pending>();
   let counter = 0;

@@ -1,6 +1,7 @@
 import type { Msg, MsgHdrs, Subscription } from "@nats-io/nats-core";
 import { context } from "@opentelemetry/api";
 import type { z } from "zod";
+import { natsConnectionOf } from "./connection.ts";
 import type { Bus, BusLogger } from "./connection.ts";
 import { decodeJson, encodeJson } from "./json-codec.ts";
 import { extractTraceContext, injectTraceContext } from "./trace-context.ts";
@@ -13,9 +14,7 @@ export function publishJson<S extends z.ZodType>(
   value: z.input<S>,
   headers?: MsgHdrs,
 ): void {
-  bus.nc.publish(subject, encodeJson(subject, schema, value), {
-    headers: injectTraceContext(headers),
-  });
+  publishBytes(bus, subject, encodeJson(subject, schema, value), headers);
 }
 
 export interface SubscribeJsonOptions {
@@ -34,13 +33,10 @@ export function subscribeJson<S extends z.ZodType>(
   handler: (value: z.output<S>, msg: Msg) => void | Promise<void>,
   options: SubscribeJsonOptions,
 ): Subscription {
-  return bus.nc.subscribe(subject, {
-    ...(options.queue ? { queue: options.queue } : {}),
-    callback: (err, msg) => {
-      if (err) {
-        options.log.error({ err: String(err), subject }, "subscription error");
-        return;
-      }
+  return subscribeMessages(
+    bus,
+    subject,
+    (msg) => {
       let value: z.output<S>;
       try {
         value = decodeJson(msg.subject, schema, msg.data);
@@ -48,10 +44,46 @@ export function subscribeJson<S extends z.ZodType>(
         options.log.warn({ err: String(e), subject: msg.subject }, "dropped invalid message");
         return;
       }
+      return handler(value, msg);
+    },
+    options,
+  );
+}
+
+/**
+ * Publishes bytes as they are (no JSON, no schema) with the active trace context in the
+ * headers: for messages whose body is someone else's bytes or empty (e.g. `route.cancel`).
+ */
+export function publishBytes(bus: Bus, subject: string, data: Uint8Array, headers?: MsgHdrs): void {
+  natsConnectionOf(bus).publish(subject, data, { headers: injectTraceContext(headers) });
+}
+
+/**
+ * Subscribes to raw messages (headers and bytes, e.g. `route.request`, whose body is the
+ * client's and is never decoded here). The handler runs inside the sender's trace context;
+ * a handler that throws or rejects is logged, never crashes the subscriber.
+ */
+export function subscribeMessages(
+  bus: Bus,
+  subject: string,
+  handler: (msg: Msg) => void | Promise<void>,
+  options: SubscribeJsonOptions,
+): Subscription {
+  return natsConnectionOf(bus).subscribe(subject, {
+    ...(options.queue ? { queue: options.queue } : {}),
+    callback: (err, msg) => {
+      if (err) {
+        options.log.error({ err: String(err), subject }, "subscription error");
+        return;
+      }
       context.with(extractTraceContext(msg.headers), () => {
-        Promise.resolve(handler(value, msg)).catch((e: unknown) => {
+        try {
+          Promise.resolve(handler(msg)).catch((e: unknown) => {
+            options.log.error({ err: String(e), subject: msg.subject }, "message handler failed");
+          });
+        } catch (e) {
           options.log.error({ err: String(e), subject: msg.subject }, "message handler failed");
-        });
+        }
       });
     },
   });

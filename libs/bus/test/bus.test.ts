@@ -9,6 +9,7 @@ import {
   createReplyMux,
   createReplyWriter,
   errorOfFrame,
+  natsConnectionOf,
   openKv,
   publishJson,
   subscribeJson,
@@ -19,6 +20,8 @@ import type { Bus, RouteFrame } from "../src/index.ts";
 const log = { info() {}, warn() {}, error() {} };
 let nats: NatsServerHandle;
 let bus: Bus;
+/** Raw NATS, to send what the typed helpers never would. */
+const nc = () => natsConnectionOf(bus);
 
 beforeAll(async () => {
   nats = await startNatsServer();
@@ -35,11 +38,11 @@ describe("typed pub/sub", () => {
   it("delivers valid messages and drops invalid ones without crashing", async () => {
     const got: Array<z.infer<typeof Item>> = [];
     const sub = subscribeJson(bus, "t.items", Item, (v) => void got.push(v), { log });
-    bus.nc.publish("t.items", "{not json");
-    bus.nc.publish("t.items", JSON.stringify({ name: "x", n: 1.5 }));
+    nc().publish("t.items", "{not json");
+    nc().publish("t.items", JSON.stringify({ name: "x", n: 1.5 }));
     publishJson(bus, "t.items", Item, { name: "ok", n: 1 });
     await pollUntil(() => got.length === 1);
-    await bus.nc.flush();
+    await nc().flush();
     expect(got).toEqual([{ name: "ok", n: 1 }]);
     sub.unsubscribe();
   });
@@ -77,16 +80,16 @@ describe("KV bucket watched into memory", () => {
 
 describe("route reply frames", () => {
   it("carry a streamed reply in order to the right requester", async () => {
-    const sub = bus.nc.subscribe("t.route", {
+    const sub = nc().subscribe("t.route", {
       callback: (_err, msg) => {
-        const w = createReplyWriter(bus.nc, msg.reply!);
+        const w = createReplyWriter(bus, msg.reply!);
         const name = msg.headers?.get("x-name") ?? "";
         w.head(200, "text/event-stream", `node="${name}"`);
         for (let i = 0; i < 20; i++) w.chunk(new TextEncoder().encode(`${name}${i};`));
         w.end();
       },
     });
-    const mux = createReplyMux(bus.nc);
+    const mux = createReplyMux(bus);
     const run = (name: string) =>
       new Promise<{ frames: RouteFrame[]; text: string }>((resolve) => {
         const frames: RouteFrame[] = [];
@@ -120,13 +123,13 @@ describe("route reply frames", () => {
 
   it("exposes the reply inbox the responder sees", async () => {
     const seen: string[] = [];
-    const sub = bus.nc.subscribe("t.inbox", {
+    const sub = nc().subscribe("t.inbox", {
       callback: (_err, msg) => {
         seen.push(msg.reply!);
-        createReplyWriter(bus.nc, msg.reply!).end();
+        createReplyWriter(bus, msg.reply!).end();
       },
     });
-    const mux = createReplyMux(bus.nc);
+    const mux = createReplyMux(bus);
     let inbox = "";
     await new Promise<RouteFrame>((resolve) => {
       inbox = mux.request("t.inbox", new Uint8Array(0), createHeaders(), resolve, {
@@ -139,7 +142,7 @@ describe("route reply frames", () => {
   });
 
   it("ends with an error frame when nobody serves the subject", async () => {
-    const mux = createReplyMux(bus.nc);
+    const mux = createReplyMux(bus);
     const frame = await new Promise<RouteFrame>((resolve) =>
       mux.request("t.nobody", new Uint8Array(0), createHeaders(), resolve, {
         idleTimeoutMs: 5_000,
@@ -151,8 +154,8 @@ describe("route reply frames", () => {
   });
 
   it("ends with gateway_timeout when the responder goes silent", async () => {
-    const sub = bus.nc.subscribe("t.silent", { callback: () => {} });
-    const mux = createReplyMux(bus.nc);
+    const sub = nc().subscribe("t.silent", { callback: () => {} });
+    const mux = createReplyMux(bus);
     const frame = await new Promise<RouteFrame>((resolve) =>
       mux.request("t.silent", new Uint8Array(0), createHeaders(), resolve, { idleTimeoutMs: 200 }),
     );
@@ -162,15 +165,15 @@ describe("route reply frames", () => {
   });
 
   it("detects a lost frame as an interrupted stream", async () => {
-    const sub = bus.nc.subscribe("t.gap", {
+    const sub = nc().subscribe("t.gap", {
       callback: (_err, msg) => {
         const h = createHeaders();
         h.set(HEADERS.replyKind, "chunk");
         h.set(HEADERS.seq, "1"); // frame 0 never sent
-        bus.nc.publish(msg.reply!, new Uint8Array(0), { headers: h });
+        nc().publish(msg.reply!, new Uint8Array(0), { headers: h });
       },
     });
-    const mux = createReplyMux(bus.nc);
+    const mux = createReplyMux(bus);
     const frame = await new Promise<RouteFrame>((resolve) =>
       mux.request("t.gap", new Uint8Array(0), createHeaders(), resolve, { idleTimeoutMs: 5_000 }),
     );
@@ -180,8 +183,8 @@ describe("route reply frames", () => {
   });
 
   it("fails every pending request at once on failAll", async () => {
-    const sub = bus.nc.subscribe("t.hold", { callback: () => {} });
-    const mux = createReplyMux(bus.nc);
+    const sub = nc().subscribe("t.hold", { callback: () => {} });
+    const mux = createReplyMux(bus);
     const frames = Promise.all(
       [1, 2, 3].map(
         () =>
@@ -192,7 +195,7 @@ describe("route reply frames", () => {
           ),
       ),
     );
-    await bus.nc.flush();
+    await nc().flush();
     mux.failAll(new ZmlError("bus_unavailable", "lost"));
     expect((await frames).map((f) => errorOfFrame(f).code)).toEqual(
       Array(3).fill("bus_unavailable"),

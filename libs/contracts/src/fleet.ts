@@ -68,6 +68,11 @@ export const ModelSpecSchema = z.strictObject({
     .max(256)
     .regex(MODEL_ID_PATTERN, "letters, digits, '-', '_', '=', '/' and inner '.'"),
   default_policy: z.string().min(1).optional(),
+  /**
+   * Output tokens routing expects from a request of this model that sends no `max_tokens`
+   * (else the routing core's default, 256).
+   */
+  default_max_tokens: z.number().int().positive().max(10_000_000).optional(),
 });
 export type ModelSpec = z.infer<typeof ModelSpecSchema>;
 

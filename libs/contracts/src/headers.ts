@@ -20,6 +20,8 @@ export const HEADERS = {
   sessionId: "Zml-Session-Id",
   /** `provider.sort` from the request (`quality`, `price`, `latency`). */
   sort: "Zml-Sort",
+  /** The client's `max_tokens` (or `max_completion_tokens`): the output routing expects. */
+  maxTokens: "Zml-Max-Tokens",
   /** On `route.cancel`: the reply inbox of the request to abort. */
   cancelInbox: "Zml-Cancel-Inbox",
   /** Absolute deadline in epoch milliseconds. */

@@ -197,6 +197,12 @@ export type {
   SessionDeleteReply,
 } from "./sessions.ts";
 export {
+  ATTESTATION_VERIFY_ENDPOINT,
+  SESSION_CREATE_ENDPOINT,
+  SESSION_DELETE_ENDPOINT,
+} from "./endpoints.ts";
+export type { JsonEndpoint } from "./endpoints.ts";
+export {
   CidrListSetting,
   DEFAULT_DENIED_NODE_CIDRS,
   createNodeAddressPolicy,

@@ -23,17 +23,23 @@ class Scratch {
   size: number;
   /** Per viable slot: node index, family position in visiting order, estimates, keys. */
   idx: Int32Array;
-  famPos: Float64Array;
+  familyPosition: Float64Array;
   depth: Float64Array;
   /** Service time of one request on the node (ms), see `serviceMs`. */
   service: Float64Array;
   resp: Float64Array;
   quality: Float64Array;
-  grp: Float64Array;
-  k1: Float64Array;
-  k2: Float64Array;
-  k3: Float64Array;
-  k4: Float64Array;
+  /** 1 when the node's estimate is over the policy's latency target (README "group"), else 0. */
+  overTarget: Float64Array;
+  /**
+   * The sort keys, compared in this order (README's k1..k4): the latency group folded with
+   * the hint or family position; the ranking mode's score; its tie-break; and (quality
+   * mode only) the negated health score.
+   */
+  preferenceKey: Float64Array;
+  scoreKey: Float64Array;
+  tieBreakKey: Float64Array;
+  healthKey: Float64Array;
   inTop: Uint8Array;
   /** Packed (node, reason) of every filtered node. */
   passed: Int32Array;
@@ -48,16 +54,16 @@ class Scratch {
   constructor(size: number) {
     this.size = size;
     this.idx = new Int32Array(size);
-    this.famPos = new Float64Array(size);
+    this.familyPosition = new Float64Array(size);
     this.depth = new Float64Array(size);
     this.service = new Float64Array(size);
     this.resp = new Float64Array(size);
     this.quality = new Float64Array(size);
-    this.grp = new Float64Array(size);
-    this.k1 = new Float64Array(size);
-    this.k2 = new Float64Array(size);
-    this.k3 = new Float64Array(size);
-    this.k4 = new Float64Array(size);
+    this.overTarget = new Float64Array(size);
+    this.preferenceKey = new Float64Array(size);
+    this.scoreKey = new Float64Array(size);
+    this.tieBreakKey = new Float64Array(size);
+    this.healthKey = new Float64Array(size);
     this.inTop = new Uint8Array(size);
     this.passed = new Int32Array(size);
     this.top = new Int32Array(64);
@@ -66,7 +72,7 @@ class Scratch {
 
 let scratch = new Scratch(64);
 
-/** Added to k1 of nodes over the latency target: above any family position or hint key. */
+/** Added to the preference key of nodes over the latency target: above any family position or hint key. */
 const GROUP_WEIGHT = 1e9;
 
 /** Maps a uint32 onto [0, 2). */
@@ -117,7 +123,16 @@ function collect(sc: Scratch, cx: Context): void {
   const maxConcurrency = snapshot.maxConcurrency;
   const defaultTps = opts.defaultTokensPerSecond;
   const bias = opts.latencyBias;
-  const { idx, famPos, depth: sDepth, service, resp: sResp, grp, passed, quality } = sc;
+  const {
+    idx,
+    familyPosition,
+    depth: sDepth,
+    service,
+    resp: sResp,
+    overTarget,
+    passed,
+    quality,
+  } = sc;
   const tokensMs = tokens * 1000;
   const staleBefore = cx.staleBefore;
   const wantQuality = !Number.isNaN(staleBefore);
@@ -177,7 +192,7 @@ function collect(sc: Scratch, cx: Context): void {
       const ms = tokensMs / tps;
       const resp = responseMsFrom(depth, ms, latencyEwma[i]!, bias);
       idx[n] = i;
-      famPos[n] = f + 1;
+      familyPosition[n] = f + 1;
       sDepth[n] = depth;
       service[n] = ms;
       sResp[n] = resp;
@@ -185,7 +200,7 @@ function collect(sc: Scratch, cx: Context): void {
       // default guess: the policy's order decides until observations come in. Otherwise a
       // newly added family would lose to any measured one, whatever the chain says.
       const unmeasuredIdle = depth === 0 && !tpsKnown && Number.isNaN(latencyEwma[i]!);
-      grp[n] = resp <= target || unmeasuredIdle ? 0 : 1;
+      overTarget[n] = resp <= target || unmeasuredIdle ? 0 : 1;
       // NaN unless quality routing is on and the score is fresh (a missing one is NaN).
       quality[n] = wantQuality && qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
       n++;
@@ -211,7 +226,18 @@ function score(
 ): boolean {
   const { snapshot, live } = cx;
   const n = sc.viable;
-  const { idx, famPos, service, resp, grp, k1, k2, k3, k4, quality } = sc;
+  const {
+    idx,
+    familyPosition,
+    service,
+    resp,
+    overTarget,
+    preferenceKey,
+    scoreKey,
+    tieBreakKey,
+    healthKey,
+    quality,
+  } = sc;
   const hinted = cx.hint !== undefined;
   const jitter = random === undefined ? 0 : snapshot.options.jitter;
   const usdPerHour = snapshot.usdPerHour;
@@ -228,54 +254,54 @@ function score(
       bits ^= bits << 5;
       shake = 1 + jitter * ((bits >>> 0) * TWO_OVER_2_32 - 1);
     }
-    // The group (within the latency target or not) folds into k1 to save a comparison.
-    const group = grp[s]! * GROUP_WEIGHT;
-    const hintKey = group + (hinted && famPos[s] === 0 ? 0 : 1);
-    k3[s] = 0;
-    k4[s] = 0;
+    // The group (within the latency target or not) folds into preferenceKey to save a comparison.
+    const group = overTarget[s]! * GROUP_WEIGHT;
+    const hintKey = group + (hinted && familyPosition[s] === 0 ? 0 : 1);
+    tieBreakKey[s] = 0;
+    healthKey[s] = 0;
     if (!Number.isNaN(quality[s]!)) anyFresh = true;
     if (group !== 0 || mode === "fastest") {
-      k1[s] = hintKey;
-      k2[s] = resp[s]! * shake;
+      preferenceKey[s] = hintKey;
+      scoreKey[s] = resp[s]! * shake;
       continue;
     }
     if (mode === "latency") {
-      k1[s] = famPos[s]!;
-      k2[s] = resp[s]! * shake;
+      preferenceKey[s] = familyPosition[s]!;
+      scoreKey[s] = resp[s]! * shake;
       continue;
     }
     const i = idx[s]!;
     const price = usdPerHour[i]!;
     const cost = costUsdFrom(price === price ? price : fallbackPrice, service[s]!);
-    k1[s] = hintKey;
+    preferenceKey[s] = hintKey;
     if (mode === "cost") {
-      k2[s] = cost * shake;
-      k3[s] = resp[s]!;
+      scoreKey[s] = cost * shake;
+      tieBreakKey[s] = resp[s]!;
     } else if (mode === "balanced") {
-      k2[s] = cost * resp[s]! * shake;
-      k3[s] = resp[s]!;
+      scoreKey[s] = cost * resp[s]! * shake;
+      tieBreakKey[s] = resp[s]!;
     } else {
       // Quality: fresh scores first, best first; the rest by price per unit of health.
       const health = live.healthScore[i]!;
       const fresh = !Number.isNaN(quality[s]!);
-      k2[s] = fresh ? -quality[s]! * shake : Number.POSITIVE_INFINITY;
-      k3[s] = ((cost * 100) / Math.max(health, 1)) * shake;
-      k4[s] = -health;
+      scoreKey[s] = fresh ? -quality[s]! * shake : Number.POSITIVE_INFINITY;
+      tieBreakKey[s] = ((cost * 100) / Math.max(health, 1)) * shake;
+      healthKey[s] = -health;
     }
   }
   return anyFresh;
 }
 
-/** Whether slot `a` ranks before slot `b`: lexicographic on (k1..k4, registration). */
+/** Whether slot `a` ranks before slot `b`: lexicographic on the four keys, then registration. */
 function before(sc: Scratch, a: number, b: number): boolean {
-  const k1 = sc.k1;
-  if (k1[a] !== k1[b]) return k1[a]! < k1[b]!;
-  const k2 = sc.k2;
-  if (k2[a] !== k2[b]) return k2[a]! < k2[b]!;
-  const k3 = sc.k3;
-  if (k3[a] !== k3[b]) return k3[a]! < k3[b]!;
-  const k4 = sc.k4;
-  if (k4[a] !== k4[b]) return k4[a]! < k4[b]!;
+  const preferenceKey = sc.preferenceKey;
+  if (preferenceKey[a] !== preferenceKey[b]) return preferenceKey[a]! < preferenceKey[b]!;
+  const scoreKey = sc.scoreKey;
+  if (scoreKey[a] !== scoreKey[b]) return scoreKey[a]! < scoreKey[b]!;
+  const tieBreakKey = sc.tieBreakKey;
+  if (tieBreakKey[a] !== tieBreakKey[b]) return tieBreakKey[a]! < tieBreakKey[b]!;
+  const healthKey = sc.healthKey;
+  if (healthKey[a] !== healthKey[b]) return healthKey[a]! < healthKey[b]!;
   return sc.idx[a]! < sc.idx[b]!;
 }
 
@@ -499,17 +525,17 @@ export function decide(
       responseMs: sc.resp[s]!,
       costUsd: entry.usdPerHour === null ? null : costUsdFrom(entry.usdPerHour, sc.service[s]!),
       quality: Number.isNaN(quality) ? null : quality,
-      withinLatencyTarget: sc.grp[s] === 0,
+      withinLatencyTarget: sc.overTarget[s] === 0,
     };
   }
-  const chosenWithin = sc.grp[sc.top[0]!] === 0;
+  const chosenWithin = sc.overTarget[sc.top[0]!] === 0;
   const passedCount = sc.passedCount;
   const passed = sc.passed;
   const packed: number[] = [];
   for (let p = 0; p < passedCount; p++) packed.push(passed[p]!);
   for (let s = 0; s < n; s++) {
     if (sc.inTop[s] === 1) continue;
-    const why = chosenWithin && sc.grp[s] === 1 ? R.over_latency_target : R.ranked_lower;
+    const why = chosenWithin && sc.overTarget[s] === 1 ? R.over_latency_target : R.ranked_lower;
     packed.push(pack(sc.idx[s]!, why));
   }
   return new RoutedDecision(

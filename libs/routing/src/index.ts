@@ -21,7 +21,7 @@ export {
   resolvePolicy,
   DEFAULT_POLICY_NAME,
 } from "./policy.ts";
-export type { ResolvedPolicy, PolicyResolution, PolicySource } from "./policy.ts";
+export type { ResolvedPolicy, PolicyResolution, PolicySource, PolicyCatalog } from "./policy.ts";
 export { createLiveTable, LIVE_STATUS } from "./live-table.ts";
 export type { LiveTable } from "./live-table.ts";
 export { estimateResponseMs, estimateCostUsd } from "./estimate.ts";

@@ -1,5 +1,4 @@
 import type { CostPriority, PolicySpec } from "@zml/contracts";
-import type { RoutingSnapshot } from "./snapshot.ts";
 import type { Rejection } from "./types.ts";
 
 /** A policy ready for {@link decide}: the preference chain sorted by priority. */
@@ -17,9 +16,9 @@ export interface ResolvedPolicy {
 /** Where the applied policy came from. */
 export type PolicySource = "request" | "model" | "account" | "default";
 
-export interface PolicyResolution {
+export interface PolicyResolution<P = ResolvedPolicy> {
   ok: true;
-  policy: ResolvedPolicy;
+  policy: P;
   source: PolicySource;
 }
 
@@ -63,18 +62,34 @@ export function builtinDefaultPolicy(
 }
 
 /**
- * Picks the policy for a request: the request's `policy` → the model's `default_policy` →
- * the account's `default_policy` → `balanced` (a registered policy of that name, else the
- * built-in one). An unknown policy named by the request is rejected; a dangling default on
- * a model or account falls through to the next level (the snapshot lists it in `warnings`).
+ * What policy resolution reads: the registered policies, the models' defaults and the
+ * policy that applies when nothing else does. A `RoutingSnapshot` is one (its
+ * `policies` always hold `balanced`); intake passes its config maps and a name-only default.
  */
-export function resolvePolicy(
-  snapshot: RoutingSnapshot,
+export interface PolicyCatalog<P extends { name: string }> {
+  readonly policies: ReadonlyMap<string, P>;
+  readonly models: ReadonlyMap<string, { default_policy?: string | undefined }>;
+  /** The account default, named {@link DEFAULT_POLICY_NAME}. */
+  readonly defaultPolicy: P;
+}
+
+/**
+ * Picks the policy for a request (design §3.1): the request's `policy` → the model's
+ * `default_policy` → the account's `default_policy` → `balanced` (a registered policy of
+ * that name, else the built-in one). An unknown policy named by the request is rejected; a
+ * dangling default on a model or account falls through to the next level (the snapshot
+ * lists it in `warnings`). This is the one resolver: intake resolves with it and sends the
+ * name; the dispatcher resolves that name with it again, which is a lookup.
+ */
+export function resolvePolicy<P extends { name: string } = ResolvedPolicy>(
+  catalog: PolicyCatalog<P>,
   request: { policy?: string | undefined; model: string },
   account: { default_policy?: string | undefined } = {},
-): PolicyResolution | Rejection {
+): PolicyResolution<P> | Rejection {
   if (request.policy !== undefined && request.policy !== "") {
-    const named = snapshot.policies.get(request.policy);
+    const named =
+      catalog.policies.get(request.policy) ??
+      (request.policy === catalog.defaultPolicy.name ? catalog.defaultPolicy : undefined);
     if (named) return { ok: true, policy: named, source: "request" };
     return {
       ok: false,
@@ -85,12 +100,12 @@ export function resolvePolicy(
       queueForMs: 0,
     };
   }
-  const modelDefault = snapshot.models.get(request.model)?.default_policy;
-  const fromModel = modelDefault === undefined ? undefined : snapshot.policies.get(modelDefault);
+  const modelDefault = catalog.models.get(request.model)?.default_policy;
+  const fromModel = modelDefault === undefined ? undefined : catalog.policies.get(modelDefault);
   if (fromModel) return { ok: true, policy: fromModel, source: "model" };
   const accountDefault = account.default_policy;
   const fromAccount =
-    accountDefault === undefined ? undefined : snapshot.policies.get(accountDefault);
+    accountDefault === undefined ? undefined : catalog.policies.get(accountDefault);
   if (fromAccount) return { ok: true, policy: fromAccount, source: "account" };
-  return { ok: true, policy: snapshot.defaultPolicy, source: "default" };
+  return { ok: true, policy: catalog.defaultPolicy, source: "default" };
 }

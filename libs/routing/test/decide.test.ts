@@ -497,6 +497,20 @@ describe("the decision record", () => {
     expect(json.passedOver).toHaveLength(2);
   });
 
+  it("judges a request over the latency target by its max_tokens", () => {
+    // One node at 1000 tok/s against a 1 s target: 16 tokens take 16 ms, 4000 take 4 s.
+    const { snapshot, live } = fleet([node("a")]);
+    const tight = policy({ latency_target_ms: 1000 });
+    const judged = (maxTokens: number) =>
+      ok(decide(snapshot, live, { model: MODEL, tier: 1, expectedTokens: maxTokens }, tight, NOW));
+    const short = judged(16);
+    expect(short.latencyTargetMet).toBe(true);
+    expect(short.candidates[0]).toMatchObject({ responseMs: 16, withinLatencyTarget: true });
+    const long = judged(4000);
+    expect(long.latencyTargetMet).toBe(false);
+    expect(long.candidates[0]).toMatchObject({ responseMs: 4000, withinLatencyTarget: false });
+  });
+
   it("uses the request's expected tokens for the estimates", () => {
     const { snapshot, live } = fleet([node("a")], { costs: [onPrem({ node_id: "a" }, 3.6)] });
     const d = ok(

@@ -122,3 +122,32 @@ describe("compilePolicy", () => {
     ).toBe(0);
   });
 });
+
+describe("policy resolution over names only (intake's view)", () => {
+  const catalog = {
+    policies: new Map([["fast", { name: "fast" }]]),
+    models: new Map([
+      ["m", { default_policy: "fast" }],
+      ["plain", {}],
+    ]),
+    defaultPolicy: { name: "balanced" },
+  };
+
+  it("accepts the built-in default by name though nobody registered it", () => {
+    const r = resolvePolicy(catalog, { policy: "balanced", model: "plain" });
+    expect(r).toMatchObject({ ok: true, source: "request", policy: { name: "balanced" } });
+  });
+
+  it("resolves the same order as over a snapshot", () => {
+    expect(resolvePolicy(catalog, { model: "m" })).toMatchObject({ source: "model" });
+    expect(resolvePolicy(catalog, { model: "plain" }, { default_policy: "fast" })).toMatchObject({
+      source: "account",
+      policy: { name: "fast" },
+    });
+    expect(resolvePolicy(catalog, { model: "plain" })).toMatchObject({ source: "default" });
+    expect(resolvePolicy(catalog, { policy: "nope", model: "m" })).toMatchObject({
+      ok: false,
+      code: "unknown_policy",
+    });
+  });
+});

@@ -5,7 +5,7 @@ import { MESSAGE_TYPES, ZmlError } from "@zml/contracts";
 import type { Cancellations } from "./cancellations.ts";
 import { executeRoute } from "./execute-route.ts";
 import type { ExecuteDeps } from "./execute-route.ts";
-import { readRouteRequest } from "./route-request.ts";
+import { readRouteHeaders } from "./route-headers.ts";
 
 export interface RouteHandlerDeps extends ExecuteDeps {
   cancellations: Cancellations;
@@ -15,10 +15,10 @@ export interface RouteHandlerDeps extends ExecuteDeps {
 export function createRouteHandler(deps: RouteHandlerDeps): (msg: Msg) => Promise<void> {
   return async (msg) => {
     if (!msg.reply) return; // a request nobody waits for
-    const writer = createReplyWriter(deps.bus.nc, msg.reply);
+    const writer = createReplyWriter(deps.bus, msg.reply);
     let request;
     try {
-      request = readRouteRequest(msg.headers, deps.clock(), MESSAGE_TYPES.routeRequestV1);
+      request = readRouteHeaders(msg.headers, deps.clock(), MESSAGE_TYPES.routeRequestV1);
     } catch (err) {
       const error = err instanceof ZmlError ? err : new ZmlError("internal_error", "bad request");
       writer.error(error.toBody());

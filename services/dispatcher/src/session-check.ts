@@ -4,7 +4,7 @@ import { ZmlError } from "@zml/contracts";
 import type { AttestationVerdict, NodeSpec, NodeState, Session } from "@zml/contracts";
 import { LIVE_STATUS } from "@zml/routing";
 import type { AttestationGate } from "./attestation-gate.ts";
-import type { RouteRequest } from "./route-request.ts";
+import type { RoutedRequest } from "./route-headers.ts";
 import type { RoutingState } from "./routing-state.ts";
 
 /** What the dispatcher knows about a node right now (memory reads). */
@@ -33,7 +33,7 @@ const PARAM = "session_id";
  */
 export function checkSession(
   session: Session | undefined,
-  request: Pick<RouteRequest, "sessionId" | "account" | "model" | "tier">,
+  request: Pick<RoutedRequest, "sessionId" | "account" | "model" | "tier">,
   view: SessionNodeView,
   now: number,
 ): SessionCheck {

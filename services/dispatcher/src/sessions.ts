@@ -2,23 +2,15 @@
 // every dispatcher replica in the queue group. Opening picks a node with the routing core
 // and has it attested afresh with a session key: rerouting is allowed only here, before the
 // session id exists.
-import { context } from "@opentelemetry/api";
-import { decodeJson, encodeJson, extractTraceContext, injectTraceContext } from "@zml/bus";
-import type { Bus, Msg, Subscription } from "@zml/bus";
+import { requestJson, serveJson } from "@zml/bus";
+import type { Bus, Subscription } from "@zml/bus";
 import {
-  ATTESTATION_VERIFY_SUBJECT,
-  AttestationVerifyReplySchema,
-  AttestationVerifyRequestSchema,
+  ATTESTATION_VERIFY_ENDPOINT,
   attestationVerdict,
-  DISPATCHER_QUEUE_GROUP,
   SESSION_CREATE_BUDGET_MS,
-  SESSION_CREATE_SUBJECT,
+  SESSION_CREATE_ENDPOINT,
   SESSION_DEFAULT_TTL_S,
-  SESSION_DELETE_SUBJECT,
-  SessionCreateReplySchema,
-  SessionCreateRequestSchema,
-  SessionDeleteReplySchema,
-  SessionDeleteRequestSchema,
+  SESSION_DELETE_ENDPOINT,
   ZmlError,
 } from "@zml/contracts";
 import type {
@@ -32,8 +24,10 @@ import type {
   SessionAttestation,
   SessionCreateReply,
   SessionDeleteReply,
+  SessionCreateRequestSchema,
+  SessionDeleteRequestSchema,
 } from "@zml/contracts";
-import { DEFAULT_POLICY_NAME, decide, MAX_ATTEMPTS, resolvePolicy } from "@zml/routing";
+import { decide, MAX_ATTEMPTS, resolvePolicy } from "@zml/routing";
 import type { ResolvedPolicy } from "@zml/routing";
 import type { Logger } from "@zml/telemetry";
 import type { z } from "zod";
@@ -93,12 +87,10 @@ export function createSessionService(deps: SessionServiceDeps): SessionService {
       if (!account?.allowed_tiers.includes(SESSION_TIER)) {
         return fail(new ZmlError("tier_not_allowed", "account may not use tier 4", "tier"));
       }
+      // Intake resolved the policy; naming it here is a lookup (or the same resolution,
+      // for a request that names none).
       const { snapshot } = deps.routing.current();
-      const named =
-        request.policy === DEFAULT_POLICY_NAME && !snapshot.policies.has(request.policy)
-          ? undefined
-          : request.policy;
-      const resolved = resolvePolicy(snapshot, { policy: named, model: request.model }, account);
+      const resolved = resolvePolicy(snapshot, request, account);
       if (!resolved.ok) return fail(new ZmlError(resolved.code, resolved.detail, "policy"));
 
       const deadline = deps.clock() + SESSION_CREATE_BUDGET_MS;
@@ -253,73 +245,17 @@ function sessionAttestation(
 
 /** `zml.attestation.verify` over the bus, with the active trace context. */
 export function createVerifyClient(bus: Bus): VerifyAttestation {
-  return async (request, timeoutMs) => {
-    const subject = ATTESTATION_VERIFY_SUBJECT;
-    const data = encodeJson(subject, AttestationVerifyRequestSchema, request);
-    const msg = await bus.nc.request(subject, data, {
-      timeout: timeoutMs,
-      headers: injectTraceContext(),
+  return (request, timeoutMs) =>
+    requestJson(bus, ATTESTATION_VERIFY_ENDPOINT, request, {
+      timeoutMs,
+      service: "the attestation service",
     });
-    return decodeJson(subject, AttestationVerifyReplySchema, msg.data);
-  };
 }
 
 /** Serves both session subjects in the dispatchers' queue group; bad input gets an error reply. */
 export function serveSessions(bus: Bus, service: SessionService, log: Logger): Subscription[] {
-  const serve = <Req extends z.ZodType, Rep extends z.ZodType>(
-    subject: string,
-    requestSchema: Req,
-    replySchema: Rep,
-    type: string,
-    handle: (request: z.output<Req>) => Promise<z.input<Rep>>,
-  ) => {
-    const respond = (msg: Msg, reply: z.input<Rep>) =>
-      msg.respond(encodeJson(subject, replySchema, reply));
-    const run = async (msg: Msg) => {
-      let request: z.output<Req>;
-      try {
-        request = decodeJson(subject, requestSchema, msg.data);
-      } catch (error) {
-        const body = new ZmlError("invalid_request", String(error)).toBody();
-        respond(msg, { type, error: body } as z.input<Rep>);
-        return;
-      }
-      try {
-        respond(msg, await handle(request));
-      } catch (error) {
-        log.error({ err: String(error), subject }, "session request failed");
-        const body = new ZmlError("internal_error", "session request failed").toBody();
-        respond(msg, { type, error: body } as z.input<Rep>);
-      }
-    };
-    return bus.nc.subscribe(subject, {
-      queue: DISPATCHER_QUEUE_GROUP,
-      callback: (err, msg) => {
-        if (err) {
-          log.error({ err: String(err), subject }, "session subscription error");
-          return;
-        }
-        if (!msg.reply) return;
-        context.with(extractTraceContext(msg.headers), () => {
-          run(msg).catch((e: unknown) => log.error({ err: String(e) }, "session reply failed"));
-        });
-      },
-    });
-  };
   return [
-    serve(
-      SESSION_CREATE_SUBJECT,
-      SessionCreateRequestSchema,
-      SessionCreateReplySchema,
-      CREATED,
-      (r) => service.create(r),
-    ),
-    serve(
-      SESSION_DELETE_SUBJECT,
-      SessionDeleteRequestSchema,
-      SessionDeleteReplySchema,
-      DELETED,
-      (r) => service.remove(r),
-    ),
+    serveJson(bus, SESSION_CREATE_ENDPOINT, (r) => service.create(r), { log }),
+    serveJson(bus, SESSION_DELETE_ENDPOINT, (r) => service.remove(r), { log }),
   ];
 }

@@ -2,7 +2,7 @@ import { SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Attributes, Span } from "@opentelemetry/api";
 import type { NodeSpec } from "@zml/contracts";
 import type { Decision, PassedOver, Rejection, ResolvedPolicy } from "@zml/routing";
-import type { RouteRequest } from "./route-request.ts";
+import type { RoutedRequest } from "./route-headers.ts";
 
 /**
  * Spans of the routing path. Attribute names follow the OpenTelemetry semantic conventions
@@ -14,7 +14,11 @@ const tracer = trace.getTracer("zml-dispatcher");
 /** At most this many passed-over candidates are recorded as events, to bound span size. */
 const MAX_PASSED_OVER_EVENTS = 32;
 
-export function startRouteSpan(request: RouteRequest, decisionId: string, batchJob: boolean): Span {
+export function startRouteSpan(
+  request: RoutedRequest,
+  decisionId: string,
+  batchJob: boolean,
+): Span {
   return tracer.startSpan(batchJob ? "zml.batch.job" : "zml.route.request process", {
     kind: SpanKind.CONSUMER,
     attributes: {

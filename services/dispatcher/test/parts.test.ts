@@ -5,7 +5,7 @@ import { createCancellations } from "../src/cancellations.ts";
 import { createCapacitySignal } from "../src/capacity-signal.ts";
 import { withModel } from "../src/model-rewrite.ts";
 import { parseRetryAfter } from "../src/node-call.ts";
-import { readRouteRequest } from "../src/route-request.ts";
+import { readRouteHeaders } from "../src/route-headers.ts";
 
 describe("capacity signal", () => {
   it("wakes every waiter on notify", async () => {
@@ -79,7 +79,7 @@ describe("route request headers", () => {
   };
 
   it("reads the routing fields intake extracted", () => {
-    const r = readRouteRequest(
+    const r = readRouteHeaders(
       headers({
         [HEADERS.stream]: "1",
         [HEADERS.tier]: "3",
@@ -108,7 +108,7 @@ describe("route request headers", () => {
   ])("rejects a bad header %#", (set, param) => {
     let error: unknown;
     try {
-      readRouteRequest(headers(set), 0);
+      readRouteHeaders(headers(set), 0);
     } catch (e) {
       error = e;
     }

@@ -5,6 +5,7 @@ import type { AttestationVerdict, NodeSpec, Session } from "@zml/contracts";
 import { pollUntil, startNatsServer } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sessionAttestation } from "./session-fixture.ts";
 import { checkSession } from "../src/session-check.ts";
 import type { SessionNodeView } from "../src/session-check.ts";
 import { createSessionStore } from "../src/session-store.ts";
@@ -24,20 +25,7 @@ function session(extra: Partial<Session> = {}): Session {
     policy: "balanced",
     created_at: NOW - 1_000,
     expires_at: NOW + 60_000,
-    attestation: {
-      quote_b64: "AAAA",
-      nonce_hex: "11".repeat(32),
-      session_public_key: "BBBB",
-      measurement: {
-        mrtd: "a1".repeat(48),
-        rtmr0: "00".repeat(48),
-        rtmr1: "00".repeat(48),
-        rtmr2: "00".repeat(48),
-        rtmr3: "00".repeat(48),
-      },
-      tcb_status: "UpToDate",
-      verified_at: NOW - 1_000,
-    },
+    attestation: sessionAttestation(NOW - 1_000),
     ...extra,
   });
 }

@@ -1,7 +1,44 @@
-import type { NodeSpec } from "@zml/contracts";
+import { isTeeTier } from "@zml/contracts";
+import type { NodeAddressPolicy, NodeSpec } from "@zml/contracts";
 import { idleReading, MetricsReadError, readCustomHealth, readMetrics } from "@zml/health";
 import type { ProbeResult } from "@zml/health";
+import { guardedConnector } from "@zml/runtime";
+import { Agent } from "undici";
 import type { Dispatcher } from "undici";
+
+/** The real probe: HTTP through keep-alive agents, one for plain nodes, one for TEE nodes. */
+export function createNodeProber(options: {
+  keepAliveMs: number;
+  timeoutMs: number;
+  maxBodyBytes: number;
+  /** Applied to every address probed, after DNS. */
+  nodeAddresses: NodeAddressPolicy;
+}): {
+  probe: (node: NodeSpec) => Promise<ProbeResult>;
+  close: () => Promise<void>;
+} {
+  const agent = new Agent({
+    keepAliveTimeout: options.keepAliveMs,
+    connections: 4,
+    connect: guardedConnector(options.nodeAddresses),
+  });
+  // Tier 3/4 nodes present a TLS key their quote vouches for, not a CA-issued certificate.
+  // Health polls carry no payload, so they need not pin it (the dispatcher does); they only
+  // must not refuse the certificate.
+  const teeAgent = new Agent({
+    keepAliveTimeout: options.keepAliveMs,
+    connections: 4,
+    connect: guardedConnector(options.nodeAddresses, { rejectUnauthorized: false }),
+  });
+  const limits = { timeoutMs: options.timeoutMs, maxBodyBytes: options.maxBodyBytes };
+  return {
+    probe: (node) => probeNode(isTeeTier(node.tier) ? teeAgent : agent, node, limits),
+    close: async () => {
+      await agent.close();
+      await teeAgent.close();
+    },
+  };
+}
 
 /**
  * Probes one node: its health endpoint, then (for vLLM and TGI) its Prometheus metrics;

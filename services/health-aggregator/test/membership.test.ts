@@ -1,4 +1,4 @@
-import { connectBus, openKv } from "@zml/bus";
+import { connectBus, natsConnectionOf, openKv } from "@zml/bus";
 import type { Bus, KV } from "@zml/bus";
 import { KV_BUCKETS } from "@zml/contracts";
 import { pollUntil, startNatsServer } from "@zml/harness";
@@ -61,7 +61,9 @@ describe("aggregator replica set", () => {
     const a = await join("agg-a", 900);
     const b = await join("agg-b", 900);
     await pollUntil(() => a.member.replicas().length === 2);
-    b.bus.nc.close().catch(() => undefined); // b crashes: no goodbye, its key stays behind
+    natsConnectionOf(b.bus)
+      .close()
+      .catch(() => undefined); // b crashes: no goodbye, its key stays behind
     await pollUntil(() => a.member.replicas().length === 1, { timeoutMs: 15_000 });
     expect(a.member.replicas()).toEqual(["agg-a"]);
     expect(a.changes.at(-1)).toEqual(["agg-a"]);

@@ -2,33 +2,29 @@ import type { NodeSpec } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { describe, expect, it } from "vitest";
 import { createPollScheduler } from "../src/poll-scheduler.ts";
+import { spec as nodeSpec } from "./helpers.ts";
 
-const spec = (id: string): NodeSpec => ({
-  id,
-  endpoint: "http://127.0.0.1:1",
-  framework: "vllm",
-  accelerator_family: "H100",
-  tier: 1,
-  models: ["m"],
-  max_concurrency: 1,
-  health_path: "/health",
-  metrics_path: "/metrics",
-  registered_at: 0,
-});
+const spec = (id: string): NodeSpec => nodeSpec(id, 1);
+
+/** A scheduler that counts the polls of each node; `hang` names nodes whose probe never ends. */
+function countingScheduler(jitter: number, concurrency: number, hang: readonly string[] = []) {
+  const polls = new Map<string, number>();
+  const scheduler = createPollScheduler({
+    intervalMs: 10,
+    jitter,
+    concurrency,
+    random: Math.random,
+    poll: (node) => {
+      polls.set(node.id, (polls.get(node.id) ?? 0) + 1);
+      return hang.includes(node.id) ? new Promise<void>(() => {}) : Promise.resolve();
+    },
+  });
+  return { polls, scheduler };
+}
 
 describe("poll scheduler", () => {
   it("keeps polling healthy nodes while another node's probe hangs", async () => {
-    const polls = new Map<string, number>();
-    const scheduler = createPollScheduler({
-      intervalMs: 10,
-      jitter: 0.1,
-      concurrency: 2,
-      random: Math.random,
-      poll: (node) => {
-        polls.set(node.id, (polls.get(node.id) ?? 0) + 1);
-        return node.id === "hang" ? new Promise<void>(() => {}) : Promise.resolve();
-      },
-    });
+    const { polls, scheduler } = countingScheduler(0.1, 2, ["hang"]);
     scheduler.sync(
       new Map([
         ["hang", spec("hang")],
@@ -41,17 +37,7 @@ describe("poll scheduler", () => {
   });
 
   it("starts polling added nodes and stops polling removed ones", async () => {
-    const polls = new Map<string, number>();
-    const scheduler = createPollScheduler({
-      intervalMs: 10,
-      jitter: 0,
-      concurrency: 4,
-      random: Math.random,
-      poll: (node) => {
-        polls.set(node.id, (polls.get(node.id) ?? 0) + 1);
-        return Promise.resolve();
-      },
-    });
+    const { polls, scheduler } = countingScheduler(0, 4);
     scheduler.sync(new Map([["a", spec("a")]]));
     await pollUntil(() => polls.get("a"));
     scheduler.sync(new Map([["b", spec("b")]]));

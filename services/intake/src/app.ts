@@ -1,22 +1,25 @@
 import { randomUUID } from "node:crypto";
 import type { Http2ServerRequest } from "node:http2";
-import type { Bus, ReplyMux } from "@zml/bus";
+import { createReplyMux } from "@zml/bus";
+import type { ReplyMux } from "@zml/bus";
 import { createNodeAddressPolicy, ZmlError } from "@zml/contracts";
-import type { ModelSpec, PolicySpec } from "@zml/contracts";
 import type { Logger } from "@zml/telemetry";
 import Fastify, { LogController } from "fastify";
 import type { Registry } from "prom-client";
+import { createKvConfigStore } from "./admin/store.ts";
 import type { ConfigStore } from "./admin/store.ts";
+import { watchAllowlistFeed } from "./allowlist-feed.ts";
 import type { AllowlistFeed } from "./allowlist-feed.ts";
 import { createAuthThrottle } from "./auth-throttle.ts";
-import { createAdminAuthenticator } from "./auth.ts";
-import type { Authenticator } from "./auth.ts";
+import { createAdminAuthenticator, createAuthenticator } from "./auth.ts";
 import { bodyDeadline } from "./body-deadline.ts";
 import type { IntakeConfig } from "./config.ts";
 import { isHttp2, sendError, toZmlError } from "./errors.ts";
+import { createKeyStoreStatus } from "./key-store.ts";
 import { createIntakeMetrics } from "./metrics.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
-import type { RateLimiter } from "./rate-limit.ts";
+import { createRateLimiter } from "./rate-limit.ts";
+import type { ClientRouteDeps } from "./route-deps.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { allowlistRoutes } from "./routes/allowlist.ts";
 import { attestationRoutes } from "./routes/attestation.ts";
@@ -26,16 +29,12 @@ import { modelRoutes } from "./routes/models.ts";
 import { opsRoutes } from "./routes/ops.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
 import { createServerFactory } from "./server.ts";
+import { watchIntakeState } from "./state.ts";
 import { settleUnreadBody } from "./unread-body.ts";
 import type { ServerOptions } from "./server.ts";
 
-export interface IntakeDeps {
-  bus: Bus;
+export interface IntakeDeps extends ClientRouteDeps {
   mux: ReplyMux;
-  auth: Authenticator;
-  rateLimiter: RateLimiter;
-  models: ReadonlyMap<string, ModelSpec>;
-  policies: ReadonlyMap<string, PolicySpec>;
   /** The admin API's store; the admin API is off (404) without `ZML_ADMIN_TOKEN`. */
   configStore: ConfigStore;
   /** Nodes, attestation results and revocations, for the public allowlist. */
@@ -60,7 +59,6 @@ export interface IntakeDeps {
   >;
   /** PEM key and certificate when serving TLS. */
   tls: ServerOptions["tls"];
-  clock: () => number;
   isReady: () => boolean;
 }
 
@@ -193,4 +191,68 @@ export async function buildApp(deps: IntakeDeps) {
     );
   }
   return app;
+}
+
+export interface StartIntakeDeps extends Pick<
+  IntakeDeps,
+  "bus" | "registry" | "log" | "tls" | "clock"
+> {
+  config: IntakeDeps["config"] &
+    Pick<IntakeConfig, "ZML_HOST" | "ZML_PORT" | "ZML_KEY_STORE_MAX_STALE_MS">;
+}
+
+export interface Intake {
+  app: Awaited<ReturnType<typeof buildApp>>;
+  /** Where it listens, e.g. `http://127.0.0.1:8080` (the real port when 0 was asked). */
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Watches the configuration intake reads into memory, builds the app on a reply mux over the
+ * bus and starts listening. In-flight requests fail at once with a clear error when the bus
+ * connection drops, instead of waiting for their timeout.
+ */
+export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
+  const { bus, config } = deps;
+  const keyStore = createKeyStoreStatus(config.ZML_KEY_STORE_MAX_STALE_MS);
+  const auth = createAuthenticator(keyStore);
+  const rateLimiter = createRateLimiter();
+  const state = await watchIntakeState(bus, deps.log, {
+    auth,
+    keyStore,
+    rateLimiter,
+    clock: deps.clock,
+  });
+  const allowlist = await watchAllowlistFeed(bus, deps.log);
+  const mux = createReplyMux(bus);
+  const unlisten = bus.onConnectionChange((connected) => {
+    if (!connected) {
+      mux.failAll(new ZmlError("bus_unavailable", "message bus connection lost", null, 1));
+    }
+  });
+  const app = await buildApp({
+    ...deps,
+    mux,
+    auth,
+    rateLimiter,
+    models: state.models.map,
+    policies: state.policies.map,
+    configStore: createKvConfigStore(bus),
+    allowlist,
+    isReady: () => bus.isConnected(),
+  });
+  await app.listen({ host: config.ZML_HOST, port: config.ZML_PORT });
+  const { port } = app.server.address() as { port: number };
+  return {
+    app,
+    url: `${deps.tls ? "https" : "http"}://${config.ZML_HOST}:${port}`,
+    async stop() {
+      await app.close();
+      unlisten();
+      mux.close();
+      state.stop();
+      allowlist.stop();
+    },
+  };
 }

@@ -1,30 +1,28 @@
 import { ZmlError } from "@zml/contracts";
 import type { AccountSpec, ModelSpec, PolicySpec } from "@zml/contracts";
+import { DEFAULT_POLICY_NAME, resolvePolicy } from "@zml/routing";
+
+/** Intake forwards a name only; the dispatcher builds the built-in default's chain. */
+const BUILTIN_DEFAULT = { name: DEFAULT_POLICY_NAME };
 
 /**
- * The account default when nothing else names a policy: `balanced` over the families in
- * the order their nodes were registered (the dispatcher builds its chain).
+ * The name of the policy a request runs under, by the routing core's resolver (request →
+ * model default → account default → `balanced`), read from intake's config in memory.
+ * Intake sends this name; the dispatcher trusts it. Throws `unknown_policy` naming `policy`.
  */
-export const DEFAULT_POLICY_NAME = "balanced";
-
-/**
- * Resolution order (design §3.1): the request's `policy` → the model's default → the
- * account's default → {@link DEFAULT_POLICY_NAME}. A policy the request names must exist; a
- * stale default that names a deleted policy falls through to the next rule instead of
- * failing every request for that model.
- */
-export function resolvePolicyName(
+export function policyNameFor(
   requested: string | undefined,
-  model: ModelSpec,
+  modelId: string,
   account: AccountSpec,
-  policies: ReadonlyMap<string, PolicySpec>,
+  config: { models: ReadonlyMap<string, ModelSpec>; policies: ReadonlyMap<string, PolicySpec> },
 ): string {
-  if (requested !== undefined) {
-    if (policies.has(requested) || requested === DEFAULT_POLICY_NAME) return requested;
-    throw new ZmlError("unknown_policy", `unknown policy '${requested}'`, "policy");
+  const resolved = resolvePolicy(
+    { policies: config.policies, models: config.models, defaultPolicy: BUILTIN_DEFAULT },
+    { policy: requested, model: modelId },
+    account,
+  );
+  if (!resolved.ok) {
+    throw new ZmlError(resolved.code, `unknown policy '${requested}'`, "policy");
   }
-  for (const name of [model.default_policy, account.default_policy]) {
-    if (name !== undefined && policies.has(name)) return name;
-  }
-  return DEFAULT_POLICY_NAME;
+  return resolved.policy.name;
 }

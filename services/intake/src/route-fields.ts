@@ -13,6 +13,8 @@ export interface RouteFields {
   fallbackModels: string[];
   sort: string | undefined;
   sessionId: string | undefined;
+  /** `max_tokens` (or `max_completion_tokens`) when the client sent a positive integer. */
+  maxTokens: number | undefined;
 }
 
 /** A native `/v1/infer` call: its routing fields and the chat completion body for the node. */
@@ -30,16 +32,11 @@ export interface NativeCall {
  */
 export function extractRouteFields(path: InferencePath, raw: Buffer): RouteFields {
   const data = validate(INFERENCE_PATHS[path], parseJsonObject(raw));
-  return {
-    model: data.model,
-    stream: data.stream === true,
-    tier: data.tier ?? 1,
-    policy: data.policy,
-    acceleratorHint: data.accelerator_hint,
-    fallbackModels: data.models ?? [],
+  return fieldsOf(data, {
+    fallbackModels: data.models,
     sort: data.provider?.sort,
-    sessionId: data.session_id,
-  };
+    maxTokens: maxTokensOf(data),
+  });
 }
 
 /**
@@ -57,15 +54,52 @@ export function parseNativeCall(raw: Buffer): NativeCall {
   return {
     path: "/v1/chat/completions",
     body: Buffer.from(JSON.stringify(forwarded)),
-    fields: {
-      model: data.model,
-      stream: data.stream === true,
-      tier: data.tier ?? 1,
-      policy: data.policy,
-      acceleratorHint: data.accelerator_hint,
-      fallbackModels: data.fallback_models ?? [],
+    fields: fieldsOf(data, {
+      fallbackModels: data.fallback_models,
       sort: data.sort,
-      sessionId: data.session_id,
-    },
+      maxTokens: data.max_tokens,
+    }),
   };
+}
+
+/** The fields both body shapes name alike, plus the three they name differently. */
+function fieldsOf(
+  data: {
+    model: string;
+    stream?: boolean | undefined;
+    tier?: number | undefined;
+    policy?: string | undefined;
+    accelerator_hint?: string | undefined;
+    session_id?: string | undefined;
+  },
+  named: {
+    fallbackModels: string[] | undefined;
+    sort: string | undefined;
+    maxTokens: number | undefined;
+  },
+): RouteFields {
+  return {
+    model: data.model,
+    stream: data.stream === true,
+    tier: data.tier ?? 1,
+    policy: data.policy,
+    acceleratorHint: data.accelerator_hint,
+    fallbackModels: named.fallbackModels ?? [],
+    sort: named.sort,
+    sessionId: data.session_id,
+    maxTokens: named.maxTokens,
+  };
+}
+
+/**
+ * The output the client asked for at most, which routing takes as the request's expected
+ * tokens. OpenAI bodies are passed through unchecked, so a value that is not a positive
+ * integer is left for the node to refuse and routing uses the model's default.
+ */
+function maxTokensOf(data: Record<string, unknown>): number | undefined {
+  for (const key of ["max_tokens", "max_completion_tokens"]) {
+    const value = data[key];
+    if (typeof value === "number" && Number.isInteger(value) && value > 0) return value;
+  }
+  return undefined;
 }

@@ -1,6 +1,8 @@
-import { ZmlError } from "@zml/contracts";
+import { createHeaders } from "@zml/bus";
+import type { MsgHdrs } from "@zml/bus";
+import { HEADERS, ZmlError } from "@zml/contracts";
 import type { AccountSpec, ModelSpec, PolicySpec } from "@zml/contracts";
-import { resolvePolicyName } from "./policy.ts";
+import { policyNameFor } from "./policy.ts";
 import type { RouteFields } from "./route-fields.ts";
 
 /** Everything intake decides about a request before it goes on the bus. */
@@ -41,7 +43,32 @@ export function planRoute(
   return {
     model: model.id,
     fallbackModels,
-    policy: resolvePolicyName(fields.policy, model, account, policies),
+    policy: policyNameFor(fields.policy, model.id, account, { models, policies }),
     tier: fields.tier,
   };
+}
+
+/**
+ * The routing headers a `route.request` and a batch job share (every value was validated
+ * before it gets here): the dispatcher reads them instead of the body.
+ */
+export function planHeaders(
+  type: string,
+  path: string,
+  fields: RouteFields,
+  plan: RoutePlan,
+  account: AccountSpec,
+): MsgHdrs {
+  const h = createHeaders();
+  h.set(HEADERS.type, type);
+  h.set(HEADERS.model, plan.model);
+  h.set(HEADERS.path, path);
+  h.set(HEADERS.tier, String(plan.tier));
+  h.set(HEADERS.policy, plan.policy);
+  h.set(HEADERS.account, account.id);
+  if (plan.fallbackModels.length > 0) h.set(HEADERS.fallbackModels, plan.fallbackModels.join(","));
+  if (fields.acceleratorHint) h.set(HEADERS.acceleratorHint, fields.acceleratorHint);
+  if (fields.sort) h.set(HEADERS.sort, fields.sort);
+  if (fields.maxTokens !== undefined) h.set(HEADERS.maxTokens, String(fields.maxTokens));
+  return h;
 }

@@ -4,9 +4,10 @@ import { ZmlError } from "@zml/contracts";
 import { describe, expect, it } from "vitest";
 import { createAdminAuthenticator, createAuthenticator } from "../src/auth.ts";
 import { createKeyStoreStatus } from "../src/key-store.ts";
-import { resolvePolicyName } from "../src/policy.ts";
+import { policyNameFor } from "../src/policy.ts";
 import { createRateLimiter } from "../src/rate-limit.ts";
 import { extractRouteFields, parseNativeCall } from "../src/route-fields.ts";
+import type { RouteFields } from "../src/route-fields.ts";
 import { planRoute } from "../src/route-plan.ts";
 
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
@@ -133,21 +134,35 @@ describe("rate limiter", () => {
   });
 });
 
+/** The routing fields of a body that names nothing but its model. */
+const plainFields = (model: string): RouteFields => ({
+  model,
+  stream: false,
+  tier: 1,
+  policy: undefined,
+  acceleratorHint: undefined,
+  fallbackModels: [],
+  sort: undefined,
+  sessionId: undefined,
+  maxTokens: undefined,
+});
+
 describe("extractRouteFields", () => {
   const buf = (v: unknown) => Buffer.from(typeof v === "string" ? v : JSON.stringify(v));
   const ok = { model: "m", messages: [{ role: "user", content: "hi" }] };
 
+  it("takes max_tokens (or max_completion_tokens) as the expected output, only when usable", () => {
+    const fields = (extra: Record<string, unknown>) =>
+      extractRouteFields("/v1/chat/completions", buf({ ...ok, ...extra }));
+    expect(fields({ max_tokens: 4000 }).maxTokens).toBe(4000);
+    expect(fields({ max_completion_tokens: 16 }).maxTokens).toBe(16);
+    // Not validated here (the node answers for its own parameters): routing ignores it.
+    expect(fields({ max_tokens: "lots" }).maxTokens).toBeUndefined();
+    expect(fields({ max_tokens: 0 }).maxTokens).toBeUndefined();
+  });
+
   it("reads routing fields and defaults", () => {
-    expect(extractRouteFields("/v1/chat/completions", buf(ok))).toEqual({
-      model: "m",
-      stream: false,
-      tier: 1,
-      policy: undefined,
-      acceleratorHint: undefined,
-      fallbackModels: [],
-      sort: undefined,
-      sessionId: undefined,
-    });
+    expect(extractRouteFields("/v1/chat/completions", buf(ok))).toEqual(plainFields("m"));
     expect(
       extractRouteFields(
         "/v1/chat/completions",
@@ -239,6 +254,7 @@ describe("parseNativeCall", () => {
       fallbackModels: ["n"],
       sort: "price",
       sessionId: "s",
+      maxTokens: 5,
     });
   });
 
@@ -262,7 +278,7 @@ const policy = (name: string): PolicySpec => ({
   max_queue_ms: 0,
 });
 
-describe("resolvePolicyName", () => {
+describe("policyNameFor", () => {
   const policies = new Map([
     ["fast", policy("fast")],
     ["cheap", policy("cheap")],
@@ -271,23 +287,24 @@ describe("resolvePolicyName", () => {
     id: "m",
     ...(default_policy ? { default_policy } : {}),
   });
+  const config = (m: ModelSpec) => ({ models: new Map([[m.id, m]]), policies });
 
   it("follows request → model default → account default → balanced", () => {
     expect(
-      resolvePolicyName("cheap", model("fast"), account({ default_policy: "fast" }), policies),
+      policyNameFor("cheap", "m", account({ default_policy: "fast" }), config(model("fast"))),
     ).toBe("cheap");
     expect(
-      resolvePolicyName(undefined, model("fast"), account({ default_policy: "cheap" }), policies),
+      policyNameFor(undefined, "m", account({ default_policy: "cheap" }), config(model("fast"))),
     ).toBe("fast");
     expect(
-      resolvePolicyName(undefined, model(), account({ default_policy: "cheap" }), policies),
+      policyNameFor(undefined, "m", account({ default_policy: "cheap" }), config(model())),
     ).toBe("cheap");
-    expect(resolvePolicyName(undefined, model(), account(), policies)).toBe("balanced");
-    expect(resolvePolicyName(undefined, model("deleted"), account(), policies)).toBe("balanced");
+    expect(policyNameFor(undefined, "m", account(), config(model()))).toBe("balanced");
+    expect(policyNameFor(undefined, "m", account(), config(model("deleted")))).toBe("balanced");
   });
 
   it("rejects an unknown policy named by the request", () => {
-    expect(codeOf(() => resolvePolicyName("nope", model(), account(), policies))).toEqual([
+    expect(codeOf(() => policyNameFor("nope", "m", account(), config(model())))).toEqual([
       "unknown_policy",
       "policy",
     ]);
@@ -301,17 +318,7 @@ describe("planRoute", () => {
     ["c", { id: "c" }],
   ]);
   const policies = new Map([["fast", policy("fast")]]);
-  const fields = (extra: Partial<Parameters<typeof planRoute>[0]> = {}) => ({
-    model: "a",
-    stream: false,
-    tier: 1,
-    policy: undefined,
-    acceleratorHint: undefined,
-    fallbackModels: [],
-    sort: undefined,
-    sessionId: undefined,
-    ...extra,
-  });
+  const fields = (extra: Partial<RouteFields> = {}) => ({ ...plainFields("a"), ...extra });
 
   it("keeps distinct fallbacks in order, without the primary model", () => {
     expect(

@@ -1,19 +1,13 @@
 import { createHash } from "node:crypto";
-import { connectBus, createReplyMux, openKv } from "@zml/bus";
+import { connectBus, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { KV_BUCKETS } from "@zml/contracts";
 import type { AccountSpec, ModelSpec, PolicySpec } from "@zml/contracts";
 import { startNatsServer } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { createLogger, createMetrics } from "@zml/telemetry";
-import { createKvConfigStore } from "../src/admin/store.ts";
-import { watchAllowlistFeed } from "../src/allowlist-feed.ts";
-import { buildApp } from "../src/app.ts";
-import type { IntakeDeps } from "../src/app.ts";
-import { createAuthenticator } from "../src/auth.ts";
-import { createKeyStoreStatus } from "../src/key-store.ts";
-import { createRateLimiter } from "../src/rate-limit.ts";
-import { watchIntakeState } from "../src/state.ts";
+import { startIntake as startIntakeApp } from "../src/app.ts";
+import type { Intake, IntakeDeps } from "../src/app.ts";
 
 export const API_KEY = "intake-test-key-0123456789";
 export const LIMITED_KEY = "intake-limited-key-0123456789";
@@ -45,7 +39,7 @@ export const POLICIES: PolicySpec[] = [
 export interface Harness {
   nats: NatsServerHandle;
   bus: Bus;
-  app: Awaited<ReturnType<typeof buildApp>>;
+  app: Intake["app"];
   url: string;
   close(): Promise<void>;
 }
@@ -73,29 +67,14 @@ export async function startIntake(
   const nats = options.nats ?? (await startNatsServer());
   const bus = await connectBus({ servers: nats.url, name: "intake-test", log: quietLog });
   await seed(bus);
-  const keyStore = createKeyStoreStatus(options.keyStoreMaxStaleMs ?? 30_000);
-  const auth = createAuthenticator(keyStore);
-  const rateLimiter = createRateLimiter();
-  const state = await watchIntakeState(bus, quietLog, {
-    auth,
-    keyStore,
-    rateLimiter,
-    clock: Date.now,
-  });
-  const allowlist = await watchAllowlistFeed(bus, quietLog);
-  const mux = createReplyMux(bus.nc);
-  const app = await buildApp({
+  const intake = await startIntakeApp({
     bus,
-    mux,
-    auth,
-    rateLimiter,
-    models: state.models.map,
-    policies: state.policies.map,
-    configStore: createKvConfigStore(bus),
-    allowlist,
     registry: createMetrics({ service: "intake-test" }).registry,
     log: createLogger({ service: "intake-test", level: "silent" }),
     config: {
+      ZML_HOST: "127.0.0.1",
+      ZML_PORT: 0,
+      ZML_KEY_STORE_MAX_STALE_MS: options.keyStoreMaxStaleMs ?? 30_000,
       ZML_BODY_LIMIT_BYTES: 64 * 1024,
       ZML_REQUEST_TIMEOUT_MS: 10_000,
       ZML_HEADERS_TIMEOUT_MS: 5_000,
@@ -113,20 +92,14 @@ export async function startIntake(
     },
     tls: options.tls,
     clock: Date.now,
-    isReady: () => bus.isConnected(),
   });
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const { port } = app.server.address() as { port: number };
   return {
     nats,
     bus,
-    app,
-    url: `${options.tls ? "https" : "http"}://127.0.0.1:${port}`,
+    app: intake.app,
+    url: intake.url,
     async close() {
-      await app.close();
-      mux.close();
-      state.stop();
-      allowlist.stop();
+      await intake.stop();
       await bus.drain();
       if (!options.nats) await nats.stop();
     },

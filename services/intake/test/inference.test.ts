@@ -1,5 +1,5 @@
 import { request as httpRequest } from "node:http";
-import { createReplyWriter } from "@zml/bus";
+import { createReplyWriter, natsConnectionOf } from "@zml/bus";
 import type { Msg, Subscription } from "@zml/bus";
 import {
   HEADERS,
@@ -28,10 +28,10 @@ const cancelled: string[] = [];
 beforeAll(async () => {
   h = await startIntake();
   const enc = new TextEncoder();
-  dispatcher = h.bus.nc.subscribe(ROUTE_REQUEST_SUBJECT, {
+  dispatcher = natsConnectionOf(h.bus).subscribe(ROUTE_REQUEST_SUBJECT, {
     callback: (_err, msg) => {
       seen.push(msg);
-      const w = createReplyWriter(h.bus.nc, msg.reply!);
+      const w = createReplyWriter(h.bus, msg.reply!);
       const model = msg.headers?.get(HEADERS.model);
       if (model === "m2") return; // never answers: the client will give up
       if (msg.headers?.get(HEADERS.stream) === "1") {
@@ -44,7 +44,7 @@ beforeAll(async () => {
       w.full(200, "application/json", ROUTING, msg.data);
     },
   });
-  cancels = h.bus.nc.subscribe(ROUTE_CANCEL_SUBJECT, {
+  cancels = natsConnectionOf(h.bus).subscribe(ROUTE_CANCEL_SUBJECT, {
     callback: (_err, msg) => void cancelled.push(msg.headers?.get(HEADERS.cancelInbox) ?? ""),
   });
 });

@@ -11,7 +11,9 @@ export interface CollectedReply {
 }
 
 /** A ReplyWriter that keeps the answer instead of sending it, for batch jobs. */
-export function createCollectingWriter(): ReplyWriter & { reply(): CollectedReply } {
+export type CollectingWriter = ReplyWriter & { reply(): CollectedReply };
+
+export function createCollectingWriter(): CollectingWriter {
   const collected: CollectedReply = {
     status: null,
     contentType: "application/json",

@@ -1,7 +1,5 @@
-import type { JetStreamClient } from "@nats-io/jetstream";
-import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
-import { createHeaders } from "@zml/bus";
-import type { KV } from "@zml/bus";
+import { createHeaders, publishToStream } from "@zml/bus";
+import type { Bus, KV } from "@zml/bus";
 import { HEADERS, JOB_HEADERS, JobStatusSchema, jobKey, jobResultSubject } from "@zml/contracts";
 import type { JobOutcome, JobStatus } from "@zml/contracts";
 
@@ -20,29 +18,20 @@ export interface JobResult {
  * empty (last subject sequence 0): a redelivered job that raced a late ack finds its result
  * already there and is not recorded twice. Returns false when a result already existed.
  */
-export async function recordResult(js: JetStreamClient, result: JobResult): Promise<boolean> {
+export async function recordResult(bus: Bus, result: JobResult): Promise<boolean> {
   const h = createHeaders();
   h.set(JOB_HEADERS.jobId, result.jobId);
   h.set(JOB_HEADERS.outcome, result.outcome);
   h.set(HEADERS.status, String(result.status));
   h.set(HEADERS.contentType, result.contentType);
   if (result.routing) h.set(HEADERS.routing, result.routing);
-  try {
-    await js.publish(jobResultSubject(result.account, result.jobId), result.body, {
-      headers: h,
-      msgID: jobKey(result.account, result.jobId),
-      expect: { lastSubjectSequence: 0 },
-    });
-    return true;
-  } catch (err) {
-    if (
-      err instanceof JetStreamApiError &&
-      err.code === JetStreamApiCodes.StreamWrongLastSequence
-    ) {
-      return false;
-    }
-    throw err;
-  }
+  const subject = jobResultSubject(result.account, result.jobId);
+  const published = await publishToStream(bus, subject, result.body, {
+    headers: h,
+    msgId: jobKey(result.account, result.jobId),
+    onlyIfSubjectEmpty: true,
+  });
+  return published.stored;
 }
 
 /** Writes a job's status; status is advisory (the results stream is the record). */

@@ -1,17 +1,11 @@
+import { requestJson } from "@zml/bus";
 import type { Bus } from "@zml/bus";
-import {
-  ATTESTATION_VERIFY_SUBJECT,
-  AttestationVerifyReplySchema,
-  AttestationVerifyRequestSchema,
-  NODE_ID_PATTERN,
-  ZmlError,
-} from "@zml/contracts";
+import { ATTESTATION_VERIFY_ENDPOINT, NODE_ID_PATTERN, ZmlError } from "@zml/contracts";
 import type { AttestationResult } from "@zml/contracts";
 import { reportDataFor } from "@zml/tdx";
 import type { FastifyInstance } from "fastify";
 import { admit } from "../admit.ts";
 import type { Authenticator } from "../auth.ts";
-import { requestReply } from "../bus-request.ts";
 import { createRateLimiter } from "../rate-limit.ts";
 import type { RateLimiter } from "../rate-limit.ts";
 
@@ -82,18 +76,16 @@ export function attestationRoutes(deps: AttestationRouteDeps) {
             throw new ZmlError("rate_limited", message, "nonce", decision.retryAfterS);
           }
         }
-        const reply = await requestReply(deps.bus, {
-          subject: ATTESTATION_VERIFY_SUBJECT,
-          requestSchema: AttestationVerifyRequestSchema,
-          replySchema: AttestationVerifyReplySchema,
-          request: {
+        const reply = await requestJson(
+          deps.bus,
+          ATTESTATION_VERIFY_ENDPOINT,
+          {
             type: "attestation.verify.v1",
             node_id: nodeId,
             ...(nonce === undefined ? {} : { nonce: nonce.toLowerCase() }),
           },
-          timeoutMs: VERIFY_TIMEOUT_MS,
-          service: "the attestation service",
-        });
+          { timeoutMs: VERIFY_TIMEOUT_MS, service: "the attestation service" },
+        );
         if ("error" in reply) {
           switch (reply.error.code) {
             case "unknown_node":

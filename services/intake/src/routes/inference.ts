@@ -1,32 +1,26 @@
-import { createHeaders, injectTraceContext } from "@zml/bus";
-import type { Bus, ReplyMux } from "@zml/bus";
+import { injectTraceContext } from "@zml/bus";
+import type { ReplyMux } from "@zml/bus";
 import { context, trace } from "@opentelemetry/api";
 import { HEADERS, MESSAGE_TYPES, ZmlError, parseRoutingHeader } from "@zml/contracts";
-import type { AccountSpec, InferencePath, ModelSpec, PolicySpec } from "@zml/contracts";
+import type { AccountSpec, InferencePath } from "@zml/contracts";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { Authenticator } from "../auth.ts";
 import type { IntakeMetrics } from "../metrics.ts";
-import type { RateLimiter } from "../rate-limit.ts";
 import { relay } from "../relay.ts";
 import type { RelayOutcome } from "../relay.ts";
 import { endServerSpan, startServerSpan } from "../tracing.ts";
 import { extractRouteFields, parseNativeCall } from "../route-fields.ts";
 import type { RouteFields } from "../route-fields.ts";
-import { planRoute } from "../route-plan.ts";
+import { admit } from "../admit.ts";
+import type { ClientRouteDeps } from "../route-deps.ts";
+import { planHeaders, planRoute } from "../route-plan.ts";
 import type { RoutePlan } from "../route-plan.ts";
 
-export interface InferenceRouteDeps {
-  bus: Bus;
+export interface InferenceRouteDeps extends ClientRouteDeps {
   mux: ReplyMux;
-  auth: Authenticator;
-  rateLimiter: RateLimiter;
-  models: ReadonlyMap<string, ModelSpec>;
-  policies: ReadonlyMap<string, PolicySpec>;
   metrics: IntakeMetrics;
   requestTimeoutMs: number;
   /** See `RelayDeps.maxBufferedBytes`. */
   maxBufferedBytes: number;
-  clock: () => number;
 }
 
 /**
@@ -39,7 +33,7 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
     for (const path of ["/v1/chat/completions", "/v1/completions"] as const) {
       app.post(path, (req, reply) => {
         const startedAt = deps.clock();
-        const account = admit(deps, req, startedAt);
+        const account = admit(deps, req.headers.authorization, startedAt);
         const body = requireBody(req);
         const fields = extractRouteFields(path, body);
         return forward(deps, req, reply, { account, fields, path, body, startedAt, route: path });
@@ -47,7 +41,7 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
     }
     app.post("/v1/infer", (req, reply) => {
       const startedAt = deps.clock();
-      const account = admit(deps, req, startedAt);
+      const account = admit(deps, req.headers.authorization, startedAt);
       const call = parseNativeCall(requireBody(req));
       return forward(deps, req, reply, {
         account,
@@ -59,21 +53,6 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
       });
     });
   };
-}
-
-/** Authenticates and applies the account's rate limit. */
-function admit(deps: InferenceRouteDeps, req: FastifyRequest, now: number): AccountSpec {
-  const account = deps.auth.authenticate(req.headers.authorization, now);
-  const decision = deps.rateLimiter.take(account.id, account.rate_limit, now);
-  if (!decision.ok) {
-    throw new ZmlError(
-      "rate_limited",
-      "rate limit exceeded for this account",
-      null,
-      decision.retryAfterS,
-    );
-  }
-  return account;
 }
 
 function requireBody(req: FastifyRequest): Buffer {
@@ -178,19 +157,10 @@ function decisionIdOf(routing: string): string | undefined {
 const DEADLINE_GRACE_MS = 2_000;
 
 function routeHeaders(requestId: string, f: Forward, plan: RoutePlan, deadline: number) {
-  const h = createHeaders();
-  h.set(HEADERS.type, MESSAGE_TYPES.routeRequestV1);
+  const h = planHeaders(MESSAGE_TYPES.routeRequestV1, f.path, f.fields, plan, f.account);
   h.set(HEADERS.requestId, requestId);
-  h.set(HEADERS.model, plan.model);
-  h.set(HEADERS.path, f.path);
   h.set(HEADERS.stream, f.fields.stream ? "1" : "0");
-  h.set(HEADERS.tier, String(plan.tier));
-  h.set(HEADERS.policy, plan.policy);
-  h.set(HEADERS.account, f.account.id);
   h.set(HEADERS.deadline, String(deadline));
-  if (f.fields.acceleratorHint) h.set(HEADERS.acceleratorHint, f.fields.acceleratorHint);
-  if (plan.fallbackModels.length > 0) h.set(HEADERS.fallbackModels, plan.fallbackModels.join(","));
-  if (f.fields.sort) h.set(HEADERS.sort, f.fields.sort);
   if (f.fields.sessionId) h.set(HEADERS.sessionId, f.fields.sessionId);
   return injectTraceContext(h);
 }

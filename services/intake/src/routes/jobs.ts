@@ -1,7 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { createHeaders, ensureJobStreams, injectTraceContext, openKv } from "@zml/bus";
-import type { Bus, KV } from "@zml/bus";
+import {
+  ensureJobStreams,
+  injectTraceContext,
+  lastStreamMessage,
+  openKv,
+  publishToStream,
+} from "@zml/bus";
+import type { KV } from "@zml/bus";
 import {
   HEADERS,
   JOB_HEADERS,
@@ -17,14 +22,12 @@ import {
   jobSubmitSubject,
   parseRoutingHeader,
 } from "@zml/contracts";
-import type { ModelSpec, PolicySpec } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { admit } from "../admit.ts";
-import type { Authenticator } from "../auth.ts";
-import type { RateLimiter } from "../rate-limit.ts";
+import type { ClientRouteDeps } from "../route-deps.ts";
 import { extractRouteFields } from "../route-fields.ts";
-import { planRoute } from "../route-plan.ts";
+import { planHeaders, planRoute } from "../route-plan.ts";
 import { parseJsonObject, validate } from "../validation.ts";
 
 /** `POST /v1/jobs`: one inference request to run as a batch job. */
@@ -37,14 +40,7 @@ export const JobBodySchema = z.strictObject({
   request: z.record(z.string(), z.unknown()),
 });
 
-export interface JobRouteDeps {
-  bus: Bus;
-  auth: Authenticator;
-  rateLimiter: RateLimiter;
-  models: ReadonlyMap<string, ModelSpec>;
-  policies: ReadonlyMap<string, PolicySpec>;
-  clock: () => number;
-}
+export type JobRouteDeps = ClientRouteDeps;
 
 /**
  * Batch jobs over HTTP: `POST /v1/jobs` validates like a sync request and publishes the job
@@ -75,25 +71,16 @@ export function jobRoutes(deps: JobRouteDeps) {
       const plan = planRoute(fields, account, deps.models, deps.policies, "models");
       const jobId = job.job_id ?? `job-${randomUUID().replaceAll("-", "")}`;
       await setup();
-      const h = createHeaders();
-      h.set(HEADERS.type, JOB_MESSAGE_TYPE);
-      h.set(HEADERS.model, plan.model);
-      h.set(HEADERS.path, job.path);
-      h.set(HEADERS.tier, String(plan.tier));
-      h.set(HEADERS.policy, plan.policy);
-      h.set(HEADERS.account, account.id);
-      if (plan.fallbackModels.length) h.set(HEADERS.fallbackModels, plan.fallbackModels.join(","));
-      if (fields.acceleratorHint) h.set(HEADERS.acceleratorHint, fields.acceleratorHint);
-      if (fields.sort) h.set(HEADERS.sort, fields.sort);
-      const ack = await jetstream(deps.bus.nc).publish(jobSubmitSubject(account.id, jobId), body, {
+      const h = planHeaders(JOB_MESSAGE_TYPE, job.path, fields, plan, account);
+      const ack = await publishToStream(deps.bus, jobSubmitSubject(account.id, jobId), body, {
         headers: injectTraceContext(h),
-        msgID: jobKey(account.id, jobId),
+        msgId: jobKey(account.id, jobId),
       });
       return reply.code(202).send({
         object: "job",
         job_id: jobId,
         status: "queued",
-        duplicate: ack.duplicate,
+        duplicate: ack.stored && ack.duplicate,
       });
     });
 
@@ -103,16 +90,17 @@ export function jobRoutes(deps: JobRouteDeps) {
       const notFound = new ZmlError("not_found", `no job '${id}'`, "id");
       if (!JOB_ID_PATTERN.test(id)) throw notFound;
       const { status: statusKv } = await setup();
-      const jsm = await jetstreamManager(deps.bus.nc);
       const entry = await statusKv.get(jobKey(account.id, id));
       const parsed =
         entry?.operation === "PUT" ? JobStatusSchema.safeParse(entry.json()) : undefined;
       const status = parsed?.success ? parsed.data : undefined;
       if (!status) {
         // Not pulled by a worker yet: it waits in the work queue under this account's subject.
-        const waiting = await jsm.streams.getMessage(JOB_STREAMS.jobs, {
-          last_by_subj: jobSubmitSubject(account.id, id),
-        });
+        const waiting = await lastStreamMessage(
+          deps.bus,
+          JOB_STREAMS.jobs,
+          jobSubmitSubject(account.id, id),
+        );
         if (!waiting) throw notFound;
         return {
           object: "job",
@@ -125,9 +113,11 @@ export function jobRoutes(deps: JobRouteDeps) {
       }
       // Scoped by account already; a status that says otherwise was not written by ZML.
       if (status.account !== account.id) throw notFound;
-      const result = await jsm.streams.getMessage(JOB_STREAMS.results, {
-        last_by_subj: jobResultSubject(account.id, id),
-      });
+      const result = await lastStreamMessage(
+        deps.bus,
+        JOB_STREAMS.results,
+        jobResultSubject(account.id, id),
+      );
       return {
         object: "job",
         job_id: id,
@@ -135,7 +125,7 @@ export function jobRoutes(deps: JobRouteDeps) {
         attempts: status.attempts,
         error_code: status.error_code,
         updated_at: status.updated_at,
-        result: result ? resultView(result.header, result.data) : null,
+        result: result ? resultView(result.headers, result.data) : null,
       };
     });
   };

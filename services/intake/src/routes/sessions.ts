@@ -1,24 +1,18 @@
-import type { Bus } from "@zml/bus";
+import { requestJson } from "@zml/bus";
 import {
   NonceHexSchema,
   SESSION_CREATE_BUDGET_MS,
-  SESSION_CREATE_SUBJECT,
-  SESSION_DELETE_SUBJECT,
+  SESSION_CREATE_ENDPOINT,
+  SESSION_DELETE_ENDPOINT,
   SESSION_MAX_TTL_S,
-  SessionCreateReplySchema,
-  SessionCreateRequestSchema,
-  SessionDeleteReplySchema,
-  SessionDeleteRequestSchema,
   ZmlError,
 } from "@zml/contracts";
-import type { ModelSpec, PolicySpec, Session } from "@zml/contracts";
+import type { Session } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { admit } from "../admit.ts";
-import type { Authenticator } from "../auth.ts";
-import { requestReply } from "../bus-request.ts";
-import { resolvePolicyName } from "../policy.ts";
-import type { RateLimiter } from "../rate-limit.ts";
+import type { ClientRouteDeps } from "../route-deps.ts";
+import { policyNameFor } from "../policy.ts";
 import { parseJsonObject, validate } from "../validation.ts";
 
 const SESSION_TIER = 4;
@@ -55,14 +49,7 @@ export interface SessionView {
   attestation: Session["attestation"];
 }
 
-export interface SessionRouteDeps {
-  bus: Bus;
-  auth: Authenticator;
-  rateLimiter: RateLimiter;
-  models: ReadonlyMap<string, ModelSpec>;
-  policies: ReadonlyMap<string, PolicySpec>;
-  clock: () => number;
-}
+export type SessionRouteDeps = ClientRouteDeps;
 
 /**
  * Tier-4 sessions. `POST /v1/sessions` has a dispatcher pick an attested tier-4 node for
@@ -82,12 +69,11 @@ export function sessionRoutes(deps: SessionRouteDeps) {
       const model = deps.models.get(body.model);
       if (!model)
         throw new ZmlError("unknown_model", `model '${body.model}' does not exist`, "model");
-      const policy = resolvePolicyName(body.policy, model, account, deps.policies);
-      const answer = await requestReply(deps.bus, {
-        subject: SESSION_CREATE_SUBJECT,
-        requestSchema: SessionCreateRequestSchema,
-        replySchema: SessionCreateReplySchema,
-        request: {
+      const policy = policyNameFor(body.policy, model.id, account, deps);
+      const answer = await requestJson(
+        deps.bus,
+        SESSION_CREATE_ENDPOINT,
+        {
           type: "session.create.v1",
           account: account.id,
           model: model.id,
@@ -95,9 +81,8 @@ export function sessionRoutes(deps: SessionRouteDeps) {
           ...(body.ttl_s === undefined ? {} : { ttl_s: body.ttl_s }),
           ...(body.nonce === undefined ? {} : { nonce: body.nonce }),
         },
-        timeoutMs: SESSION_CREATE_BUDGET_MS + 5_000,
-        service: "the dispatchers",
-      });
+        { timeoutMs: SESSION_CREATE_BUDGET_MS + 5_000, service: "the dispatchers" },
+      );
       if ("error" in answer) throw ZmlError.fromBody(answer.error);
       return reply.code(201).send(present(answer.session));
     });
@@ -106,18 +91,16 @@ export function sessionRoutes(deps: SessionRouteDeps) {
       const account = admit(deps, req.headers.authorization, deps.clock());
       const id = req.params.id;
       if (id.length > 128) throw new ZmlError("session_not_found", "no such session", "id");
-      const answer = await requestReply(deps.bus, {
-        subject: SESSION_DELETE_SUBJECT,
-        requestSchema: SessionDeleteRequestSchema,
-        replySchema: SessionDeleteReplySchema,
-        request: {
+      const answer = await requestJson(
+        deps.bus,
+        SESSION_DELETE_ENDPOINT,
+        {
           type: "session.delete.v1",
           account: account.id,
           session_id: id,
         },
-        timeoutMs: 10_000,
-        service: "the dispatchers",
-      });
+        { timeoutMs: 10_000, service: "the dispatchers" },
+      );
       if ("error" in answer) throw ZmlError.fromBody(answer.error);
       return reply.code(204).send();
     });
@@ -132,14 +115,15 @@ function bodyOf(req: FastifyRequest): Buffer {
 }
 
 function present(s: Session): SessionView {
+  const { session_id, node_id, model, tier, created_at, expires_at, attestation } = s;
   return {
     object: "session",
-    session_id: s.session_id,
-    node_id: s.node_id,
-    model: s.model,
-    tier: s.tier,
-    created_at: s.created_at,
-    expires_at: s.expires_at,
-    attestation: s.attestation,
+    session_id,
+    node_id,
+    model,
+    tier,
+    created_at,
+    expires_at,
+    attestation,
   };
 }

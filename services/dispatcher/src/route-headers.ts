@@ -1,14 +1,18 @@
 import { HEADERS, MESSAGE_TYPES, ZmlError } from "@zml/contracts";
 import type { MsgHdrs } from "@zml/bus";
 
-/** The routing fields intake extracted from the client's body, read back from headers. */
-export interface RouteRequest {
+/**
+ * A request as intake routed it onto the bus: the routing fields it extracted from the
+ * client's body once, read back from the message headers (the body itself is never parsed).
+ */
+export interface RoutedRequest {
   requestId: string;
   model: string;
   path: string;
   stream: boolean;
   tier: number;
-  /** The policy intake resolved, when it resolved to a registered one. */
+  /** The policy intake resolved (trusted: looked up, not resolved again); absent on jobs
+   * published straight to JetStream without one. */
   policy: string | undefined;
   account: string;
   acceleratorHint: string | undefined;
@@ -16,6 +20,8 @@ export interface RouteRequest {
   fallbackModels: string[];
   sort: "quality" | "price" | "latency" | undefined;
   sessionId: string | undefined;
+  /** The client's `max_tokens`, when it sent one: the output the decision expects. */
+  maxTokens: number | undefined;
   /** Epoch ms after which the client no longer waits. */
   deadline: number;
 }
@@ -24,11 +30,11 @@ export interface RouteRequest {
  * Reads the routing headers of a `route.request` message or a batch job (same headers,
  * another message type); throws ZmlError naming the bad header.
  */
-export function readRouteRequest(
+export function readRouteHeaders(
   h: MsgHdrs | undefined,
   now: number,
   expectedType: string = MESSAGE_TYPES.routeRequestV1,
-): RouteRequest {
+): RoutedRequest {
   const get = (name: string) => h?.get(name) ?? "";
   const type = get(HEADERS.type);
   if (type !== expectedType) {
@@ -53,6 +59,15 @@ export function readRouteRequest(
       HEADERS.sort,
     );
   }
+  const maxTokensHeader = get(HEADERS.maxTokens);
+  const maxTokens = maxTokensHeader ? Number(maxTokensHeader) : undefined;
+  if (maxTokens !== undefined && !(Number.isInteger(maxTokens) && maxTokens > 0)) {
+    throw new ZmlError(
+      "invalid_request",
+      "max tokens must be a positive integer",
+      HEADERS.maxTokens,
+    );
+  }
   return {
     requestId: get(HEADERS.requestId),
     model,
@@ -66,8 +81,9 @@ export function readRouteRequest(
       .split(",")
       .map((m) => m.trim())
       .filter(Boolean),
-    sort: (sort || undefined) as RouteRequest["sort"],
+    sort: (sort || undefined) as RoutedRequest["sort"],
     sessionId: get(HEADERS.sessionId) || undefined,
+    maxTokens,
     deadline: Number.isFinite(deadlineHeader) && deadlineHeader > 0 ? deadlineHeader : now + 60_000,
   };
 }

@@ -1,0 +1,201 @@
+// The dispatcher, built from injected parts: config in memory, the routing state, the route
+// and cancel subscriptions, tier-4 sessions and the batch workers. `main.ts` hands it a
+// connected bus and the real clock; tests hand it the same against a test nats-server.
+import { publishJson, subscribeJson, subscribeMessages, watchKvIntoMap, openKv } from "@zml/bus";
+import type { Bus } from "@zml/bus";
+import {
+  createNodeAddressPolicy,
+  ATTESTATION_NONCE_BYTES,
+  DISPATCHER_QUEUE_GROUP,
+  HEADERS,
+  NODE_COOLDOWN_SUBJECT,
+  NodeCooldownSchema,
+  NodeObservationBatchSchema,
+  ROUTE_CANCEL_SUBJECT,
+  ROUTE_REQUEST_SUBJECT,
+  SESSIONS_BUCKET,
+  SessionSchema,
+  nodeObservationSubject,
+} from "@zml/contracts";
+import type { Logger, Registry } from "@zml/telemetry";
+import { createAttestationGate } from "./attestation-gate.ts";
+import { startBatchWorker } from "./batch/batch-worker.ts";
+import { createCancellations } from "./cancellations.ts";
+import { createCapacitySignal } from "./capacity-signal.ts";
+import type { DispatcherConfig } from "./config.ts";
+import { watchDispatcherState } from "./dispatcher-state.ts";
+import { createRouteHandler } from "./handle-route.ts";
+import { createDispatcherMetrics } from "./metrics.ts";
+import { createNodePools } from "./node-pools.ts";
+import { createObservationBatcher } from "./observation-batcher.ts";
+import { createRoutingState } from "./routing-state.ts";
+import { createSessionStore } from "./session-store.ts";
+import { createSessionService, createVerifyClient, serveSessions } from "./sessions.ts";
+
+export interface DispatcherDeps {
+  bus: Bus;
+  config: DispatcherConfig;
+  log: Logger;
+  registry: Registry;
+  /** Node credentials by `auth.secret_ref`. */
+  secrets: ReadonlyMap<string, string>;
+  clock: () => number;
+  /** Uniform in [0, 1), for tie-breaking between near-equal nodes. */
+  random: () => number;
+  /** `bytes` random bytes as hex (nonces, session ids). */
+  randomHex: (bytes: number) => string;
+}
+
+export interface Dispatcher {
+  /** Nodes known when it started, for the ready log line. */
+  readonly nodeCount: number;
+  /** Stops taking work, lets running work finish, then releases its node connections. */
+  stop(): Promise<void>;
+}
+
+/** Loads every configuration bucket, then serves route requests, sessions and batch jobs. */
+export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher> {
+  const { bus, config, log, clock } = deps;
+  const state = await watchDispatcherState(bus, log);
+  // Tier-4 sessions, loaded before serving like the rest of the configuration.
+  const sessionsKv = await openKv(bus, SESSIONS_BUCKET);
+  const sessionMap = await watchKvIntoMap(sessionsKv, { schema: SessionSchema, log });
+  const sessions = createSessionStore(sessionsKv, sessionMap);
+  const capacity = createCapacitySignal();
+  const routing = createRoutingState({
+    nodes: state.nodes.map,
+    models: state.models.map,
+    policies: state.policies.map,
+    costs: state.costs.map,
+    quality: state.quality.map,
+    states: state.states.map,
+  });
+  // Config changes mark the routing snapshot stale (rebuilt on the next decision); a state
+  // change may free capacity for queued requests.
+  for (const source of [state.nodes, state.models, state.policies, state.costs, state.quality]) {
+    source.onChange(() => routing.configChanged());
+  }
+  // Tier 3/4: attested-until follows results, revocations and endpoints from memory; expiry
+  // is checked by the routing core on every decision. A node caught with another TLS key is
+  // attested afresh.
+  const verify = createVerifyClient(bus);
+  const attestation = createAttestationGate(
+    { nodes: state.nodes.map, results: state.attestations.map, revocations: state.revocations.map },
+    routing,
+    {
+      clock,
+      reattest: (nodeId) => {
+        log.warn({ node: nodeId }, "TLS key differs from the attested one; re-attesting");
+        verify({ type: "attestation.verify.v1", node_id: nodeId, fresh: true }, 10_000).catch(
+          (err: unknown) => log.warn({ node: nodeId, err: String(err) }, "re-attestation failed"),
+        );
+      },
+    },
+  );
+  attestation.refresh(clock());
+  for (const source of [state.attestations, state.revocations, state.nodes]) {
+    source.onChange(() => attestation.refresh(clock()));
+  }
+  state.states.onChange((key, value) => {
+    if (routing.stateChanged(key, value)) capacity.notify();
+  });
+
+  const pools = createNodePools({
+    connections: config.DISPATCH_POOL_CONNECTIONS,
+    connectTimeoutMs: config.DISPATCH_CONNECT_TIMEOUT_MS,
+    pins: attestation,
+    nodeAddresses: createNodeAddressPolicy({
+      allow: config.ZML_NODE_ALLOW_CIDRS,
+      deny: config.ZML_NODE_DENY_CIDRS,
+    }),
+  });
+  const cancellations = createCancellations();
+  const observations = createObservationBatcher({
+    flushMs: 100,
+    maxBatch: 500,
+    send: (nodeId, list) =>
+      publishJson(bus, nodeObservationSubject(nodeId), NodeObservationBatchSchema, {
+        type: "node.observation.batch.v1",
+        node_id: nodeId,
+        observations: list,
+      }),
+  });
+  const executeDeps = {
+    bus,
+    routing,
+    pools,
+    capacity,
+    attestation,
+    observations,
+    sessions,
+    states: state.states.map,
+    secrets: deps.secrets,
+    config,
+    log,
+    metrics: createDispatcherMetrics(deps.registry),
+    clock,
+    random: deps.random,
+  };
+  const sessionSubs = serveSessions(
+    bus,
+    createSessionService({
+      ...executeDeps,
+      accounts: state.accounts.map,
+      revocations: state.revocations.map,
+      results: state.attestations.map,
+      store: sessions,
+      verify,
+      newNonce: () => deps.randomHex(ATTESTATION_NONCE_BYTES),
+      newSessionId: () => `ses-${deps.randomHex(16)}`,
+    }),
+    log,
+  );
+  const sweep = setInterval(() => {
+    sessions.sweep(clock(), config.SESSION_RETENTION_MS).catch((err: unknown) => {
+      log.warn({ err: String(err) }, "session sweep failed");
+    });
+  }, config.SESSION_SWEEP_INTERVAL_MS);
+  sweep.unref();
+  const batch = config.BATCH_ENABLED
+    ? await startBatchWorker({ ...executeDeps, accounts: state.accounts, registry: deps.registry })
+    : undefined;
+  const requests = subscribeMessages(
+    bus,
+    ROUTE_REQUEST_SUBJECT,
+    createRouteHandler({ ...executeDeps, cancellations }),
+    { queue: DISPATCHER_QUEUE_GROUP, log },
+  );
+  // Every replica hears every cancel; only the one serving the request acts on it.
+  const cancels = subscribeMessages(
+    bus,
+    ROUTE_CANCEL_SUBJECT,
+    (msg) => {
+      const inbox = msg.headers?.get(HEADERS.cancelInbox);
+      if (inbox) cancellations.cancel(inbox);
+    },
+    { log },
+  );
+  const cooldowns = subscribeJson(
+    bus,
+    NODE_COOLDOWN_SUBJECT,
+    NodeCooldownSchema,
+    (c) => void routing.current().live.coolDown(c.node_id, c.until),
+    { log },
+  );
+
+  return {
+    nodeCount: state.nodes.map.size,
+    async stop() {
+      await requests.drain();
+      clearInterval(sweep);
+      await Promise.all(sessionSubs.map((sub) => sub.drain()));
+      await batch?.stop();
+      observations.flush();
+      cancels.unsubscribe();
+      cooldowns.unsubscribe();
+      state.stop();
+      sessionMap.stop();
+      await pools.close();
+    },
+  };
+}

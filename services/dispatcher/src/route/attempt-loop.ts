@@ -1,0 +1,174 @@
+// The loop over attempts: decide, dispatch, judge, and retry or fall back within the
+// budget while nothing has reached the client; or wait for capacity, or give up.
+import { isTeeTier, serializeRoutingHeader, ZmlError } from "@zml/contracts";
+import { decide, nextAttempt, resolvePolicy, shouldCoolDown } from "@zml/routing";
+import type { AttemptFailure, FailedAttempt } from "@zml/routing";
+import type { ExecuteDeps, Execution, ExecutionResult } from "../execute-route.ts";
+import { recordDecision, startQueueWaitSpan } from "../tracing.ts";
+import { dispatchAttempt, failureOf } from "./dispatch-attempt.ts";
+import type { RoutePath, RouteReport } from "./route-report.ts";
+
+export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => {
+  const { request, writer, cancelled } = exec;
+  const { log } = report;
+  // Intake resolved the policy and sent its name: resolving a name is a lookup. (A job
+  // published straight to JetStream may name none; then the model's default applies.)
+  const resolved = resolvePolicy(deps.routing.current().snapshot, request);
+  if (!resolved.ok) return rejected(report, exec, resolved, null);
+  const policy = resolved.policy;
+  const models = [request.model, ...request.fallbackModels];
+  const failures: FailedAttempt[] = [];
+  let queueUntil = 0;
+
+  for (;;) {
+    if (cancelled.aborted) return { kind: "cancelled" };
+    const now = deps.clock();
+    const { snapshot, live } = deps.routing.current();
+    const next = nextAttempt({
+      models,
+      failures,
+      deadlineMs: request.deadline,
+      now,
+      route: (model, exclude, preferFamily) =>
+        decide(
+          snapshot,
+          live,
+          {
+            model,
+            tier: request.tier,
+            acceleratorHint: preferFamily ?? request.acceleratorHint,
+            sort: request.sort,
+            expectedTokens: request.maxTokens ?? snapshot.models.get(model)?.default_max_tokens,
+            exclude: withUnapproved(deps, exclude, model, request.tier, now),
+            random: deps.random,
+          },
+          policy,
+          now,
+        ),
+    });
+
+    if (next.action === "stop") {
+      const rejection = next.rejection;
+      if (rejection) recordDecision(decisionId, policy, failures.length + 1, { rejection });
+      if (failures.length === 0 && rejection) {
+        if (exec.waitForCapacity && rejection.queueForMs > 0) {
+          // queue_on_saturation: wait for capacity (woken by state changes and completions),
+          // never past the policy's max_queue_ms or the request's deadline.
+          if (queueUntil === 0) queueUntil = Math.min(now + rejection.queueForMs, request.deadline);
+          const waitSpan = startQueueWaitSpan();
+          const woke = await deps.capacity.wait(queueUntil - deps.clock(), cancelled);
+          waitSpan.setAttribute("zml.queue.woken", woke);
+          waitSpan.end();
+          if (woke) continue;
+          deps.metrics.queueTimeouts.inc();
+        }
+        return rejected(report, exec, rejection, policy);
+      }
+      const last = failures.at(-1);
+      const error =
+        next.reason === "deadline_exceeded"
+          ? new ZmlError("gateway_timeout", "request deadline passed before an attempt succeeded")
+          : new ZmlError(
+              "upstream_unavailable",
+              `${failures.length} attempt(s) failed; last: ${last ? `${last.nodeId} ${describe(last.failure)}` : "none"}`,
+            );
+      report.outcome(next.reason);
+      log.warn({ outcome: next.reason, attempts: failures.length }, "request failed");
+      writer.error(error.toBody());
+      return { kind: "failed", error, attempts: failures.length };
+    }
+
+    const { candidate, attempt, model } = next;
+    const node = candidate.node;
+    recordDecision(decisionId, policy, attempt, { decision: next.decision });
+    if (isTeeTier(node.tier)) {
+      // Defence in depth: the decision already required a usable attestation.
+      const verdict = deps.attestation.verdict(node.id, model, now);
+      if (!verdict.usable) {
+        const error = new ZmlError(
+          "no_node_available",
+          `attestation not usable: ${verdict.detail}`,
+        );
+        log.error({ node: node.id, reason: verdict.reason }, "attestation gate refused a dispatch");
+        writer.error(error.toBody());
+        return { kind: "failed", error, attempts: failures.length };
+      }
+    }
+    const routing = serializeRoutingHeader({
+      decisionId,
+      node: node.id,
+      policy: policy.name,
+      family: node.accelerator_family,
+      queueDepth: Math.round(candidate.queueDepth),
+      tier: node.tier,
+      attempts: attempt,
+    });
+    const kind = attempt === 1 ? "first" : model === request.model ? "retry" : "fallback";
+    if (kind !== "first") deps.metrics.retries.inc({ kind });
+
+    const plan = { node, model, attempt, kind, routing } as const;
+    const { outcome, latencyMs } = await dispatchAttempt(deps, exec, plan);
+    if (cancelled.aborted) {
+      report.outcome("cancelled");
+      log.info({ node: node.id, attempts: attempt }, "client went away; node call aborted");
+      return { kind: "cancelled" };
+    }
+    report.attempted(node, outcome, latencyMs);
+
+    if (outcome.kind !== "retryable") {
+      // A 429 goes back to the client as is, but the node rests at least its Retry-After.
+      if (outcome.kind === "relayed" && outcome.status === 429) {
+        report.coolDown(node, outcome.retryAfterS, "http_429");
+      }
+      report.outcome(outcome.kind === "relayed" ? "routed" : "broken");
+      // Intake logs one info line per request with its decision id; here the detail is debug,
+      // unless the stream broke.
+      log[outcome.kind === "relayed" ? "debug" : "warn"](
+        {
+          node: node.id,
+          family: node.accelerator_family,
+          model,
+          policy: policy.name,
+          status: outcome.status,
+          attempts: attempt,
+          queue_depth: candidate.queueDepth,
+          latency_ms: latencyMs,
+        },
+        outcome.kind === "relayed" ? "request routed" : "stream broke after first byte",
+      );
+      return { kind: outcome.kind, status: outcome.status, attempts: attempt, routing };
+    }
+    const failure = failureOf(outcome);
+    failures.push({ model, nodeId: node.id, family: node.accelerator_family, failure });
+    if (shouldCoolDown(failure)) report.coolDown(node, outcome.retryAfterS, outcome.error);
+    log.warn({ node: node.id, attempt, error: outcome.error }, "attempt failed");
+  }
+};
+
+/** No node can take the request: the client gets the rejection's error. */
+function rejected(
+  report: RouteReport,
+  exec: Execution,
+  ...args: Parameters<RouteReport["rejected"]>
+): ExecutionResult {
+  const result = report.rejected(...args);
+  exec.writer.error(result.error.toBody());
+  return result;
+}
+
+/** For tier 3/4, nodes whose attestation does not cover the model are never candidates. */
+function withUnapproved(
+  deps: ExecuteDeps,
+  exclude: ReadonlySet<string>,
+  model: string,
+  tier: number,
+  now: number,
+): ReadonlySet<string> {
+  if (!isTeeTier(tier)) return exclude;
+  const unapproved = deps.attestation.notApprovedFor(model, tier, now);
+  return unapproved.size === 0 ? exclude : new Set([...exclude, ...unapproved]);
+}
+
+function describe(failure: AttemptFailure): string {
+  return failure.kind === "status" ? `answered ${failure.status}` : failure.kind;
+}

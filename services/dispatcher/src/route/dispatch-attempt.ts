@@ -1,0 +1,96 @@
+// One attempt: the client's bytes to one node, its answer relayed to the writer. The caller
+// judges the outcome (retry, fall back, or done).
+import { context, propagation, trace } from "@opentelemetry/api";
+import type { NodeSpec } from "@zml/contracts";
+import type { AttemptFailure } from "@zml/routing";
+import { attemptSignal } from "../attempt-signal.ts";
+import type { ExecuteDeps, Execution } from "../execute-route.ts";
+import { withModel } from "../model-rewrite.ts";
+import { callNode } from "../node-call.ts";
+import type { AttemptOutcome } from "../node-call.ts";
+import { endAttemptSpan, startAttemptSpan } from "../tracing.ts";
+
+export interface AttemptPlan {
+  node: NodeSpec;
+  model: string;
+  attempt: number;
+  kind: "first" | "retry" | "fallback";
+  /** The routing header the answer carries. */
+  routing: string;
+}
+
+/**
+ * Sends the payload to one node and relays its answer. The node's in-flight count covers
+ * exactly the call, so concurrent decisions see it at once; capacity waiters are woken when
+ * the call ends.
+ */
+export async function dispatchAttempt(
+  deps: ExecuteDeps,
+  exec: Execution,
+  plan: AttemptPlan,
+): Promise<{ outcome: AttemptOutcome; latencyMs: number }> {
+  const { request, cancelled } = exec;
+  const { node, model, attempt } = plan;
+  const path = deps.pools.pathFor(node, request.path);
+  const attemptSpan = startAttemptSpan(node, path, attempt, plan.kind, model);
+  // The node receives `traceparent` of its attempt span.
+  const headers = context.with(trace.setSpan(context.active(), attemptSpan), () =>
+    nodeHeaders(deps.secrets, node, request.stream),
+  );
+  deps.routing.current().live.dispatched(node.id);
+  if (attempt === 1) exec.onDispatched?.();
+  const startedAt = deps.clock();
+  let outcome: AttemptOutcome;
+  const abort = attemptSignal(cancelled, request.deadline - startedAt);
+  try {
+    outcome = await callNode({
+      pool: deps.pools.get(node),
+      path,
+      body: model === request.model ? exec.body : withModel(exec.body, model),
+      headers,
+      stream: request.stream,
+      signal: abort.signal,
+      headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
+      bodyIdleTimeoutMs: deps.config.DISPATCH_BODY_IDLE_TIMEOUT_MS,
+      maxAnswerBytes: deps.config.DISPATCH_MAX_ANSWER_BYTES,
+      writer: exec.writer,
+      routing: plan.routing,
+      startedAt,
+      clock: deps.clock,
+    });
+  } finally {
+    abort.dispose();
+    deps.routing.current().live.completed(node.id);
+    deps.capacity.notify();
+  }
+  endAttemptSpan(attemptSpan, outcome.status, outcome.kind === "relayed" ? null : outcome.error);
+  return { outcome, latencyMs: deps.clock() - startedAt };
+}
+
+/** A retryable outcome as the routing core's attempt failure. */
+export function failureOf(outcome: AttemptOutcome & { kind: "retryable" }): AttemptFailure {
+  return outcome.status !== null
+    ? { kind: "status", status: outcome.status }
+    : { kind: outcome.outcome === "timeout" ? "timeout" : "network_error" };
+}
+
+function nodeHeaders(
+  secrets: ReadonlyMap<string, string>,
+  node: NodeSpec,
+  stream: boolean,
+): Record<string, string> {
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: stream ? "text/event-stream" : "application/json",
+  };
+  if (node.auth) {
+    const secret = secrets.get(node.auth.secret_ref);
+    if (secret) {
+      headers[node.auth.header.toLowerCase()] = node.auth.scheme
+        ? `${node.auth.scheme} ${secret}`
+        : secret;
+    }
+  }
+  propagation.inject(context.active(), headers);
+  return headers;
+}

@@ -1,0 +1,101 @@
+// The one port through which the route path reports: metrics, the shared cooldown, the
+// live table's latency, observations for the health aggregator, and the request's log.
+// Spans are opened and closed by the code they time (see `tracing.ts`).
+import { publishJson } from "@zml/bus";
+import { NODE_COOLDOWN_SUBJECT, NodeCooldownSchema, ZmlError } from "@zml/contracts";
+import type { NodeSpec } from "@zml/contracts";
+import type { Rejection, ResolvedPolicy } from "@zml/routing";
+import type { Logger } from "@zml/telemetry";
+import type { ExecuteDeps, Execution, ExecutionResult } from "../execute-route.ts";
+import type { AttemptOutcome } from "../node-call.ts";
+
+type ReportDeps = Pick<
+  ExecuteDeps,
+  "bus" | "routing" | "observations" | "metrics" | "config" | "clock"
+>;
+
+/**
+ * One way through the route path (the attempt loop, or a session's single attempt): writes
+ * the answer to `exec.writer` and reports through `report`.
+ */
+export type RoutePath = (
+  deps: ExecuteDeps,
+  exec: Execution,
+  decisionId: string,
+  report: RouteReport,
+) => Promise<ExecutionResult>;
+
+/** Reporting for one request (one decision id). */
+export interface RouteReport {
+  readonly log: Logger;
+  /** Counts how the request ended (`zml_dispatcher_decisions_total{outcome}`). */
+  outcome(label: string): void;
+  /** The answer of one node call: latency for ranking, attempt metrics, an observation. */
+  attempted(node: NodeSpec, outcome: AttemptOutcome, latencyMs: number): void;
+  /** Rests a node on every dispatcher replica; a later error never shortens a cooldown. */
+  coolDown(node: NodeSpec, retryAfterS: number | null, reason: string): void;
+  /** Counts, logs and builds the answer for a request no node can take. */
+  rejected(
+    rejection: Rejection,
+    policy: ResolvedPolicy | null,
+  ): ExecutionResult & {
+    kind: "rejected";
+  };
+}
+
+export function createRouteReport(deps: ReportDeps, decisionId: string, log: Logger): RouteReport {
+  return {
+    log,
+    outcome: (label) => deps.metrics.decisions.inc({ outcome: label }),
+
+    attempted(node, outcome, latencyMs) {
+      if (outcome.kind === "relayed" && outcome.status < 500) {
+        deps.routing.current().live.observeLatency(node.id, latencyMs);
+      }
+      deps.metrics.attempts.inc({ node: node.id, outcome: outcome.kind });
+      deps.observations.add({
+        type: "node.observation.v1",
+        node_id: node.id,
+        decision_id: decisionId,
+        outcome:
+          outcome.kind === "retryable"
+            ? outcome.outcome
+            : outcome.kind === "broken"
+              ? "network_error"
+              : "ok",
+        status: outcome.status,
+        latency_ms: latencyMs,
+        ttft_ms: outcome.kind === "retryable" ? null : outcome.ttftMs,
+        at: deps.clock(),
+      });
+    },
+
+    coolDown(node, retryAfterS, reason) {
+      const until =
+        deps.clock() + Math.max(deps.config.NODE_COOLDOWN_MS, (retryAfterS ?? 0) * 1000);
+      deps.routing.current().live.coolDown(node.id, until);
+      deps.metrics.cooldowns.inc({ node: node.id });
+      publishJson(deps.bus, NODE_COOLDOWN_SUBJECT, NodeCooldownSchema, {
+        type: "node.cooldown.v1",
+        node_id: node.id,
+        until,
+        reason: reason.slice(0, 64),
+      });
+    },
+
+    rejected(rejection, policy) {
+      deps.metrics.decisions.inc({ outcome: rejection.reason });
+      const saturated = rejection.code === "saturated";
+      if (saturated || rejection.code === "no_node_available") {
+        deps.metrics.saturation.inc({ reason: rejection.reason });
+      }
+      log.info(
+        { outcome: rejection.reason, passed_over: rejection.passedOver.length },
+        "request not routed",
+      );
+      const param = rejection.reason === "unknown_policy" ? "policy" : "model";
+      const error = new ZmlError(rejection.code, rejection.detail, param, rejection.retryAfterS);
+      return { kind: "rejected", error, saturated, policy };
+    },
+  };
+}

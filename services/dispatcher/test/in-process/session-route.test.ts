@@ -1,0 +1,77 @@
+// executeRoute's session path through a dispatcher started in-process: a tier-4 session's
+// requests reach its node only, and a failing node ends the session.
+import { SessionSchema } from "@zml/contracts";
+import type { Session } from "@zml/contracts";
+import { sessionAttestation } from "../session-fixture.ts";
+import { afterEach, describe, expect, it } from "vitest";
+import { MODEL, startRig } from "./dispatcher-rig.ts";
+import type { Rig } from "./dispatcher-rig.ts";
+
+const SESSION_ID = `ses-${"cd".repeat(16)}`;
+let rig: Rig | undefined;
+afterEach(async () => {
+  await rig?.stop();
+  rig = undefined;
+});
+
+function session(): Session {
+  const now = Date.now();
+  return SessionSchema.parse({
+    type: "session.v1",
+    session_id: SESSION_ID,
+    account: "acct",
+    model: MODEL,
+    node_id: "t4a",
+    node_instance_id: "instance-t4a",
+    tier: 4,
+    policy: "balanced",
+    created_at: now,
+    expires_at: now + 600_000,
+    attestation: sessionAttestation(now),
+    ended: null,
+  });
+}
+
+/** Two attested tier-4 nodes; the session is pinned to t4a. */
+const start = async () =>
+  (rig = await startRig({
+    nodes: [
+      { id: "t4a", family: "H100", tier: 4, sim: { instanceId: "instance-t4a" } },
+      { id: "t4b", family: "H100", tier: 4 },
+    ],
+    sessions: [session()],
+  }));
+const inSession = { tier: 4, sessionId: SESSION_ID };
+
+describe("dispatcher in process: tier-4 sessions", () => {
+  it("sends a session's requests to its node only", async () => {
+    const r = await start();
+    for (let i = 0; i < 3; i++) {
+      const answer = await r.send(inSession);
+      expect(answer.status).toBe(200);
+      expect(answer.routing).toMatchObject({ node: "t4a", tier: 4, attempts: 1 });
+    }
+    expect(r.payloads()).toEqual({ t4a: 3, t4b: 0 });
+  });
+
+  it("ends the session when its node fails, and never retries elsewhere", async () => {
+    const r = await start();
+    r.sims.get("t4a")!.setFault({ kind: "status", status: 503, times: 1 });
+    const failed = await r.send(inSession);
+    expect(failed.error).toMatchObject({ code: "session_node_unavailable", param: "session_id" });
+    expect(failed.routing).toMatchObject({ node: "t4a", attempts: 1 });
+    // The node is healthy again, but the session's key is gone with it: the session stays ended.
+    const after = await r.send(inSession);
+    expect(after.error).toMatchObject({ code: "session_node_unavailable" });
+    expect(r.payloads()).toEqual({ t4a: 1, t4b: 0 });
+  });
+
+  it("refuses an unknown session and a session request at another tier", async () => {
+    const r = await start();
+    const unknown = await r.send({ tier: 4, sessionId: `ses-${"ef".repeat(16)}` });
+    expect(unknown.error).toMatchObject({ code: "session_not_found" });
+    const wrongTier = await r.send({ tier: 1, sessionId: SESSION_ID });
+    expect(wrongTier.error).toMatchObject({ code: "invalid_request", param: "tier" });
+    expect(r.payloads()).toEqual({ t4a: 0, t4b: 0 });
+  });
+});
