@@ -80,6 +80,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
           accelerator_family: "H100",
           tier: 1,
           models: [spec.model],
+          apis: ["chat", "completions"],
           max_concurrency: NODE_CAPACITY,
           health_path: "/health",
           metrics_path: "/metrics",

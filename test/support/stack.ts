@@ -2,8 +2,8 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { connectBus, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
-import { KV_BUCKETS, NodeStateSchema } from "@zml/contracts";
-import type { FleetDocument, NodeSpec, NodeStatus } from "@zml/contracts";
+import { DEFAULT_NODE_APIS, KV_BUCKETS, NodeStateSchema } from "@zml/contracts";
+import type { FleetDocument, NodeApi, NodeSpec, NodeStatus } from "@zml/contracts";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
 import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
@@ -21,6 +21,8 @@ export type SimSpec = Omit<SimNodeOptions, "models" | "flavour"> & {
   models?: string[];
   tier?: number;
   maxConcurrency?: number;
+  /** The APIs the node is declared to serve (the simulator serves them all). */
+  apis?: NodeApi[];
 };
 
 export interface StackOptions {
@@ -72,6 +74,7 @@ export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
     accelerator_family: spec.family,
     tier: spec.tier ?? 1,
     models: spec.models ?? [MODEL],
+    apis: spec.apis ?? [...DEFAULT_NODE_APIS],
     max_concurrency: spec.maxConcurrency ?? 16,
     health_path: "/health",
     metrics_path: "/metrics",

@@ -14,6 +14,8 @@ export const ERROR_CODES = {
   not_found: { status: 404, retryable: false },
   unknown_model: { status: 404, retryable: false },
   unknown_policy: { status: 400, retryable: false },
+  /** The model is served, but by no node that offers the request's API (e.g. embeddings). */
+  api_not_served: { status: 400, retryable: false },
   payload_too_large: { status: 413, retryable: false },
   unsupported_media_type: { status: 415, retryable: false },
   request_timeout: { status: 408, retryable: false },

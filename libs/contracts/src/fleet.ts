@@ -14,6 +14,17 @@ export const FRAMEWORKS = ["vllm", "tgi", "openai", "custom"] as const;
 export const FrameworkSchema = z.enum(FRAMEWORKS);
 export type Framework = z.infer<typeof FrameworkSchema>;
 
+/**
+ * The OpenAI-compatible APIs a node can serve: `chat` (`/v1/chat/completions`),
+ * `completions` (`/v1/completions`), `responses` (`/v1/responses`) and `embeddings`
+ * (`/v1/embeddings`). A request goes only to a node that declares its API.
+ */
+export const NODE_APIS = ["chat", "completions", "responses", "embeddings"] as const;
+export const NodeApiSchema = z.enum(NODE_APIS);
+export type NodeApi = z.infer<typeof NodeApiSchema>;
+/** What a node serves when its spec names no `apis`: what every vLLM and TGI server offers. */
+export const DEFAULT_NODE_APIS: readonly NodeApi[] = ["chat", "completions"];
+
 export const COST_PRIORITIES = ["cost", "balanced", "latency"] as const;
 export const CostPrioritySchema = z.enum(COST_PRIORITIES);
 export type CostPriority = z.infer<typeof CostPrioritySchema>;
@@ -32,10 +43,15 @@ export const NodeSpecSchema = z.strictObject({
   tier: TierSchema,
   /** Model ids this node serves. */
   models: z.array(z.string().min(1)).min(1),
+  /** The APIs the node serves; a request of another API never reaches it. */
+  apis: z
+    .array(NodeApiSchema)
+    .min(1)
+    .default(() => [...DEFAULT_NODE_APIS]),
   /** In-flight requests above which the node counts as full. */
   max_concurrency: z.number().int().positive().default(16),
-  health_path: z.string().startsWith("/").default("/health"),
-  metrics_path: z.string().startsWith("/").default("/metrics"),
+  health_path: z.string().regex(/^\//, "a path starting with '/'").default("/health"),
+  metrics_path: z.string().regex(/^\//, "a path starting with '/'").default("/metrics"),
   /**
    * Credential the dispatcher adds when calling the node (tier 1/2 providers). Only a
    * reference is stored here: the secret itself comes from the dispatcher's secrets file

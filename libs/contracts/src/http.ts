@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { TierSchema } from "./fleet.ts";
+import type { NodeApi } from "./fleet.ts";
 
 /**
  * HTTP request bodies. The OpenAI-compatible bodies are loose objects: unknown OpenAI
@@ -55,12 +56,51 @@ export const CompletionRequestSchema = z.looseObject({
 });
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
+/**
+ * The OpenAI Responses API body. `input` is a string or a list of input items (messages,
+ * tool outputs, …), passed to the node untouched; ZML keeps no conversation state, so a
+ * request must carry its whole input.
+ */
+export const ResponsesRequestSchema = z.looseObject({
+  model: z.string().min(1).max(256),
+  input: z.union([z.string(), z.array(z.unknown()).min(1)]),
+  ...ZmlFields,
+});
+export type ResponsesRequest = z.infer<typeof ResponsesRequestSchema>;
+
+const { stream: _stream, ...NonStreamingZmlFields } = ZmlFields;
+
+/** `/v1/embeddings`: one text, several, or token ids. Embeddings never stream. */
+export const EmbeddingRequestSchema = z.looseObject({
+  model: z.string().min(1).max(256),
+  input: z.union([
+    z.string(),
+    z.array(z.string()).min(1),
+    z.array(z.number().int()).min(1),
+    z.array(z.array(z.number().int()).min(1)).min(1),
+  ]),
+  encoding_format: z.enum(["float", "base64"]).optional(),
+  dimensions: z.number().int().positive().optional(),
+  ...NonStreamingZmlFields,
+});
+export type EmbeddingRequest = z.infer<typeof EmbeddingRequestSchema>;
+
 /** The OpenAI paths intake forwards, and the schema each body must satisfy. */
 export const INFERENCE_PATHS = {
   "/v1/chat/completions": ChatCompletionRequestSchema,
   "/v1/completions": CompletionRequestSchema,
+  "/v1/responses": ResponsesRequestSchema,
+  "/v1/embeddings": EmbeddingRequestSchema,
 } as const;
 export type InferencePath = keyof typeof INFERENCE_PATHS;
+
+/** The API each forwarded path belongs to, matched against a node's `apis`. */
+export const INFERENCE_PATH_APIS: Readonly<Record<InferencePath, NodeApi>> = {
+  "/v1/chat/completions": "chat",
+  "/v1/completions": "completions",
+  "/v1/responses": "responses",
+  "/v1/embeddings": "embeddings",
+};
 
 export function isInferencePath(path: string): path is InferencePath {
   return Object.hasOwn(INFERENCE_PATHS, path);

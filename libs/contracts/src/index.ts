@@ -34,6 +34,9 @@ export {
 export type { ErrorCode, ErrorBody } from "./errors.ts";
 export {
   TierSchema,
+  NODE_APIS,
+  NodeApiSchema,
+  DEFAULT_NODE_APIS,
   FRAMEWORKS,
   FrameworkSchema,
   COST_PRIORITIES,
@@ -48,6 +51,7 @@ export {
 } from "./fleet.ts";
 export type {
   Tier,
+  NodeApi,
   Framework,
   CostPriority,
   NodeSpec,
@@ -79,10 +83,19 @@ export {
   ACCELERATOR_HINT_PATTERN,
   SESSION_ID_PATTERN,
   CompletionRequestSchema,
+  ResponsesRequestSchema,
+  EmbeddingRequestSchema,
   INFERENCE_PATHS,
+  INFERENCE_PATH_APIS,
   isInferencePath,
 } from "./http.ts";
-export type { ChatCompletionRequest, CompletionRequest, InferencePath } from "./http.ts";
+export type {
+  ChatCompletionRequest,
+  CompletionRequest,
+  ResponsesRequest,
+  EmbeddingRequest,
+  InferencePath,
+} from "./http.ts";
 export {
   serializeRoutingHeader,
   parseRoutingHeader,

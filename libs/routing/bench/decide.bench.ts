@@ -41,6 +41,7 @@ function fleet(size: number, rnd: () => number, mixed: boolean) {
       accelerator_family: FAMILIES[i % FAMILIES.length]!,
       tier: mixed ? 1 + ((i >> 3) & 1) : 1,
       models: mixed ? [MODELS[i % 8]!, MODELS[(i + 3) % 8]!] : [MODEL, "mistral-7b"],
+      apis: ["chat", "completions"],
       max_concurrency: 16,
       health_path: "/health",
       metrics_path: "/metrics",

@@ -1,9 +1,10 @@
-import type { Tier } from "@zml/contracts";
+import type { NodeApi, Tier } from "@zml/contracts";
 import { RoutingError, ROUTING_ERROR_CODES } from "./errors.ts";
 import { costUsdFrom, responseMsFrom } from "./estimate.ts";
 import { LIVE_STATUS, type LiveTable } from "./live-table.ts";
 import { expandPassedOver, pack, R } from "./passed-over.ts";
 import type { ResolvedPolicy } from "./policy.ts";
+import { apiBit } from "./snapshot.ts";
 import type { ModelTierBucket, NodeEntry, RoutingSnapshot } from "./snapshot.ts";
 import type {
   Decision,
@@ -48,6 +49,8 @@ class Scratch {
   viable = 0;
   passedCount = 0;
   considered = 0;
+  /** Nodes of the policy's families left out because they do not serve the request's API. */
+  otherApi = 0;
   transient = 0;
   soonestFreeMs = 0;
 
@@ -96,6 +99,9 @@ interface Context {
   hint: string | undefined;
   exclude: ReadonlySet<string> | undefined;
   tier: Tier;
+  api: NodeApi;
+  /** `apiBit(api)`, tested against `snapshot.apiMask`. */
+  apiBit: number;
   tokens: number;
   target: number;
   now: number;
@@ -121,6 +127,8 @@ function collect(sc: Scratch, cx: Context): void {
   const liveTps = live.tokensPerSecond;
   const latencyEwma = live.latencyEwmaMs;
   const maxConcurrency = snapshot.maxConcurrency;
+  const apiMask = snapshot.apiMask;
+  const wantApi = cx.apiBit;
   const defaultTps = opts.defaultTokensPerSecond;
   const bias = opts.latencyBias;
   const {
@@ -139,6 +147,7 @@ function collect(sc: Scratch, cx: Context): void {
   let n = 0;
   let p = 0;
   let considered = 0;
+  let otherApi = 0;
   let transient = 0;
   let soonest = Number.POSITIVE_INFINITY;
 
@@ -151,9 +160,14 @@ function collect(sc: Scratch, cx: Context): void {
     const indices = group.indices;
     const qualityAt = group.qualityAt;
     const qualityScore = group.qualityScore;
-    considered += indices.length;
     for (let j = 0; j < indices.length; j++) {
       const i = indices[j]!;
+      // A node of another API is no candidate at all, like a node of another tier.
+      if ((apiMask[i]! & wantApi) === 0) {
+        otherApi++;
+        continue;
+      }
+      considered++;
       let reason = -1;
       let depth = 0;
       let tps = liveTps[i]!;
@@ -209,6 +223,7 @@ function collect(sc: Scratch, cx: Context): void {
   sc.viable = n;
   sc.passedCount = p;
   sc.considered = considered;
+  sc.otherApi = otherApi;
   sc.transient = transient;
   sc.soonestFreeMs = soonest;
 }
@@ -341,18 +356,16 @@ function rankingOf(request: RouteRequest, policy: ResolvedPolicy): RankingMode {
 }
 
 function reject(
-  reason: "unknown_model" | "no_node_for_model_tier" | "saturated",
+  reason: "unknown_model" | "api_not_served" | "no_node_for_model_tier" | "saturated",
   detail: string,
   passedOver: PassedOver[],
   retryAfterS: number | undefined,
   queueForMs: number,
 ): Rejection {
   const code =
-    reason === "unknown_model"
-      ? "unknown_model"
-      : reason === "saturated"
-        ? "saturated"
-        : "no_node_available";
+    reason === "no_node_for_model_tier"
+      ? "no_node_available"
+      : reason;
   const rejection: Rejection = { ok: false, reason, code, detail, passedOver, queueForMs };
   if (retryAfterS !== undefined) rejection.retryAfterS = retryAfterS;
   return rejection;
@@ -363,6 +376,15 @@ function rejectNone(sc: Scratch, cx: Context, policy: ResolvedPolicy): Rejection
   const model = cx.bucket.model;
   const opts = snapshot.options;
   const passedOver = expandPassedOver(snapshot.nodes, sc.passed.subarray(0, sc.passedCount));
+  if (sc.considered === 0 && sc.otherApi > 0) {
+    return reject(
+      "api_not_served",
+      `no node of policy "${policy.name}" families [${cx.chain.join(", ")}] serves the ${cx.api} API for "${model}" at tier ${tier}`,
+      passedOver,
+      undefined,
+      0,
+    );
+  }
   if (sc.considered === 0) {
     return reject(
       "no_node_for_model_tier",
@@ -498,6 +520,8 @@ export function decide(
     exclude:
       request.exclude !== undefined && request.exclude.size > 0 ? request.exclude : undefined,
     tier,
+    api: request.api ?? "chat",
+    apiBit: apiBit(request.api ?? "chat"),
     tokens:
       expected !== undefined && expected > 0 && Number.isFinite(expected)
         ? Math.min(expected, MAX_TOKENS)

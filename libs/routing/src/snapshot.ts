@@ -1,4 +1,5 @@
-import type { ModelSpec, NodeSpec, PolicySpec, Tier } from "@zml/contracts";
+import { NODE_APIS } from "@zml/contracts";
+import type { ModelSpec, NodeApi, NodeSpec, PolicySpec, Tier } from "@zml/contracts";
 import { resolveOptions, type RoutingOptions } from "./options.ts";
 import {
   builtinDefaultPolicy,
@@ -49,6 +50,8 @@ export interface RoutingSnapshot {
   /** Per node index: `max_concurrency`, and the node-hour price (NaN when unpriced). */
   readonly maxConcurrency: Float64Array;
   readonly usdPerHour: Float64Array;
+  /** Per node index: the APIs it serves, one bit each (see {@link apiBit}). */
+  readonly apiMask: Uint8Array;
   readonly models: ReadonlyMap<string, ModelSpec>;
   readonly policies: ReadonlyMap<string, ResolvedPolicy>;
   /** `balanced`: the registered policy of that name, else the built-in one. */
@@ -74,6 +77,17 @@ export interface SnapshotInput {
   policies?: readonly PolicySpec[] | undefined;
   costs?: readonly CostEntry[] | undefined;
   quality?: readonly QualityScore[] | undefined;
+}
+
+/** The bit of `api` in {@link RoutingSnapshot.apiMask}. */
+export function apiBit(api: NodeApi): number {
+  return 1 << NODE_APIS.indexOf(api);
+}
+
+function apiMaskOf(apis: readonly NodeApi[]): number {
+  let mask = 0;
+  for (const api of apis) mask |= apiBit(api);
+  return mask;
 }
 
 const key2 = (a: string, b: string): string => `${a}\u0000${b}`;
@@ -260,6 +274,7 @@ export function buildSnapshot(
     nodeIndex,
     maxConcurrency: Float64Array.from(nodes, (e) => e.spec.max_concurrency),
     usdPerHour: Float64Array.from(nodes, (e) => e.usdPerHour ?? Number.NaN),
+    apiMask: Uint8Array.from(nodes, (e) => apiMaskOf(e.spec.apis)),
     models,
     policies,
     defaultPolicy,

@@ -1,4 +1,4 @@
-import type { ErrorCode, NodeSpec, Tier } from "@zml/contracts";
+import type { ErrorCode, NodeApi, NodeSpec, Tier } from "@zml/contracts";
 
 /** How candidates are ordered: the policy's `cost_priority`, or the client's `provider.sort`. */
 export type RankingMode = "latency" | "cost" | "balanced" | "quality" | "fastest";
@@ -11,6 +11,11 @@ export interface RouteRequest {
   model: string;
   /** The request's trust tier; only nodes of exactly this tier are considered. */
   tier: Tier;
+  /**
+   * The API the request calls (`chat` when omitted); only nodes whose `apis` include it are
+   * considered, exactly as nodes of other tiers are not.
+   */
+  api?: NodeApi | undefined;
   /** Preferred accelerator family; ignored when the policy's chain does not contain it. */
   acceleratorHint?: string | undefined;
   /** `provider.sort`: overrides the policy's ranking (`price` ≙ `cost`). */
@@ -89,6 +94,8 @@ export interface Decision {
 export type RejectionReason =
   | "unknown_model"
   | "unknown_policy"
+  /** Nodes serve the model at this tier, but none of them offers the request's API. */
+  | "api_not_served"
   /** No node serves the model at this tier in the policy's families, or none is usable. */
   | "no_node_for_model_tier"
   /** Nodes exist but every one is full, cooling down or already failed in this request. */

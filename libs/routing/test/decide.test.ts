@@ -57,6 +57,39 @@ describe("availability", () => {
     });
   });
 
+  it("considers only nodes that serve the request's API, chat when it names none", () => {
+    const nodes = [
+      node("chat-only"),
+      node("embedder", { apis: ["embeddings"] }),
+      node("both", { apis: ["chat", "responses"] }),
+    ];
+    const { snapshot, live } = fleet(nodes);
+    const route = (api?: "chat" | "responses" | "embeddings") =>
+      decide(snapshot, live, { model: MODEL, tier: 1, api }, policy(), NOW);
+    expect(ids(ok(route()))).toEqual(["chat-only", "both"]);
+    expect(ids(ok(route("responses")))).toEqual(["both"]);
+    const embeddings = ok(route("embeddings"));
+    expect(ids(embeddings)).toEqual(["embedder"]);
+    // Nodes of another API are not candidates at all, so they are not "passed over" either.
+    expect(embeddings.passedOver).toEqual([]);
+  });
+
+  it("rejects with api_not_served when the model's nodes serve only other APIs", () => {
+    const { snapshot, live } = fleet([node("chat-only")], { states: [{ status: "Degraded" }] });
+    const r = rejected(
+      decide(snapshot, live, { model: MODEL, tier: 1, api: "embeddings" }, policy(), NOW),
+    );
+    expect(r).toMatchObject({ reason: "api_not_served", code: "api_not_served", queueForMs: 0 });
+    expect(r.retryAfterS).toBeUndefined();
+    expect(r.detail).toContain("embeddings API");
+    // A node of the API that is merely down is the usual 503, not a permanent refusal.
+    const both = fleet([node("a", { apis: ["embeddings"] })], { states: [{ status: "Degraded" }] });
+    const down = rejected(
+      decide(both.snapshot, both.live, { model: MODEL, tier: 1, api: "embeddings" }, policy(), NOW),
+    );
+    expect(down.reason).toBe("no_node_for_model_tier");
+  });
+
   it("counts requests dispatched since the last poll towards capacity", () => {
     const { snapshot, live } = fleet([node("a", { max_concurrency: 2 })], {
       states: [{ queue_depth: 1 }],

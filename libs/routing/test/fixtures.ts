@@ -21,6 +21,7 @@ export function node(id: string, overrides: Partial<NodeSpec> = {}): NodeSpec {
     accelerator_family: "H100",
     tier: 1,
     models: [MODEL],
+    apis: ["chat", "completions"],
     max_concurrency: 16,
     health_path: "/health",
     metrics_path: "/metrics",

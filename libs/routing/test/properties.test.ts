@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { NODE_APIS } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import {
   buildSnapshot,
@@ -29,6 +30,7 @@ const nodeArb = fc.record({
   family: fc.constantFrom(...FAMILIES),
   tier: fc.integer({ min: 1, max: 4 }),
   models: fc.subarray(MODELS, { minLength: 1 }),
+  apis: fc.subarray([...NODE_APIS], { minLength: 1 }),
   maxConcurrency: fc.integer({ min: 1, max: 8 }),
   registeredAt: fc.integer({ min: 0, max: 5 }),
   status: fc.constantFrom("Active", "Active", "Active", "Degraded", "Isolated", "missing"),
@@ -66,6 +68,7 @@ const policyArb = fc.record({
 const requestArb = fc.record({
   model: fc.constantFrom(...MODELS, "m3"),
   tier: fc.integer({ min: 1, max: 4 }),
+  api: fc.option(fc.constantFrom(...NODE_APIS), { nil: undefined }),
   hint: fc.option(fc.constantFrom(...FAMILIES, "Z"), { nil: undefined }),
   sort: fc.option(fc.constantFrom("quality" as const, "price" as const, "latency" as const), {
     nil: undefined,
@@ -100,6 +103,7 @@ function build(
     accelerator_family: n.family,
     tier: n.tier,
     models: n.models,
+    apis: n.apis,
     max_concurrency: n.maxConcurrency,
     health_path: "/health",
     metrics_path: "/metrics",
@@ -200,6 +204,7 @@ function toRequest(r: RequestIn): RouteRequest {
   return {
     model: r.model,
     tier: r.tier,
+    api: r.api,
     acceleratorHint: r.hint,
     sort: r.sort,
     expectedTokens: r.expectedTokens,
@@ -241,8 +246,13 @@ describe("decide properties", () => {
             if (c.costUsd !== null) expect(Number.isFinite(c.costUsd)).toBe(true);
           }
         } else {
-          expect(["unknown_model", "no_node_for_model_tier", "saturated"]).toContain(d.reason);
-          if (d.reason !== "unknown_model") expect(d.retryAfterS).toBeGreaterThanOrEqual(1);
+          expect([
+            "unknown_model",
+            "api_not_served",
+            "no_node_for_model_tier",
+            "saturated",
+          ]).toContain(d.reason);
+          if (d.reason !== "unknown_model" && d.reason !== "api_not_served") expect(d.retryAfterS).toBeGreaterThanOrEqual(1);
           if (d.reason !== "saturated") expect(d.queueForMs).toBe(0);
         }
       }),
@@ -250,7 +260,7 @@ describe("decide properties", () => {
     );
   });
 
-  it("keeps tiers apart and never lists an unusable node", () => {
+  it("keeps tiers and APIs apart and never lists an unusable node", () => {
     fc.assert(
       fc.property(worldArb, policyArb, requestArb, (world, p, r) => {
         const b = build(world);
@@ -260,6 +270,7 @@ describe("decide properties", () => {
         if (!d.ok) return;
         for (const c of d.candidates) {
           expect(c.node.tier).toBe(request.tier);
+          expect(c.node.apis).toContain(request.api ?? "chat");
           expect(c.node.models).toContain(request.model);
           expect(pol.chain).toContain(c.node.accelerator_family);
           expect(usable(b, c.node.id, request)).toBe(true);
@@ -280,6 +291,7 @@ describe("decide properties", () => {
           .filter(
             (s) =>
               s.tier === request.tier &&
+              s.apis.includes(request.api ?? "chat") &&
               s.models.includes(request.model) &&
               pol.chain.includes(s.accelerator_family),
           )

@@ -1,6 +1,8 @@
 import type { ReplyWriter } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
+import type { NodeApi } from "@zml/contracts";
 import type { Dispatcher } from "undici";
+import { createSseFramer, isFinalEvent } from "./sse-events.ts";
 
 /** How one attempt against a node ended. */
 export type AttemptOutcome =
@@ -24,6 +26,8 @@ export interface NodeCall {
   body: Uint8Array;
   headers: Record<string, string>;
   stream: boolean;
+  /** The API called, which says how a complete stream ends. */
+  api: NodeApi;
   signal: AbortSignal;
   headersTimeoutMs: number;
   bodyIdleTimeoutMs: number;
@@ -35,12 +39,12 @@ export interface NodeCall {
   clock: () => number;
 }
 
-const DONE_MARKER = Buffer.from("data: [DONE]");
-
 /**
- * Sends the client's bytes to a node unchanged and relays the answer as reply frames.
- * Nothing is retried once a frame has gone out; a stream that ends without `[DONE]`, breaks
- * or stalls ends with an explicit error frame, never as a clean, truncated success.
+ * Sends the client's bytes to a node unchanged and relays the answer as reply frames, a
+ * stream one whole event at a time. Nothing is retried once a frame has gone out; a stream
+ * that ends without its API's final event (`[DONE]`, or `response.completed` and its
+ * kin), breaks or stalls ends with an explicit error frame, never as a clean, truncated
+ * success.
  */
 export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   let response: Dispatcher.ResponseData;
@@ -77,21 +81,27 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   }
 
   call.writer.head(status, contentType, call.routing, ttftMs);
-  // Only the last few bytes matter for spotting the terminal `[DONE]` event.
-  let tail: Buffer = Buffer.alloc(0);
+  const framer = createSseFramer();
   let size = 0;
   try {
     for await (const chunk of response.body as AsyncIterable<Buffer>) {
       size += chunk.length;
       if (size > call.maxAnswerBytes) return tooLarge(call, response, status, ttftMs);
-      call.writer.chunk(chunk);
-      tail = chunk.length >= 32 ? chunk : Buffer.concat([tail, chunk]).subarray(-32);
+      const events = framer.push(chunk);
+      if (events !== null) call.writer.chunk(events);
     }
+    // A last event without its blank line still counts when it is the final one; any other
+    // fragment is dropped, so the error event that follows starts on a boundary.
+    const unterminated = framer.flush();
+    if (isFinalEvent(call.api, unterminated)) call.writer.chunk(unterminated!);
   } catch (err) {
     return broke(call, status, ttftMs, err);
   }
-  if (tail.indexOf(DONE_MARKER) === -1) {
-    const error = "stream ended without [DONE]";
+  if (!isFinalEvent(call.api, framer.lastEvent())) {
+    const error =
+      call.api === "responses"
+        ? "stream ended without response.completed"
+        : "stream ended without [DONE]";
     call.writer.error(new ZmlError("stream_interrupted", error).toBody(), call.routing);
     return { kind: "broken", status, error, ttftMs };
   }

@@ -1,4 +1,11 @@
-import { HEADERS, MESSAGE_TYPES, ZmlError } from "@zml/contracts";
+import {
+  HEADERS,
+  INFERENCE_PATH_APIS,
+  isInferencePath,
+  MESSAGE_TYPES,
+  ZmlError,
+} from "@zml/contracts";
+import type { NodeApi } from "@zml/contracts";
 import type { MsgHdrs } from "@zml/bus";
 
 /**
@@ -9,6 +16,8 @@ export interface RoutedRequest {
   requestId: string;
   model: string;
   path: string;
+  /** The API of `path`: only nodes that serve it are candidates. */
+  api: NodeApi;
   stream: boolean;
   tier: number;
   /** The policy intake resolved (trusted: looked up, not resolved again); absent on jobs
@@ -43,7 +52,7 @@ export function readRouteHeaders(
   const model = get(HEADERS.model);
   if (!model) throw new ZmlError("invalid_request", "model header missing", HEADERS.model);
   const path = get(HEADERS.path);
-  if (!path.startsWith("/v1/")) {
+  if (!isInferencePath(path)) {
     throw new ZmlError("invalid_request", "path header missing or invalid", HEADERS.path);
   }
   const tier = Number(get(HEADERS.tier) || "1");
@@ -72,6 +81,7 @@ export function readRouteHeaders(
     requestId: get(HEADERS.requestId),
     model,
     path,
+    api: INFERENCE_PATH_APIS[path],
     stream: get(HEADERS.stream) === "1",
     tier,
     policy: get(HEADERS.policy) || undefined,

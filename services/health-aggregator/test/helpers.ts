@@ -8,6 +8,7 @@ export const spec = (id: string, maxConcurrency = 8): NodeSpec => ({
   accelerator_family: "H100",
   tier: 1,
   models: ["m"],
+  apis: ["chat", "completions"],
   max_concurrency: maxConcurrency,
   health_path: "/health",
   metrics_path: "/metrics",

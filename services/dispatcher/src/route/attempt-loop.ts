@@ -36,6 +36,7 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
           {
             model,
             tier: request.tier,
+            api: request.api,
             acceleratorHint: preferFamily ?? request.acceleratorHint,
             sort: request.sort,
             expectedTokens: request.maxTokens ?? snapshot.models.get(model)?.default_max_tokens,

@@ -49,6 +49,7 @@ export async function dispatchAttempt(
       body: model === request.model ? exec.body : withModel(exec.body, model),
       headers,
       stream: request.stream,
+      api: request.api,
       signal: abort.signal,
       headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
       bodyIdleTimeoutMs: deps.config.DISPATCH_BODY_IDLE_TIMEOUT_MS,
