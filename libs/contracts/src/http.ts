@@ -68,8 +68,6 @@ export const ResponsesRequestSchema = z.looseObject({
 });
 export type ResponsesRequest = z.infer<typeof ResponsesRequestSchema>;
 
-const { stream: _stream, ...NonStreamingZmlFields } = ZmlFields;
-
 /** `/v1/embeddings`: one text, several, or token ids. Embeddings never stream. */
 export const EmbeddingRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
@@ -81,7 +79,8 @@ export const EmbeddingRequestSchema = z.looseObject({
   ]),
   encoding_format: z.enum(["float", "base64"]).optional(),
   dimensions: z.number().int().positive().optional(),
-  ...NonStreamingZmlFields,
+  // `stream` is accepted and ignored, as OpenAI does: an embedding is one JSON answer.
+  ...ZmlFields,
 });
 export type EmbeddingRequest = z.infer<typeof EmbeddingRequestSchema>;
 

@@ -3,7 +3,7 @@ import { performance } from "node:perf_hooks";
 import type { ConcurrencyGate, Lease } from "./concurrency-gate.ts";
 import type { SimMetrics } from "./metrics.ts";
 import type { InferenceRequest } from "./openai-request.ts";
-import { createResponseRender, SSE_DONE, SSE_MALFORMED } from "./openai-response.ts";
+import { createResponseRender, SSE_MALFORMED } from "./openai-response.ts";
 import type { ResponseRender } from "./openai-response.ts";
 import type { SimFault, SimFlavour, SimRuntimeConfig } from "./types.ts";
 
@@ -222,7 +222,7 @@ export function runGeneration(
           if (out === null) return;
         }
         countTokens();
-        res.end(out + SSE_DONE);
+        res.end(out + render.terminator);
         succeeded(t);
         return;
       }

@@ -1,7 +1,7 @@
 import { STATUS_CODES } from "node:http";
 
-/** The two OpenAI-compatible inference endpoints the node serves. */
-export type InferenceKind = "chat" | "completion";
+/** The OpenAI-compatible generating endpoints the node serves (embeddings: `embeddings.ts`). */
+export type InferenceKind = "chat" | "completion" | "responses";
 
 /** What the node needs from an inference body; everything else is ignored, as vLLM does. */
 export interface InferenceRequest {
@@ -9,7 +9,7 @@ export interface InferenceRequest {
   model: string;
   stream: boolean;
   includeUsage: boolean;
-  /** `max_completion_tokens` (chat) or `max_tokens`, when given. */
+  /** `max_completion_tokens` (chat), `max_output_tokens` (responses) or `max_tokens`. */
   maxTokens: number | undefined;
   /** Rough prompt size: 4 characters per token, token ids counted one each. */
   promptTokens: number;
@@ -74,6 +74,25 @@ function chatPromptTokens(messages: unknown[]): number | ApiError {
   return estimateTokens(characters, 0);
 }
 
+/** Responses API `input`: a string, or items (messages with text content, tool outputs, …). */
+function responsesPromptTokens(input: unknown, instructions: unknown): number | ApiError {
+  if (instructions !== undefined && instructions !== null && typeof instructions !== "string") {
+    return bad("instructions: expected a string", "instructions");
+  }
+  const extra = typeof instructions === "string" ? instructions.length : 0;
+  if (typeof input === "string") return estimateTokens(input.length + extra, 0);
+  if (!Array.isArray(input) || input.length === 0) {
+    return bad("input: expected a string or a non-empty array of items", "input");
+  }
+  let characters = extra;
+  for (let i = 0; i < input.length; i++) {
+    const item: unknown = input[i];
+    if (!isRecord(item)) return bad(`input[${i}]: expected an object`, `input.${i}`);
+    characters += textLength(item["content"]) + textLength(item["output"]);
+  }
+  return estimateTokens(characters, 0);
+}
+
 function completionPromptTokens(prompt: unknown): number | ApiError {
   if (typeof prompt === "string") return estimateTokens(prompt.length, 0);
   if (Array.isArray(prompt) && prompt.length > 0) {
@@ -126,6 +145,8 @@ export function parseInferenceRequest(
       return bad("messages: expected a non-empty array", "messages");
     }
     promptTokens = chatPromptTokens(messages);
+  } else if (kind === "responses") {
+    promptTokens = responsesPromptTokens(body["input"], body["instructions"]);
   } else {
     promptTokens = completionPromptTokens(body["prompt"]);
   }
@@ -149,7 +170,12 @@ export function parseInferenceRequest(
     includeUsage = flag === true;
   }
 
-  const maxCompletion = kind === "chat" ? readMaxTokens(body, "max_completion_tokens") : undefined;
+  const maxCompletion =
+    kind === "chat"
+      ? readMaxTokens(body, "max_completion_tokens")
+      : kind === "responses"
+        ? readMaxTokens(body, "max_output_tokens")
+        : undefined;
   if (typeof maxCompletion === "object") return maxCompletion;
   const maxTokens = readMaxTokens(body, "max_tokens");
   if (typeof maxTokens === "object") return maxTokens;

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { InferenceRequest } from "./openai-request.ts";
+import { createResponsesRender } from "./responses-render.ts";
 import type { SimFlavour } from "./types.ts";
 
 // Plain ASCII words: their JSON forms need no escaping and are computed once.
@@ -33,8 +34,10 @@ const TGI_FINGERPRINT = "3.3.6-native";
 
 /** One generated response, rendered either as a JSON body or as SSE events. */
 export interface ResponseRender {
-  /** `data:` events of the stream, `[DONE]` excluded. */
+  /** Events of the stream, `[DONE]` excluded. */
   readonly eventCount: number;
+  /** What the stream ends with after its last event: `[DONE]`, or nothing (Responses). */
+  readonly terminator: string;
   /** Index of the first event that carries a token (vLLM chat sends a role-only event first). */
   readonly firstTokenEvent: number;
   /** Token index whose generation releases event `i` (events before the first token: 0). */
@@ -63,6 +66,14 @@ export function createResponseRender(
   finishReason: "stop" | "length",
   createdS: number,
 ): ResponseRender {
+  if (request.kind === "responses") {
+    return createResponsesRender(
+      request,
+      Array.from({ length: tokens }, (_, i) => tokenText(i)),
+      finishReason,
+      createdS,
+    );
+  }
   const tgi = flavour === "tgi";
   const chat = request.kind === "chat";
   const id = tgi ? "" : `${chat ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`;
@@ -104,6 +115,7 @@ export function createResponseRender(
   const firstToken = roleChunk ? 1 : 0;
   return {
     eventCount,
+    terminator: SSE_DONE,
     firstTokenEvent: firstToken,
     tokenOfEvent(i) {
       return Math.min(Math.max(i - firstToken, 0), tokens - 1);

@@ -6,6 +6,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:
 import { createServer as createHttpsServer, get as httpsGet } from "node:https";
 import type { Socket } from "node:net";
 import { createConcurrencyGate } from "./concurrency-gate.ts";
+import { embeddingsBody, parseEmbeddingRequest } from "./embeddings.ts";
 import { createFaultSlot } from "./fault-slot.ts";
 import { asGenerationFault, runGeneration } from "./generation.ts";
 import type { GenerationContext } from "./generation.ts";
@@ -39,6 +40,15 @@ const DEFAULTS: SimRuntimeConfig = {
 };
 
 const JSON_TYPE = "application/json";
+
+/** The inference paths and what each one runs. */
+const INFERENCE_KINDS = {
+  "/v1/chat/completions": "chat",
+  "/v1/completions": "completion",
+  "/v1/responses": "responses",
+  "/v1/embeddings": "embeddings",
+} as const;
+const MODEL_PATH_PREFIX = "/v1/models/";
 
 function sendJson(
   res: ServerResponse,
@@ -134,17 +144,16 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   const flavour = options.flavour;
   const instanceId = options.instanceId ?? randomUUID();
   const models = new Set(options.models);
-  const modelsBody = JSON.stringify({
-    object: "list",
-    data: options.models.map((id) => ({
-      id,
-      object: "model",
-      created: Math.floor(Date.now() / 1000),
-      owned_by: flavour === "vllm" ? "vllm" : "tgi",
-      root: id,
-      parent: null,
-    })),
+  const createdS = Math.floor(Date.now() / 1000);
+  const modelCard = (id: string) => ({
+    id,
+    object: "model",
+    created: createdS,
+    owned_by: flavour === "vllm" ? "vllm" : "tgi",
+    root: id,
+    parent: null,
   });
+  const modelsBody = JSON.stringify({ object: "list", data: options.models.map(modelCard) });
 
   const quoter = options.tee === undefined ? undefined : createTeeQuoter(options.tee);
   // In TEE mode this key is made inside the TD; the quotes bind it even after a key swap.
@@ -215,7 +224,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   async function handleInference(
     req: IncomingMessage,
     res: ServerResponse,
-    kind: InferenceKind,
+    kind: InferenceKind | "embeddings",
     path: string,
   ): Promise<void> {
     const read = await readBody(req, SIM_BODY_LIMIT_BYTES);
@@ -243,12 +252,43 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       applyRequestFault(req, res, fault);
       return;
     }
+    if (kind === "embeddings") return answerEmbeddings(res, read.body);
     const parsed = parseInferenceRequest(kind, read.body, models);
     if (!("kind" in parsed)) {
       sendJson(res, parsed.status, errorBodyJson(parsed));
       return;
     }
     runGeneration(ctx, res, parsed, asGenerationFault(faults.take("generation")));
+  }
+
+  /** Embeddings take a slot like a generation and answer after time-to-first-token. */
+  function answerEmbeddings(res: ServerResponse, raw: Buffer): void {
+    const parsed = parseEmbeddingRequest(raw, models);
+    if (!("inputs" in parsed)) {
+      sendJson(res, parsed.status, errorBodyJson(parsed));
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const lease = gate.enter(() => {
+      timer = setTimeout(() => {
+        if (res.destroyed || ctx.closing) return;
+        sendJson(res, 200, embeddingsBody(parsed));
+        completed += 1;
+      }, config.ttftMs);
+    });
+    res.once("close", () => {
+      clearTimeout(timer);
+      lease.release();
+    });
+  }
+
+  function handleModel(res: ServerResponse, id: string): void {
+    if (!models.has(id)) {
+      const message = `The model \`${id}\` does not exist.`;
+      sendJson(res, 404, errorBodyJson({ status: 404, message, param: "model" }));
+      return;
+    }
+    sendJson(res, 200, JSON.stringify(modelCard(id)));
   }
 
   function applyRequestFault(req: IncomingMessage, res: ServerResponse, fault: SimFault): void {
@@ -413,8 +453,10 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     switch (path) {
       case "/v1/chat/completions":
       case "/v1/completions":
+      case "/v1/responses":
+      case "/v1/embeddings":
         if (method !== "POST") return methodNotAllowed(res);
-        return handleInference(req, res, path === "/v1/completions" ? "completion" : "chat", path);
+        return handleInference(req, res, INFERENCE_KINDS[path], path);
       case "/health":
         return method === "GET" ? handleHealth(res) : methodNotAllowed(res);
       case "/metrics":
@@ -436,6 +478,9 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
         resetStats();
         return sendJson(res, 200, JSON.stringify(stats()));
       default:
+        if (path.startsWith(MODEL_PATH_PREFIX) && method === "GET") {
+          return handleModel(res, decodeURIComponent(path.slice(MODEL_PATH_PREFIX.length)));
+        }
         return sendJson(res, 404, '{"detail":"Not Found"}');
     }
   }

@@ -362,10 +362,7 @@ function reject(
   retryAfterS: number | undefined,
   queueForMs: number,
 ): Rejection {
-  const code =
-    reason === "no_node_for_model_tier"
-      ? "no_node_available"
-      : reason;
+  const code = reason === "no_node_for_model_tier" ? "no_node_available" : reason;
   const rejection: Rejection = { ok: false, reason, code, detail, passedOver, queueForMs };
   if (retryAfterS !== undefined) rejection.retryAfterS = retryAfterS;
   return rejection;

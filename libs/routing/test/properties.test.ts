@@ -252,7 +252,8 @@ describe("decide properties", () => {
             "no_node_for_model_tier",
             "saturated",
           ]).toContain(d.reason);
-          if (d.reason !== "unknown_model" && d.reason !== "api_not_served") expect(d.retryAfterS).toBeGreaterThanOrEqual(1);
+          if (d.reason !== "unknown_model" && d.reason !== "api_not_served")
+            expect(d.retryAfterS).toBeGreaterThanOrEqual(1);
           if (d.reason !== "saturated") expect(d.queueForMs).toBe(0);
         }
       }),

@@ -9,7 +9,7 @@ describe("SSE framer", () => {
     const f = createSseFramer();
     expect(text(f.push(b('data: {"a":1}\n\ndata: {"b"')))).toBe('data: {"a":1}\n\n');
     expect(f.push(b(":2"))).toBeNull();
-    expect(text(f.push(b('}\n\nevent: x\r\ndata: 3\r\n\r\n')))).toBe(
+    expect(text(f.push(b("}\n\nevent: x\r\ndata: 3\r\n\r\n")))).toBe(
       'data: {"b":2}\n\nevent: x\r\ndata: 3\r\n\r\n',
     );
     expect(text(f.lastEvent())).toBe("event: x\r\ndata: 3\r\n\r\n");

@@ -9,9 +9,10 @@ import {
   ZmlError,
   toOpenAiError,
 } from "@zml/contracts";
+import type { NodeApi } from "@zml/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { sendError } from "./errors.ts";
-import { sseErrorEvent } from "./sse.ts";
+import { countSseEvents, sseErrorEvent } from "./sse.ts";
 
 /** What the relay learned about a request, for metrics, the span and the log line. */
 export interface RelayOutcome {
@@ -40,7 +41,9 @@ export interface RelayDeps {
  * Sends one routed request over the bus and relays its reply frames to the client. A
  * client that goes away before the reply is complete stops the relay and publishes
  * `route.cancel` with the request's inbox, so the dispatcher can abort the node call and
- * free its slot. `done` is called once with the status the client got.
+ * free its slot. `done` is called once with the status the client got. `streamApi` is the
+ * API of a streamed request (it says how a broken stream's error event looks), null when
+ * the answer is one JSON body.
  */
 export function relay(
   deps: RelayDeps,
@@ -48,9 +51,10 @@ export function relay(
   reply: FastifyReply,
   body: Uint8Array,
   headers: MsgHdrs,
-  stream: boolean,
+  streamApi: NodeApi | null,
   finish: (status: number, outcome: RelayOutcome) => void,
 ): Promise<unknown> | FastifyReply {
+  const stream = streamApi !== null;
   let complete = false;
   const outcome: RelayOutcome = { routing: undefined, nodeMs: undefined, firstFrameAt: undefined };
   const done = (status: number) => finish(status, outcome);
@@ -86,6 +90,7 @@ export function relay(
   const pieces: PiecesContext = {
     requestId: req.id,
     stream,
+    events: { api: streamApi, relayed: 0 },
     maxBufferedBytes: deps.maxBufferedBytes,
     done,
     onOverflow: (buffered) =>
@@ -154,6 +159,8 @@ interface PiecesContext {
   requestId: string;
   /** An SSE stream (a break ends with an error event) or a plain body (a break cuts it). */
   stream: boolean;
+  /** The streamed API, and the events relayed so far (Responses events are numbered). */
+  events: { api: NodeApi | null; relayed: number };
   maxBufferedBytes: number;
   done: (status: number) => void;
   onOverflow: (bufferedBytes: number) => void;
@@ -176,6 +183,8 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
       });
       return;
     case "chunk":
+      // Only Responses events are numbered, so only they are counted.
+      if (ctx.events.api === "responses") ctx.events.relayed += countSseEvents(frame.data);
       res.write(frame.data);
       if (res.writableLength > ctx.maxBufferedBytes) {
         ctx.onOverflow(res.writableLength);
@@ -200,8 +209,9 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
       if (res.headersSent) {
         // Mid-answer: a stream says so in an SSE event; a plain body can only be cut short,
         // which every HTTP client reports as an incomplete response.
-        if (ctx.stream) res.end(sseErrorEvent(error.toBody()));
-        else res.destroy();
+        if (ctx.events.api !== null) {
+          res.end(sseErrorEvent(error.toBody(), ctx.events.api, ctx.events.relayed));
+        } else res.destroy();
         ctx.done(res.statusCode);
       } else {
         res.writeHead(error.status, {

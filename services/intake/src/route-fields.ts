@@ -32,7 +32,8 @@ export interface NativeCall {
  */
 export function extractRouteFields(path: InferencePath, raw: Buffer): RouteFields {
   const data = validate(INFERENCE_PATHS[path], parseJsonObject(raw));
-  return fieldsOf(data, {
+  // Embeddings never stream, whatever the body says.
+  return fieldsOf(path === "/v1/embeddings" ? { ...data, stream: false } : data, {
     fallbackModels: data.models,
     sort: data.provider?.sort,
     maxTokens: maxTokensOf(data),
@@ -97,7 +98,7 @@ function fieldsOf(
  * integer is left for the node to refuse and routing uses the model's default.
  */
 function maxTokensOf(data: Record<string, unknown>): number | undefined {
-  for (const key of ["max_tokens", "max_completion_tokens"]) {
+  for (const key of ["max_tokens", "max_completion_tokens", "max_output_tokens"]) {
     const value = data[key];
     if (typeof value === "number" && Number.isInteger(value) && value > 0) return value;
   }

@@ -1,11 +1,32 @@
-import type { ErrorBody } from "@zml/contracts";
+import type { ErrorBody, NodeApi } from "@zml/contracts";
 import { toOpenAiError } from "@zml/contracts";
 
 /**
  * The SSE event that ends a stream which broke after its first byte. It carries an OpenAI
- * error object and is never followed by `[DONE]`, so clients (including the official SDKs)
- * raise an error instead of taking a truncated answer for a complete one.
+ * error object and is never followed by `[DONE]` (nor, for the Responses API, by
+ * `response.completed`), so clients (including the official SDKs) raise an error instead of
+ * taking a truncated answer for a complete one. A Responses stream gets the API's typed
+ * `error` event, numbered after the events relayed before it.
  */
-export function sseErrorEvent(body: ErrorBody): string {
-  return `event: error\ndata: ${JSON.stringify(toOpenAiError(body))}\n\n`;
+export function sseErrorEvent(body: ErrorBody, api: NodeApi, sequenceNumber: number): string {
+  const error = toOpenAiError(body);
+  const data =
+    api === "responses" ? { type: "error", sequence_number: sequenceNumber, ...error } : error;
+  return `event: error\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+const LF_LF = 0x0a;
+
+/**
+ * Events in a chunk of a relayed stream. The dispatcher relays whole events only, so every
+ * blank line (`\n\n` or `\r\n\r\n`) ends one.
+ */
+export function countSseEvents(chunk: Uint8Array): number {
+  let count = 0;
+  for (let i = 1; i < chunk.length; i++) {
+    if (chunk[i] !== LF_LF) continue;
+    const prev = chunk[i - 1];
+    if (prev === LF_LF || (prev === 0x0d && i >= 2 && chunk[i - 2] === LF_LF)) count++;
+  }
+  return count;
 }

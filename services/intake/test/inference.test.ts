@@ -34,6 +34,16 @@ beforeAll(async () => {
       const w = createReplyWriter(h.bus, msg.reply!);
       const model = msg.headers?.get(HEADERS.model);
       if (model === "m2") return; // never answers: the client will give up
+      if (
+        msg.headers?.get(HEADERS.stream) === "1" &&
+        msg.headers.get(HEADERS.path) === "/v1/responses"
+      ) {
+        // Two whole events in one frame, then the node's stream breaks.
+        w.head(200, "text/event-stream", ROUTING);
+        w.chunk(enc.encode("event: response.created\ndata: {}\n\nevent: a\r\ndata: {}\r\n\r\n"));
+        w.error({ code: "stream_interrupted", message: "stream from node broke", param: null });
+        return;
+      }
       if (msg.headers?.get(HEADERS.stream) === "1") {
         w.head(200, "text/event-stream", ROUTING);
         w.chunk(enc.encode('data: {"x":1}\n\n'));
@@ -117,6 +127,72 @@ describe("routing an OpenAI-compatible call", () => {
     expect(res.headers.get("content-type")).toBe("text/event-stream");
     expect(res.headers.get(ROUTING_HTTP_HEADER)).toBe(ROUTING);
     expect(res.text).toBe('data: {"x":1}\n\ndata: [DONE]\n\n');
+  });
+});
+
+describe("the Responses and Embeddings APIs", () => {
+  it("route like chat, the path telling the dispatcher which API is called", async () => {
+    const responses = JSON.stringify({ model: "m1", input: "hi", tier: 2 });
+    const res = await post("/v1/responses", responses);
+    expect(res.status).toBe(200);
+    expect(res.text).toBe(responses);
+    expect(seen[0]!.headers!.get(HEADERS.path)).toBe("/v1/responses");
+    expect(seen[0]!.headers!.get(HEADERS.tier)).toBe("2");
+    const embeddings = JSON.stringify({ model: "m1", input: ["a", "b"], stream: true });
+    const emb = await post("/v1/embeddings", embeddings);
+    expect(emb.status).toBe(200);
+    expect(emb.text).toBe(embeddings);
+    expect(seen[1]!.headers!.get(HEADERS.path)).toBe("/v1/embeddings");
+    // Embeddings never stream, whatever the body says.
+    expect(seen[1]!.headers!.get(HEADERS.stream)).toBe("0");
+  });
+
+  it("reject a body without input, naming the field", async () => {
+    for (const path of ["/v1/responses", "/v1/embeddings"]) {
+      const res = await post(path, JSON.stringify({ model: "m1" }));
+      expect(res.status, path).toBe(400);
+      expect(errorOf(res.text)).toMatchObject({ code: "invalid_request", param: "input" });
+    }
+    expect(seen).toHaveLength(0);
+  });
+
+  it("end a broken Responses stream with the API's typed error event, numbered", async () => {
+    const res = await post(
+      "/v1/responses",
+      JSON.stringify({ model: "m1", input: "x", stream: true }),
+    );
+    expect(res.status).toBe(200);
+    const events = res.text.split(/\r?\n\r?\n/).filter(Boolean);
+    expect(events).toHaveLength(3);
+    const last = events[2]!.split("\n");
+    expect(last[0]).toBe("event: error");
+    expect(JSON.parse(last[1]!.slice("data: ".length))).toMatchObject({
+      type: "error",
+      sequence_number: 2,
+      error: { code: "stream_interrupted", type: "api_error" },
+    });
+  });
+});
+
+describe("one model", () => {
+  it("is retrieved by id, a slash in the id encoded or not", async () => {
+    for (const path of ["m1", "org%2Fm3", "org/m3"]) {
+      const res = await fetch(`${h.url}/v1/models/${path}`, { headers: auth() });
+      expect(res.status, path).toBe(200);
+      expect(await res.json()).toEqual({
+        id: decodeURIComponent(path),
+        object: "model",
+        created: 0,
+        owned_by: "zml",
+      });
+    }
+  });
+
+  it("is 404 unknown_model when not configured, 401 without a key", async () => {
+    const missing = await fetch(`${h.url}/v1/models/nope`, { headers: auth() });
+    expect(missing.status).toBe(404);
+    expect(errorOf(await missing.text())).toMatchObject({ code: "unknown_model", param: "model" });
+    expect((await fetch(`${h.url}/v1/models/m1`)).status).toBe(401);
   });
 });
 

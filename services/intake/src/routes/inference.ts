@@ -1,7 +1,14 @@
 import { injectTraceContext } from "@zml/bus";
 import type { ReplyMux } from "@zml/bus";
 import { context, trace } from "@opentelemetry/api";
-import { HEADERS, MESSAGE_TYPES, ZmlError, parseRoutingHeader } from "@zml/contracts";
+import {
+  HEADERS,
+  INFERENCE_PATH_APIS,
+  INFERENCE_PATHS,
+  MESSAGE_TYPES,
+  ZmlError,
+  parseRoutingHeader,
+} from "@zml/contracts";
 import type { AccountSpec, InferencePath } from "@zml/contracts";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { IntakeMetrics } from "../metrics.ts";
@@ -24,13 +31,14 @@ export interface InferenceRouteDeps extends ClientRouteDeps {
 }
 
 /**
- * The inference calls: the OpenAI-compatible `/v1/chat/completions` and `/v1/completions`
- * (the client's bytes reach the node unchanged) and the native `/v1/infer`. All three are
- * routed the same way and answer with the `x-zml-routing` header.
+ * The inference calls: the OpenAI-compatible `/v1/chat/completions`, `/v1/completions`,
+ * `/v1/responses` and `/v1/embeddings` (the client's bytes reach the node unchanged) and the
+ * native `/v1/infer`. All are routed the same way, each only to nodes serving its API, and
+ * answer with the `x-zml-routing` header.
  */
 export function inferenceRoutes(deps: InferenceRouteDeps) {
   return (app: FastifyInstance) => {
-    for (const path of ["/v1/chat/completions", "/v1/completions"] as const) {
+    for (const path of Object.keys(INFERENCE_PATHS) as InferencePath[]) {
       app.post(path, (req, reply) => {
         const startedAt = deps.clock();
         const account = admit(deps, req.headers.authorization, startedAt);
@@ -139,7 +147,7 @@ function forward(
       reply,
       f.body,
       routeHeaders(req.id, f, plan, f.startedAt + deps.requestTimeoutMs),
-      f.fields.stream,
+      f.fields.stream ? INFERENCE_PATH_APIS[f.path] : null,
       finish,
     ),
   );

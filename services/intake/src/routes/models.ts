@@ -1,19 +1,22 @@
+import { ZmlError } from "@zml/contracts";
 import type { ModelSpec } from "@zml/contracts";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Authenticator } from "../auth.ts";
 
+/** One model, in the OpenAI shape (`GET /v1/models/{id}`, and each entry of the list). */
+export const ModelSchema = z.object({
+  id: z.string(),
+  object: z.literal("model"),
+  created: z.number().int(),
+  owned_by: z.string(),
+});
+export type Model = z.infer<typeof ModelSchema>;
+
 /** `GET /v1/models` answer, in the OpenAI list shape. */
 export const ModelListSchema = z.object({
   object: z.literal("list"),
-  data: z.array(
-    z.object({
-      id: z.string(),
-      object: z.literal("model"),
-      created: z.number().int(),
-      owned_by: z.string(),
-    }),
-  ),
+  data: z.array(ModelSchema),
 });
 export type ModelList = z.infer<typeof ModelListSchema>;
 
@@ -23,20 +26,28 @@ export interface ModelRouteDeps {
   clock: () => number;
 }
 
+const toModel = (spec: ModelSpec): Model => ({
+  id: spec.id,
+  object: "model",
+  created: 0,
+  owned_by: "zml",
+});
+
 /** The configured models, read from memory. */
 export function modelRoutes(deps: ModelRouteDeps) {
   return (app: FastifyInstance) => {
     app.get("/v1/models", (req): ModelList => {
       deps.auth.authenticate(req.headers.authorization, deps.clock());
-      return {
-        object: "list",
-        data: [...deps.models.values()].map((m) => ({
-          id: m.id,
-          object: "model",
-          created: 0,
-          owned_by: "zml",
-        })),
-      };
+      return { object: "list", data: [...deps.models.values()].map(toModel) };
+    });
+    // A wildcard, because model ids may hold a `/` (`meta-llama/Llama-3.1-8B-Instruct`),
+    // sent encoded by the SDKs and bare by curl.
+    app.get("/v1/models/*", (req): Model => {
+      deps.auth.authenticate(req.headers.authorization, deps.clock());
+      const id = (req.params as { "*": string })["*"];
+      const spec = deps.models.get(id);
+      if (!spec) throw new ZmlError("unknown_model", `model '${id}' does not exist`, "model");
+      return toModel(spec);
     });
   };
 }
