@@ -4,6 +4,7 @@ import {
   ChatCompletionRequestSchema,
   CompletionRequestSchema,
   CostEntrySchema,
+  EmbeddingRequestSchema,
   ErrorCodeSchema,
   InferRequestSchema,
   ModelSpecSchema,
@@ -11,13 +12,14 @@ import {
   PolicySpecSchema,
   QualityScoreSchema,
   ROUTING_HTTP_HEADER,
+  ResponsesRequestSchema,
   RevocationSchema,
 } from "@zml/contracts";
 import { z } from "zod";
 import { ADMIN_RESOURCES } from "./admin/resources.ts";
 import { AllowlistSchema } from "./allowlist.ts";
 import { JobBodySchema } from "./routes/jobs.ts";
-import { ModelListSchema } from "./routes/models.ts";
+import { ModelListSchema, ModelSchema } from "./routes/models.ts";
 import { SessionBodySchema } from "./routes/sessions.ts";
 
 /** The OpenAI error envelope every error answer uses. */
@@ -30,138 +32,246 @@ export const OpenAiErrorSchema = z.object({
   }),
 });
 
-/** The schemas the API reads and writes, published as OpenAPI components. */
-const COMPONENTS: Record<string, z.ZodType> = {
+/**
+ * Request bodies, published as they are accepted (zod's input side: defaults optional).
+ * The admin documents are also answers, published apart as stored (defaults filled in), so
+ * generated clients get an accurate type for each direction.
+ */
+const INPUTS: Record<string, z.ZodType> = {
   ChatCompletionRequest: ChatCompletionRequestSchema,
   CompletionRequest: CompletionRequestSchema,
+  ResponsesRequest: ResponsesRequestSchema,
+  EmbeddingRequest: EmbeddingRequestSchema,
   InferRequest: InferRequestSchema,
   JobRequest: JobBodySchema,
   SessionRequest: SessionBodySchema,
+};
+const OUTPUTS: Record<string, z.ZodType> = {
+  Model: ModelSchema,
   ModelList: ModelListSchema,
   Error: OpenAiErrorSchema,
-  NodeSpec: NodeSpecSchema,
-  ModelSpec: ModelSpecSchema,
-  PolicySpec: PolicySpecSchema,
-  AccountSpec: AccountSpecSchema,
-  CostEntry: CostEntrySchema,
-  QualityScore: QualityScoreSchema,
-  ApprovedMeasurement: ApprovedMeasurementSchema,
-  Revocation: RevocationSchema,
   Allowlist: AllowlistSchema,
 };
-
-/** Admin resource kind → its component. */
-const ADMIN_COMPONENT: Record<string, string> = {
-  nodes: "NodeSpec",
-  models: "ModelSpec",
-  policies: "PolicySpec",
-  accounts: "AccountSpec",
-  costs: "CostEntry",
-  "quality-scores": "QualityScore",
-  measurements: "ApprovedMeasurement",
-  revocations: "Revocation",
+/** Admin resource kind → its document's component name and schema. */
+const ADMIN_DOCUMENTS: Record<string, [string, z.ZodType]> = {
+  nodes: ["NodeSpec", NodeSpecSchema],
+  models: ["ModelSpec", ModelSpecSchema],
+  policies: ["PolicySpec", PolicySpecSchema],
+  accounts: ["AccountSpec", AccountSpecSchema],
+  costs: ["CostEntry", CostEntrySchema],
+  "quality-scores": ["QualityScore", QualityScoreSchema],
+  measurements: ["ApprovedMeasurement", ApprovedMeasurementSchema],
+  revocations: ["Revocation", RevocationSchema],
 };
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: object) => ({ "application/json": { schema } });
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: "Invalid request: the error names the offending field",
+  401: "Missing or unknown credential",
+  403: "The account may not use this tier",
+  404: "No such resource or model",
+  408: "The request body arrived too slowly",
+  413: "The request body is too large",
+  429: "Rate limited; see Retry-After",
+  502: "Every attempt failed, or the stream broke",
+  503: "No node can take the request now; see Retry-After",
+  504: "The deadline passed",
+};
 const errors = (...statuses: number[]) =>
   Object.fromEntries(
     statuses.map((s) => [String(s), { $ref: `#/components/responses/Error${s}` }]),
   );
-const ERROR_STATUSES = [400, 401, 403, 404, 408, 413, 415, 429, 500, 502, 503, 504];
 
-function toJsonSchema(schema: z.ZodType): object {
-  const jsonSchema = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" });
+function toJsonSchema(schema: z.ZodType, io: "input" | "output"): object {
+  const jsonSchema = z.toJSONSchema(schema, { io, unrepresentable: "any" });
   // Components are embedded in the document; a per-schema dialect marker does not belong.
   delete jsonSchema.$schema;
+  if (io === "input") describeDefaults(jsonSchema);
   return jsonSchema;
 }
 
-function inferenceOperation(summary: string, body: string) {
-  return {
+/**
+ * On the input side a default is said in words, not as `default`: generators such as
+ * openapi-typescript (by default) make every property with a `default` required, so a
+ * request that leaves it out, as it may, would not type-check.
+ */
+function describeDefaults(node: unknown): void {
+  if (Array.isArray(node)) {
+    for (const item of node) describeDefaults(item);
+    return;
+  }
+  if (typeof node !== "object" || node === null) return;
+  const schema = node as Record<string, unknown>;
+  if ("default" in schema) {
+    const said = `Default: \`${JSON.stringify(schema.default)}\`.`;
+    schema.description =
+      typeof schema.description === "string" ? `${schema.description} ${said}` : said;
+    delete schema.default;
+  }
+  for (const value of Object.values(schema)) describeDefaults(value);
+}
+
+/** Tags group the operations; each operation names exactly one. */
+const TAGS = [
+  { name: "inference", description: "OpenAI-compatible calls and ZML's native call, routed" },
+  { name: "models", description: "The models the fleet serves" },
+  { name: "trust", description: "Tier 4 sessions and independent attestation checks" },
+  { name: "batch", description: "Batch jobs on JetStream" },
+  { name: "admin", description: "Fleet configuration (needs the admin token)" },
+] as const;
+
+interface OperationSpec {
+  operationId: string;
+  tag: (typeof TAGS)[number]["name"];
+  summary: string;
+  description: string;
+  /** `none`: public, no credentials. */
+  security: "apiKey" | "adminToken" | "none";
+  requestBody?: object;
+  responses: Record<string, object>;
+}
+
+const operation = (o: OperationSpec) => ({
+  operationId: o.operationId,
+  tags: [o.tag],
+  summary: o.summary,
+  description: o.description,
+  security: o.security === "none" ? [] : [{ [o.security]: [] }],
+  ...(o.requestBody ? { requestBody: { required: true, content: json(o.requestBody) } } : {}),
+  responses: o.responses,
+});
+
+const anyObject = { type: "object", additionalProperties: true };
+const object = (description: string) => ({ description, content: json(anyObject) });
+
+function inferenceOperation(
+  operationId: string,
+  summary: string,
+  body: string,
+  answer: string,
+  streams: boolean,
+) {
+  const content: Record<string, object> = { "application/json": { schema: anyObject } };
+  if (streams) content["text/event-stream"] = { schema: { type: "string" } };
+  return operation({
+    operationId,
+    tag: "inference",
     summary,
-    security: [{ apiKey: [] }],
-    requestBody: { required: true, content: json(ref(body)) },
+    description:
+      `${answer} The body reaches the node unchanged; only the routing fields are checked, ` +
+      "and only nodes serving this API are candidates." +
+      (streams
+        ? " With `stream: true` the answer is server-sent events, relayed whole; a stream " +
+          "that breaks ends with `event: error` instead of its final event."
+        : ""),
+    security: "apiKey",
+    requestBody: ref(body),
     responses: {
       "200": {
-        description:
-          "The node's answer: a JSON completion, or with `stream: true` server-sent events " +
-          "ending in `data: [DONE]` (a stream that breaks ends with `event: error` instead).",
+        description: "The node's answer",
         headers: { [ROUTING_HTTP_HEADER]: { $ref: "#/components/headers/Routing" } },
-        content: {
-          "application/json": { schema: { type: "object", additionalProperties: true } },
-          "text/event-stream": { schema: { type: "string" } },
-        },
+        content,
       },
       ...errors(400, 401, 403, 404, 408, 413, 429, 502, 503, 504),
     },
-  };
+  });
 }
+
+/** PascalCase of an admin kind, for operation ids: `quality-scores` → `QualityScores`. */
+const pascal = (kind: string) =>
+  kind.replace(/(^|-)([a-z])/g, (_m, _dash: string, c: string) => c.toUpperCase());
 
 function adminPaths(): Record<string, object> {
   const paths: Record<string, object> = {};
-  const key = { name: "key", in: "path", required: true, schema: { type: "string" } };
+  const key = {
+    name: "key",
+    in: "path",
+    required: true,
+    description: "The document's key",
+    schema: { type: "string" },
+  };
+  const changed = { type: "object", additionalProperties: true };
   for (const r of ADMIN_RESOURCES) {
-    const doc = ref(ADMIN_COMPONENT[r.kind]!);
+    const [component] = ADMIN_DOCUMENTS[r.kind]!;
+    const name = pascal(r.kind);
     const stored = {
       type: "object",
-      properties: { key: { type: "string" }, revision: { type: "integer" }, document: doc },
+      properties: {
+        key: { type: "string" },
+        revision: { type: "integer" },
+        document: ref(component),
+      },
+      required: ["key", "revision", "document"],
     };
     paths[`/admin/v1/${r.kind}`] = {
-      get: {
+      get: operation({
+        operationId: `adminList${name}`,
+        tag: "admin",
         summary: `List ${r.kind}`,
-        security: [{ adminToken: [] }],
+        description: `Every stored document of ${r.kind}, with its key and revision.`,
+        security: "adminToken",
         responses: {
           "200": {
             description: "Every stored document",
             content: json({
               type: "object",
               properties: { data: { type: "array", items: stored } },
+              required: ["data"],
             }),
           },
           ...errors(401, 503),
         },
-      },
+      }),
     };
     paths[`/admin/v1/${r.kind}/{key}`] = {
       parameters: [key],
-      get: {
+      get: operation({
+        operationId: `adminGet${name}`,
+        tag: "admin",
         summary: `Read one of ${r.kind}`,
-        security: [{ adminToken: [] }],
+        description: `The stored document under the key, as the services read it.`,
+        security: "adminToken",
         responses: {
           "200": { description: "The document", content: json(stored) },
           ...errors(401, 404, 503),
         },
-      },
-      put: {
+      }),
+      put: operation({
+        operationId: `adminPut${name}`,
+        tag: "admin",
         summary: `Create or replace one of ${r.kind}`,
-        description: r.idField
-          ? `\`${r.idField}\` must equal the key (it is filled from the key when omitted).`
-          : undefined,
-        security: [{ adminToken: [] }],
-        requestBody: { required: true, content: json(doc) },
+        description:
+          "Validated like `zml apply`; takes effect without restarts." +
+          (r.idField
+            ? ` \`${r.idField}\` must equal the key (it is filled from the key when omitted).`
+            : ""),
+        security: "adminToken",
+        requestBody: ref(`${component}Input`),
         responses: {
-          "200": {
-            description: "Updated, or unchanged when identical",
-            content: json({ type: "object" }),
-          },
-          "201": { description: "Created", content: json({ type: "object" }) },
+          "200": { description: "Updated, or unchanged when identical", content: json(changed) },
+          "201": { description: "Created", content: json(changed) },
           ...errors(400, 401, 404, 413, 503),
         },
-      },
-      delete: {
+      }),
+      delete: operation({
+        operationId: `adminDelete${name}`,
+        tag: "admin",
         summary: `Delete one of ${r.kind}`,
-        security: [{ adminToken: [] }],
+        description: "Removes the document; services drop it from memory at once.",
+        security: "adminToken",
         responses: { "200": { description: "Deleted" }, ...errors(401, 404, 503) },
-      },
+      }),
     };
   }
   paths["/admin/v1/accounts/{key}/keys"] = {
     parameters: [key],
-    post: {
+    post: operation({
+      operationId: "adminIssueAccountKey",
+      tag: "admin",
       summary: "Issue a new API key for an account",
       description: "Only the key's SHA-256 is stored; the key appears in this answer only.",
-      security: [{ adminToken: [] }],
+      security: "adminToken",
       responses: {
         "201": {
           description: "The new key",
@@ -172,23 +282,21 @@ function adminPaths(): Record<string, object> {
               api_key: { type: "string" },
               sha256: { type: "string" },
             },
+            required: ["account", "api_key", "sha256"],
           }),
         },
         ...errors(401, 404, 503),
       },
-    },
+    }),
   };
   return paths;
 }
 
-const object = (description: string) => ({
-  description,
-  content: json({ type: "object", additionalProperties: true }),
-});
-const pathParam = (name: string) => ({
+const pathParam = (name: string, description: string) => ({
   name,
   in: "path",
   required: true,
+  description,
   schema: { type: "string" },
 });
 
@@ -196,26 +304,34 @@ const pathParam = (name: string) => ({
 function trustAndBatchPaths(): Record<string, object> {
   return {
     "/v1/sessions": {
-      post: {
+      post: operation({
+        operationId: "createSession",
+        tag: "trust",
         summary: "Open a tier 4 session pinned to one freshly attested node",
         description:
           "The answer carries the node's quote: REPORTDATA = nonce ‖ SHA-256(session public key).",
-        security: [{ apiKey: [] }],
-        requestBody: { required: true, content: json(ref("SessionRequest")) },
+        security: "apiKey",
+        requestBody: ref("SessionRequest"),
         responses: { "201": object("The session"), ...errors(400, 401, 403, 404, 429, 503, 504) },
-      },
+      }),
     },
     "/v1/sessions/{id}": {
-      parameters: [pathParam("id")],
-      delete: {
+      parameters: [pathParam("id", "The session id")],
+      delete: operation({
+        operationId: "deleteSession",
+        tag: "trust",
         summary: "End a session (its owner only)",
-        security: [{ apiKey: [] }],
+        description: "Ends the session at once; later requests with its id are refused.",
+        security: "apiKey",
         responses: { "204": { description: "Ended" }, ...errors(401, 404, 503) },
-      },
+      }),
     },
     "/v1/attestation": {
-      get: {
+      get: operation({
+        operationId: "getAllowlist",
+        tag: "trust",
         summary: "The public allowlist of tier 3–4 nodes and their attestation status",
+        security: "none",
         description:
           "No credentials. Every tier 3–4 node: id, tier, models, family, attested " +
           "measurement, TCB status, TLS key hash, attested-at, valid-until and status " +
@@ -225,46 +341,67 @@ function trustAndBatchPaths(): Record<string, object> {
         responses: {
           "200": {
             description: "The allowlist",
-            content: { ...json(ref("Allowlist")), "text/event-stream": {} },
+            content: {
+              ...json(ref("Allowlist")),
+              "text/event-stream": { schema: { type: "string" } },
+            },
           },
         },
-      },
+      }),
     },
     "/v1/attestation/{node_id}": {
       parameters: [
-        pathParam("node_id"),
-        { name: "nonce", in: "query", required: false, schema: { type: "string" } },
+        pathParam("node_id", "A tier 3 or 4 node"),
+        {
+          name: "nonce",
+          in: "query",
+          required: false,
+          description: "32 bytes of hex to bind into a fresh quote",
+          schema: { type: "string" },
+        },
       ],
-      get: {
+      get: operation({
+        operationId: "getAttestation",
+        tag: "trust",
         summary: "A tier 3/4 node's raw TDX quote and verification, for independent checks",
-        security: [{ apiKey: [] }],
+        description: "The quote is base64, verifiable with Intel DCAP tooling.",
+        security: "apiKey",
         responses: {
           "200": object("Quote, verification, measurement, expiry"),
           ...errors(400, 401, 404, 503, 504),
         },
-      },
+      }),
     },
     "/v1/jobs": {
-      post: {
+      post: operation({
+        operationId: "createJob",
+        tag: "batch",
         summary: "Queue a batch job on JetStream",
-        security: [{ apiKey: [] }],
-        requestBody: { required: true, content: json(ref("JobRequest")) },
+        description: "The job waits in JetStream until capacity exists; its result is kept.",
+        security: "apiKey",
+        requestBody: ref("JobRequest"),
         responses: {
           "202": object("Queued (or a duplicate of a queued job id)"),
           ...errors(400, 401, 403, 404, 429, 503),
         },
-      },
+      }),
     },
     "/v1/jobs/{id}": {
-      parameters: [pathParam("id")],
-      get: {
+      parameters: [pathParam("id", "The job id")],
+      get: operation({
+        operationId: "getJob",
+        tag: "batch",
         summary: "A job's status and, once finished, its result",
-        security: [{ apiKey: [] }],
+        description: "Only the account that queued the job can read it.",
+        security: "apiKey",
         responses: { "200": object("Status and result"), ...errors(401, 404, 503) },
-      },
+      }),
     },
   };
 }
+
+/** Every error status some operation answers with. */
+const USED_ERROR_STATUSES = Object.keys(ERROR_DESCRIPTIONS).map(Number);
 
 /**
  * The OpenAPI 3.1 document of the intake API, generated from the same zod schemas that
@@ -279,32 +416,103 @@ export function buildOpenApiDocument(version: string): object {
       description:
         "OpenAI-compatible inference with routing across accelerator families and trust " +
         "tiers, ZML's native call and the admin API. Errors use the OpenAI error shape.",
+      contact: { name: "ZML maintainers", url: "https://github.com/zml" },
     },
+    servers: [
+      { url: "http://localhost:8080", description: "Intake of the dev stack (`npm run up`)" },
+    ],
+    tags: TAGS,
     paths: {
       "/v1/chat/completions": {
-        post: inferenceOperation("OpenAI-compatible chat completion", "ChatCompletionRequest"),
+        post: inferenceOperation(
+          "createChatCompletion",
+          "OpenAI-compatible chat completion",
+          "ChatCompletionRequest",
+          "A chat completion.",
+          true,
+        ),
       },
       "/v1/completions": {
-        post: inferenceOperation("OpenAI-compatible text completion", "CompletionRequest"),
+        post: inferenceOperation(
+          "createCompletion",
+          "OpenAI-compatible text completion",
+          "CompletionRequest",
+          "A text completion.",
+          true,
+        ),
       },
-      "/v1/infer": { post: inferenceOperation("ZML native inference call", "InferRequest") },
+      "/v1/responses": {
+        post: inferenceOperation(
+          "createResponse",
+          "OpenAI Responses API",
+          "ResponsesRequest",
+          "A response object; ZML stores none, so the input must be whole.",
+          true,
+        ),
+      },
+      "/v1/embeddings": {
+        post: inferenceOperation(
+          "createEmbedding",
+          "OpenAI-compatible embeddings",
+          "EmbeddingRequest",
+          "One embedding per input, as floats or base64.",
+          false,
+        ),
+      },
+      "/v1/infer": {
+        post: inferenceOperation(
+          "infer",
+          "ZML native inference call",
+          "InferRequest",
+          "A chat completion, from a strict body with the routing fields first-class.",
+          true,
+        ),
+      },
       "/v1/models": {
-        get: {
+        get: operation({
+          operationId: "listModels",
+          tag: "models",
           summary: "Models served by the fleet",
-          security: [{ apiKey: [] }],
+          description: "The configured models, read from memory.",
+          security: "apiKey",
           responses: {
             "200": { description: "The model list", content: json(ref("ModelList")) },
             ...errors(401, 503),
           },
-        },
+        }),
+      },
+      "/v1/models/{model}": {
+        parameters: [pathParam("model", "The model id; a `/` in it may be sent encoded or not")],
+        get: operation({
+          operationId: "retrieveModel",
+          tag: "models",
+          summary: "One model",
+          description: "A configured model, read from memory; 404 when there is none.",
+          security: "apiKey",
+          responses: {
+            "200": { description: "The model", content: json(ref("Model")) },
+            ...errors(401, 404, 503),
+          },
+        }),
       },
       ...trustAndBatchPaths(),
       ...adminPaths(),
     },
     components: {
-      schemas: Object.fromEntries(
-        Object.entries(COMPONENTS).map(([name, schema]) => [name, toJsonSchema(schema)]),
-      ),
+      schemas: {
+        ...Object.fromEntries(
+          Object.entries(INPUTS).map(([name, schema]) => [name, toJsonSchema(schema, "input")]),
+        ),
+        ...Object.fromEntries(
+          Object.entries(OUTPUTS).map(([name, schema]) => [name, toJsonSchema(schema, "output")]),
+        ),
+        ...Object.fromEntries(
+          Object.values(ADMIN_DOCUMENTS).flatMap(([name, schema]) => [
+            [name, toJsonSchema(schema, "output")],
+            [`${name}Input`, toJsonSchema(schema, "input")],
+          ]),
+        ),
+      },
       headers: {
         Routing: {
           description:
@@ -314,9 +522,9 @@ export function buildOpenApiDocument(version: string): object {
         },
       },
       responses: Object.fromEntries(
-        ERROR_STATUSES.map((s) => [
+        USED_ERROR_STATUSES.map((s) => [
           `Error${s}`,
-          { description: `Error (${s})`, content: json(ref("Error")) },
+          { description: ERROR_DESCRIPTIONS[s], content: json(ref("Error")) },
         ]),
       ),
       securitySchemes: {

@@ -26,6 +26,7 @@ function spec(id: string, tier: number, endpoint = `https://${id}.partner.exampl
     accelerator_family: "H100",
     tier,
     models: ["m1"],
+    apis: ["chat", "completions"],
     max_concurrency: 4,
     health_path: "/health",
     metrics_path: "/metrics",

@@ -30,6 +30,8 @@ describe("/openapi.json", () => {
     for (const [path, item] of Object.entries(doc.paths)) {
       for (const method of Object.keys(item).filter((m) => methods.includes(m))) {
         const url = path
+          // Model ids may hold a `/`: that route is a wildcard.
+          .replace("/v1/models/{model}", "/v1/models/*")
           .replaceAll(/\{(\w+)\}/g, ":$1")
           .replace(/^\/admin\/v1\/[\w-]+\/:key$/, "/admin/v1/:kind/:key")
           .replace(/^\/admin\/v1\/(?!accounts\/:key\/keys)[\w-]+$/, "/admin/v1/:kind");
@@ -45,6 +47,9 @@ describe("/openapi.json", () => {
       "/v1/completions",
       "/v1/infer",
       "/v1/models",
+      "/v1/models/{model}",
+      "/v1/responses",
+      "/v1/embeddings",
       "/admin/v1/revocations/{key}",
       "/admin/v1/costs",
     ]) {
