@@ -10,7 +10,13 @@ import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { parseFleetDocument } from "@zml/fleet";
-import { repoRoot, startNatsServer, startProcess } from "@zml/harness";
+import {
+  findNatsServerBinary,
+  NATS_SERVER_VERSION,
+  repoRoot,
+  startNatsServer,
+  startProcess,
+} from "@zml/harness";
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
@@ -137,6 +143,15 @@ function hostPort(url: string): { host: string; port: number } {
   return { host: u.hostname, port: Number(u.port || 80) };
 }
 
+/** A nats-server size (`8MB`, `1048576`): units are powers of 1024, as nats-server reads them. */
+function natsSize(text: string): number {
+  const m = /^(\d+)\s*(K|KB|M|MB|G|GB)?$/i.exec(text.trim());
+  if (!m) throw new Error(`not a nats-server size: ${text}`);
+  const unit = (m[2] ?? "").toUpperCase()[0];
+  const scale = unit === "K" ? 1024 : unit === "M" ? 1024 ** 2 : unit === "G" ? 1024 ** 3 : 1;
+  return Number(m[1]) * scale;
+}
+
 /** The value of `--name=value` (or `--name value`) in an argument list. */
 function flag(args: string[], name: string): string[] {
   const out: string[] = [];
@@ -158,7 +173,52 @@ describe("docker-compose.yml", () => {
     }
     for (const target of SERVICE_TARGETS) expect(byTarget(target), target).toHaveLength(1);
     expect(byTarget("node-sim").length).toBeGreaterThanOrEqual(3);
-    expect(services.some(([, s]) => s.image?.startsWith("nats:2.10"))).toBe(true);
+  });
+
+  it("pins every image to a full version, Node's to the one the workspace runs on", () => {
+    for (const [name, s] of services) {
+      if (s.image !== undefined) expect(s.image, name).toMatch(/:v?\d+\.\d+\.\d+(-[a-z]+)?$/);
+    }
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+      devDependencies: Record<string, string>;
+    };
+    const dockerfile = readFileSync(join(root, dockerfilePath), "utf8");
+    expect(dockerfile).toContain(`ARG NODE_IMAGE=node:${pkg.devDependencies.node}-slim\n`);
+  });
+
+  it("runs the nats-server version every test runs", () => {
+    expect(compose.services.nats!.image).toBe(`nats:${NATS_SERVER_VERSION}-alpine`);
+    const binary = findNatsServerBinary();
+    expect(binary, "nats-server is installed (deploy/dev/bootstrap.sh)").toBeDefined();
+    const version = spawnSync(binary!, ["--version"], { encoding: "utf8" });
+    expect(version.stdout.trim()).toBe(`nats-server: v${NATS_SERVER_VERSION}`);
+  });
+
+  it("publishes no NATS port on the host", () => {
+    expect(compose.services.nats!.ports).toBeUndefined();
+    expect(compose.services.nats!.expose).toEqual(["4222", "8222"]);
+  });
+
+  it("lets NATS carry the largest request body intake accepts, with its headers", async () => {
+    const nats = compose.services.nats!;
+    const mount = nats.volumes!.find((v) => v.endsWith(":/etc/nats/nats.conf:ro"))!;
+    const confPath = resolve(composeDir, mount.split(":")[0]!);
+    expect(flag(nats.command!, "config")).toEqual(["/etc/nats/nats.conf"]);
+    // nats-server itself accepts the file.
+    const checked = spawnSync(findNatsServerBinary()!, ["-c", confPath, "-t"], {
+      encoding: "utf8",
+    });
+    expect(checked.status, checked.stderr).toBe(0);
+    const conf = readFileSync(confPath, "utf8");
+    const maxPayload = natsSize(/^max_payload:\s*(\S+)$/m.exec(conf)?.[1] ?? "1MB");
+    const [[, intake]] = byTarget("intake") as [[string, ComposeService]];
+    const config = await loadServiceConfig("intake", containerEnv(intake));
+    const bodyLimit = config.ZML_BODY_LIMIT_BYTES as number;
+    expect(bodyLimit).toBeGreaterThan(0);
+    // Routing headers and trace context ride along; 64 KiB is far more than they take.
+    expect(maxPayload).toBeGreaterThanOrEqual(bodyLimit + 64 * 1024);
+    // NATS refuses anything above 64 MB.
+    expect(maxPayload).toBeLessThanOrEqual(64 * 1024 * 1024);
   });
 
   it("runs NATS with JetStream on a volume and sends every service's traces to Jaeger", () => {

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 
 const root = repoRoot();
 const guide = readFileSync(join(root, "docs/sre-guide.md"), "utf8");
+const alertRules = readFileSync(join(root, "deploy/prometheus/alerts.yml"), "utf8");
 
 /** Every TypeScript source of the services and libraries, concatenated. */
 function sources(): string {
@@ -43,8 +44,10 @@ describe("docs/sre-guide.md", () => {
     for (const name of names) expect(code, name).toContain(`"${name}`);
   });
 
-  it("names only metrics the services export", () => {
-    const metrics = new Set([...guide.matchAll(/\b(zml_[a-z0-9_]+)\b/g)].map((m) => m[1]!));
+  it("names only metrics the services export, and so do the alerting rules", () => {
+    const metrics = new Set(
+      [...`${guide}\n${alertRules}`.matchAll(/\b(zml_[a-z0-9_]+)\b/g)].map((m) => m[1]!),
+    );
     expect(metrics.size).toBeGreaterThan(10);
     for (const name of metrics) {
       const base = name.replace(/_(bucket|sum|count)$/, "");

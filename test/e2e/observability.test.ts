@@ -1,4 +1,6 @@
-import { pollUntil } from "@zml/harness";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pollUntil, repoRoot } from "@zml/harness";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chat } from "../support/http.ts";
@@ -167,6 +169,64 @@ describe("every routing decision is one connected trace", () => {
     expect(
       trace.find((s) => s.service === "zml-intake")!.attributes["http.response.status_code"],
     ).toBe(503);
+  });
+});
+
+describe("docs/sre-guide.md, checked against what the services emit", () => {
+  const guide = readFileSync(join(repoRoot(), "docs/sre-guide.md"), "utf8");
+
+  it("draws the trace tree the services export", async () => {
+    // The tree under "Reading the trace": each line's span name and its depth.
+    const block = /## Reading the trace\s+```\n([\s\S]*?)```/.exec(guide)![1]!;
+    const drawn = block
+      .trimEnd()
+      .split("\n")
+      .map((line) => {
+        const m = /^([\s│├└─]*)(.+?)(\s{2,}\(|$)/.exec(line)!;
+        return { depth: m[1]!.length / 4, name: m[2]! };
+      })
+      // A span drawn twice (a second decision, a second attempt) is checked once.
+      .filter((d, i, all) => all.findIndex((e) => e.name === d.name) === i);
+    const parentOf = (i: number) =>
+      drawn.slice(0, i).findLast((d) => d.depth === drawn[i]!.depth - 1)?.name;
+    expect(await send("obs-tree", secretChat("obs"))).toBe(200);
+    // An exporter that retries a batch may deliver a span twice: count each span once.
+    const byId = new Map((await traceOf("obs-tree")).map((s) => [s.spanId, s]));
+    const spans = [...byId.values()];
+    const checked = new Set<string>();
+    drawn.forEach((d, i) => {
+      for (const span of spans.filter((s) => s.name === d.name)) {
+        expect(byId.get(span.parentSpanId)?.name, d.name).toBe(parentOf(i));
+        checked.add(d.name);
+      }
+    });
+    // The root, the dispatcher's span, decisions and attempts (queueing did not happen).
+    expect([...checked]).toEqual(
+      drawn.filter((d) => d.name !== "zml.queue.wait").map((d) => d.name),
+    );
+  });
+
+  it("finds a request's log lines with its recipes, a successful one included", async () => {
+    const requestId = "obs-logs";
+    expect(await send(requestId, secretChat("obs"))).toBe(200);
+    // The recipe: `logs --no-log-prefix <service> | jq -c 'select(.<field> == "<id>")'`.
+    const recipe = /logs --no-log-prefix (\S+) \\\n\s+\| jq -c 'select\(\.(\w+) == /.exec(guide)!;
+    const [, service, field] = recipe;
+    expect(field).toBe("decision_id");
+    const lines = () =>
+      stack.services
+        .get(service!)!
+        .output()
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const line = await pollUntil(() => lines().find((l) => l.request_id === requestId), {
+      timeoutMs: 5_000,
+      message: `${service} log line of ${requestId}`,
+    });
+    const decisionId = line.decision_id as string;
+    expect(decisionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(lines().filter((l) => l[field!] === decisionId).length).toBeGreaterThan(0);
   });
 });
 

@@ -4,6 +4,7 @@ import { GET_USAGE, runGet } from "./commands/get.ts";
 import { REVOKE_USAGE, runRevoke } from "./commands/revoke.ts";
 import { CliError, UsageError } from "./io.ts";
 import type { CliIo } from "./io.ts";
+import { closest } from "./suggest.ts";
 
 export const USAGE = `usage: zml <command> [options]
 
@@ -39,7 +40,9 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   if (command === "verify-quote") return runVerifyQuoteCommand(args, io);
   const entry = COMMANDS[command];
   if (!entry) {
-    io.stderr(`zml: unknown command '${command}'\n\n${USAGE}`);
+    const guess = closest(command, [...Object.keys(COMMANDS), "verify-quote", "help"]);
+    const hint = guess === undefined ? "" : `; did you mean '${guess}'?`;
+    io.stderr(`zml: unknown command '${command}'${hint}\n\n${USAGE}`);
     return 2;
   }
   try {

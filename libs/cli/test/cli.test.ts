@@ -139,6 +139,9 @@ describe("zml apply", () => {
     expect(res.code).toBe(1);
     expect(res.stderr).toContain("policies.0.cost_priority");
     expect(res.stderr).toContain("nodes.0.tier");
+    // file:line:column, as compilers print it.
+    const tierLine = bad.split("\n").findIndex((l) => l.includes("tier: 9")) + 1;
+    expect(res.stderr).toMatch(new RegExp(`fleet\\.yaml:${tierLine}:\\d+: nodes\\.0\\.tier: `));
     expect((await zml(["apply", "-f", "missing.yaml"])).stderr).toContain(
       "cannot read missing.yaml",
     );
@@ -262,6 +265,18 @@ describe("the zml binary", { timeout: 30_000 }, () => {
     );
     expect(out.status).toBe(0);
     expect(out.stdout).toContain("Verdict: VERIFIED");
+  });
+
+  it("suggests the command meant when one is misspelt", async () => {
+    const res = await zml(["aply", "-f", "fleet.yaml"]);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toContain("zml: unknown command 'aply'; did you mean 'apply'?");
+    expect((await zml(["revokee"])).stderr).toContain("did you mean 'revoke'?");
+    expect((await zml(["verify-qoute"])).stderr).toContain("did you mean 'verify-quote'?");
+    // Nothing close: no guess.
+    const far = await zml(["deploy"]);
+    expect(far.stderr).toContain("zml: unknown command 'deploy'\n");
+    expect(far.stderr).not.toContain("did you mean");
   });
 
   it("fails fast with a clear message when NATS is unreachable", () => {

@@ -1,3 +1,4 @@
-export { parseFleetDocument, loadFleetFile, FleetDocumentError } from "./parse.ts";
+export { parseFleetDocument, loadFleetFile, FleetDocumentError, formatProblem } from "./parse.ts";
+export type { FleetProblem } from "./parse.ts";
 export { applyFleet, planFleetChanges } from "./apply.ts";
 export type { FleetChange } from "./apply.ts";

@@ -56,6 +56,49 @@ describe("parseFleetDocument", () => {
     expect(error!.problems.map((p) => p.path)).toContain("nodes.0.tier");
   });
 
+  it("gives each problem the line and column of its field in the YAML", () => {
+    const bad = yaml
+      .replace(
+        "    tier: 1\n    models: [m]\n  - id: mi300x-a",
+        "    tier: seven\n    models: [m]\n  - id: mi300x-a",
+      )
+      .replace("    allowed_tiers: [1]", "    allowed_tiers: [1]\n    colour: blue");
+    const error = (() => {
+      try {
+        parseFleetDocument(bad.replace("default_policy: interactive", "default_policy: nope"));
+      } catch (e) {
+        return e as FleetDocumentError;
+      }
+      throw new Error("expected a FleetDocumentError");
+    })();
+    const lineOf = (needle: string) => bad.split("\n").findIndex((l) => l.includes(needle)) + 1;
+    const byPath = Object.fromEntries(error.problems.map((p) => [p.path, p]));
+    // The value of the wrongly typed field, the unknown key itself.
+    expect(byPath["nodes.0.tier"]).toMatchObject({ line: lineOf("tier: seven"), column: 11 });
+    expect(byPath["accounts.0.colour"]).toMatchObject({ line: lineOf("colour: blue") });
+    expect(error.message).toContain(`${lineOf("tier: seven")}:11: nodes.0.tier:`);
+  });
+
+  it("points a missing field at the object that lacks it, and a reference at its value", () => {
+    const missing = yaml.replace("    accelerator_family: MI300X\n", "");
+    const problem = (() => {
+      try {
+        parseFleetDocument(missing);
+      } catch (e) {
+        return (e as FleetDocumentError).problems[0]!;
+      }
+      throw new Error("expected a FleetDocumentError");
+    })();
+    expect(problem.path).toBe("nodes.1.accelerator_family");
+    expect(problem.line).toBe(missing.split("\n").findIndex((l) => l.includes("id: mi300x-a")) + 1);
+    const dangling = yaml.replace("default_policy: interactive", "default_policy: nope");
+    expect(() => parseFleetDocument(dangling)).toThrow(
+      new RegExp(
+        `${dangling.split("\n").findIndex((l) => l.includes("default_policy: nope")) + 1}:\\d+: models\\.0\\.default_policy`,
+      ),
+    );
+  });
+
   it("rejects duplicate ids and dangling policy references", () => {
     const dup = yaml
       .replace("id: mi300x-a", "id: h100-a")
@@ -67,6 +110,9 @@ describe("parseFleetDocument", () => {
 
   it("reports broken YAML as a document problem", () => {
     expect(() => parseFleetDocument("nodes: [unclosed")).toThrow(FleetDocumentError);
+    expect(() => parseFleetDocument("apiVersion: zml/v1\nnodes: [unclosed")).toThrow(
+      /^invalid fleet document:\n {2}\d+:\d+: \(document\):/,
+    );
   });
 });
 

@@ -5,6 +5,7 @@ export {
   startNatsServer,
   findNatsServerBinary,
   NatsServerUnavailableError,
+  NATS_SERVER_VERSION,
 } from "./nats-server.ts";
 export type { NatsServerHandle, StartNatsServerOptions } from "./nats-server.ts";
 export { startProcess, ProcessExitedError, ProcessTimeoutError } from "./process.ts";

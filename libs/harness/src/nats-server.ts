@@ -45,7 +45,13 @@ export class NatsServerUnavailableError extends Error {
 }
 
 const HOST = "127.0.0.1";
-const CONTAINER_IMAGE = "nats:2.10-alpine";
+/**
+ * The NATS version every test runs: Debian bookworm's `nats-server` package (what
+ * `deploy/dev/bootstrap.sh` installs), the container fallback below, and the compose stack's
+ * image (`deploy/test/compose.test.ts` checks all three agree).
+ */
+export const NATS_SERVER_VERSION = "2.9.10";
+const CONTAINER_IMAGE = `nats:${NATS_SERVER_VERSION}-alpine`;
 const READY_TIMEOUT_MS = 15_000;
 const STOP_GRACE_MS = 5_000;
 const EXTRA_BIN_DIRS = ["/usr/sbin", "/usr/local/bin"];
@@ -100,7 +106,7 @@ function waitForGreeting(host: string, port: number): Promise<boolean> {
  * 1. `NATS_URL` set → that server; nothing is started, `stop()` does nothing and
  *    `restart()` throws {@link NatsServerUnavailableError}.
  * 2. `nats-server` installed → a child process on 127.0.0.1 with a generated config.
- * 3. A Docker engine reachable → a `nats:2.10-alpine` container (testcontainers).
+ * 3. A Docker engine reachable → a `nats:2.9.10-alpine` container (testcontainers).
  * 4. Otherwise → {@link NatsServerUnavailableError} saying how to install nats-server.
  *
  * Resolves once the server greets a client connection.

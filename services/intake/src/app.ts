@@ -73,7 +73,11 @@ export async function buildApp(deps: IntakeDeps) {
   const { config } = deps;
   const app = Fastify({
     loggerInstance: deps.log,
-    logController: new LogController({ disableRequestLogging: true }),
+    // `request_id`, as the dispatcher names it, so one filter finds a request's lines in both.
+    logController: new LogController({
+      disableRequestLogging: true,
+      requestIdLogLabel: "request_id",
+    }),
     bodyLimit: config.ZML_BODY_LIMIT_BYTES,
     serverFactory: createServerFactory({
       tls: deps.tls,

@@ -418,9 +418,8 @@ export function buildOpenApiDocument(version: string): object {
         "tiers, ZML's native call and the admin API. Errors use the OpenAI error shape.",
       contact: { name: "ZML maintainers", url: "https://github.com/zml" },
     },
-    servers: [
-      { url: "http://localhost:8080", description: "Intake of the dev stack (`npm run up`)" },
-    ],
+    // Relative: the intake that serves this document (at `/openapi.json`), wherever it runs.
+    servers: [{ url: "/", description: "The intake serving this document" }],
     tags: TAGS,
     paths: {
       "/v1/chat/completions": {

@@ -31,31 +31,53 @@ export function parseJsonObject(raw: Buffer): object {
 export function validate<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  throw zodError(parsed.error);
+  throw zodError(parsed.error, value);
 }
 
 /**
  * A zod error as an `invalid_request` naming the first offending field; with `all`, the
  * message lists every problem (for admin documents, where fixing one at a time is tedious).
+ * `input` is the validated value: it tells a missing field from one of the wrong type.
  */
-export function zodError(error: z.ZodError, all = false): ZmlError {
-  const first = describe(error.issues[0]!);
+export function zodError(error: z.ZodError, input: unknown, all = false): ZmlError {
+  const first = describe(error.issues[0]!, input);
   if (!all || error.issues.length === 1)
     return new ZmlError("invalid_request", first.message, first.param);
-  const message = error.issues.map((i) => describe(i).message).join("; ");
+  const message = error.issues.map((i) => describe(i, input).message).join("; ");
   return new ZmlError("invalid_request", message, first.param);
 }
 
-function describe(issue: z.core.$ZodIssue): { param: string; message: string } {
+/** The value at `path` in `root`, or undefined when it (or a parent) is absent. */
+function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
+  let value = root;
+  for (const key of path) {
+    if (typeof value !== "object" || value === null) return undefined;
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return value;
+}
+
+/** A JSON value's type, as a client would name it. */
+function jsonType(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  return typeof value;
+}
+
+function describe(issue: z.core.$ZodIssue, input: unknown): { param: string; message: string } {
   if (issue.code === "unrecognized_keys") {
     const key = issue.keys[0] ?? "";
     const param = [...issue.path.map(String), key].join(".");
     return { param, message: `unknown field '${param}'` };
   }
   const param = issue.path.map(String).join(".") || "body";
-  const message =
-    issue.code === "invalid_type" && issue.input === undefined
-      ? `missing required field '${param}'`
-      : `invalid '${param}': ${issue.message}`;
-  return { param, message };
+  if (issue.code === "invalid_type") {
+    const given = valueAt(input, issue.path);
+    const message =
+      given === undefined
+        ? `missing required field '${param}'`
+        : `wrong type for '${param}': expected ${issue.expected}, got ${jsonType(given)}`;
+    return { param, message };
+  }
+  return { param, message: `invalid '${param}': ${issue.message}` };
 }

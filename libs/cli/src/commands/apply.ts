@@ -7,7 +7,7 @@ import {
   parseCidrList,
 } from "@zml/contracts";
 import type { FleetDocument, NodeAddressPolicy } from "@zml/contracts";
-import { FleetDocumentError, applyFleet, parseFleetDocument } from "@zml/fleet";
+import { FleetDocumentError, applyFleet, formatProblem, parseFleetDocument } from "@zml/fleet";
 import type { FleetChange } from "@zml/fleet";
 import { withBus } from "../connect.ts";
 import { CliError, parseCommandArgs, UsageError } from "../io.ts";
@@ -76,7 +76,7 @@ function loadDocument(path: string, io: CliIo): FleetDocument {
   } catch (err) {
     if (err instanceof FleetDocumentError) {
       throw new CliError(
-        `${path} is not a valid fleet document:\n${err.problems.map((p) => `  ${p.path}: ${p.message}`).join("\n")}`,
+        `${path} is not a valid fleet document:\n${err.problems.map((p) => `  ${formatProblem(p, path)}`).join("\n")}`,
       );
     }
     throw err;

@@ -95,7 +95,7 @@ async function putDocument(
   }
   await resource.prepare?.(doc, ctx);
   const parsed = resource.schema.safeParse(doc);
-  if (!parsed.success) throw zodError(parsed.error, true);
+  if (!parsed.success) throw zodError(parsed.error, doc, true);
   const document = parsed.data as Record<string, unknown>;
   await resource.check?.(document, ctx);
   const value = JSON.stringify(document);
