@@ -97,6 +97,7 @@ function forward(
   if (!deps.bus.isConnected()) {
     throw new ZmlError("bus_unavailable", "gateway is reconnecting to its message bus", null, 1);
   }
+  checkFitsBus(deps.bus, f.body.length);
   const span = startServerSpan(req, f.route);
   const finish = (status: number, outcome: RelayOutcome) => {
     const now = deps.clock();
@@ -151,6 +152,26 @@ function forward(
       finish,
     ),
   );
+}
+
+/** Room kept in a bus message for the routing headers and trace context. */
+const HEADER_ROOM_BYTES = 16 * 1024;
+
+/**
+ * A body goes to the dispatcher in one NATS message. A server whose `max_payload` is below
+ * intake's body limit (a misconfiguration) would refuse it; the client gets a clear 413
+ * naming both sizes instead of a 500.
+ */
+function checkFitsBus(bus: Bus, bodyBytes: number): void {
+  const max = bus.nc.info?.max_payload;
+  if (max !== undefined && bodyBytes + HEADER_ROOM_BYTES > max) {
+    throw new ZmlError(
+      "payload_too_large",
+      `request body of ${bodyBytes} bytes is larger than this gateway's message bus carries ` +
+        `(${max - HEADER_ROOM_BYTES} bytes)`,
+      "body",
+    );
+  }
 }
 
 function decisionIdOf(routing: string): string | undefined {
