@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { parseModelBody } from "./openai-request.ts";
 import type { ApiError } from "./openai-request.ts";
 
 /** Vector length when the request names no `dimensions`. */
@@ -15,8 +16,6 @@ export interface EmbeddingRequest {
   promptTokens: number;
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 const bad = (message: string, param: string | null): ApiError => ({ status: 400, message, param });
 const isTokenIds = (v: unknown): v is number[] =>
   Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t));
@@ -38,17 +37,9 @@ export function parseEmbeddingRequest(
   raw: Buffer,
   models: ReadonlySet<string>,
 ): EmbeddingRequest | ApiError {
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString("utf8"));
-  } catch (error) {
-    return bad(`JSON decode error: ${(error as Error).message}`, null);
-  }
-  if (!isRecord(body)) return bad("the request body must be a JSON object", null);
-  const model = body["model"];
-  if (typeof model !== "string" || model.length === 0) {
-    return bad("model: expected a non-empty string", "model");
-  }
+  const parsed = parseModelBody(raw);
+  if ("status" in parsed) return parsed;
+  const { body, model } = parsed;
   const inputs = inputsOf(body["input"]);
   if (inputs === null) {
     return bad("input: expected a string, strings, token ids or lists of token ids", "input");

@@ -116,6 +116,24 @@ function readMaxTokens(body: Record<string, unknown>, key: string): number | und
   return bad(`${key}: expected an integer of at least 1`, key);
 }
 
+/** A body as JSON object with its `model`, or the 400 vLLM answers when it is not one. */
+export function parseModelBody(
+  raw: Buffer,
+): { body: Record<string, unknown>; model: string } | ApiError {
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString("utf8"));
+  } catch (error) {
+    return bad(`JSON decode error: ${(error as Error).message}`, null);
+  }
+  if (!isRecord(body)) return bad("the request body must be a JSON object", null);
+  const model = body["model"];
+  if (typeof model !== "string" || model.length === 0) {
+    return bad("model: expected a non-empty string", "model");
+  }
+  return { body, model };
+}
+
 /**
  * Parses and checks an inference body the way vLLM answers it: 400 for bad JSON or a bad
  * field, 404 for a model the node does not serve.
@@ -125,18 +143,9 @@ export function parseInferenceRequest(
   raw: Buffer,
   models: ReadonlySet<string>,
 ): InferenceRequest | ApiError {
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString("utf8"));
-  } catch (error) {
-    return bad(`JSON decode error: ${(error as Error).message}`, null);
-  }
-  if (!isRecord(body)) return bad("the request body must be a JSON object", null);
-
-  const model = body["model"];
-  if (typeof model !== "string" || model.length === 0) {
-    return bad("model: expected a non-empty string", "model");
-  }
+  const parsed = parseModelBody(raw);
+  if ("status" in parsed) return parsed;
+  const { body, model } = parsed;
 
   let promptTokens: number | ApiError;
   if (kind === "chat") {
