@@ -198,6 +198,22 @@ const CASES: Case[] = [
     "prompt",
   ],
   [
+    "responses: no input",
+    "/v1/responses",
+    JSON.stringify({ model: MODEL }),
+    400,
+    "invalid_request",
+    "input",
+  ],
+  [
+    "embeddings: input is an object",
+    "/v1/embeddings",
+    JSON.stringify({ model: MODEL, input: { text: "x" } }),
+    400,
+    "invalid_request",
+    "input",
+  ],
+  [
     "native: negative max_tokens",
     "/v1/infer",
     infer({ max_tokens: -1 }),
@@ -353,7 +369,7 @@ describe("inference calls", () => {
   it("answers 404 naming the path for unknown routes and methods", async () => {
     for (const [method, path] of [
       ["GET", "/v1/chat/completions"],
-      ["POST", "/v1/embeddings"],
+      ["POST", "/v1/audio/speech"],
       ["GET", "/v2/models"],
     ] as const) {
       const res = await call(method, path, method === "POST" ? chatBody() : undefined);
