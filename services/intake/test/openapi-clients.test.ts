@@ -101,9 +101,14 @@ describe("the OpenAPI document for client tools", () => {
       absoluteRef: join(dir, "openapi.json"),
       config,
     });
-    const found = problems.map(
-      (p) => `${p.severity} ${p.ruleId}: ${p.message} at ${p.location[0]?.pointer}`,
-    );
+    // Findings that are right about the rule and wrong about this API, each with its reason.
+    const exceptions: Record<string, string> = {
+      "operation-4xx-response at #/paths/~1v1~1attestation/get/responses":
+        "the public allowlist takes no input and no credentials: no client error to answer",
+    };
+    const found = problems
+      .filter((p) => !(`${p.ruleId} at ${p.location[0]?.pointer}` in exceptions))
+      .map((p) => `${p.severity} ${p.ruleId}: ${p.message} at ${p.location[0]?.pointer}`);
     expect(found).toEqual([]);
   });
 });
