@@ -39,6 +39,7 @@ function hostileSpec(id: string, node: HostileNode, model: string, index: number
     accelerator_family: "L4",
     tier: 1,
     models: [model],
+    apis: ["chat", "completions"],
     max_concurrency: 4,
     health_path: "/health",
     metrics_path: "/metrics",

@@ -43,6 +43,7 @@ beforeAll(async () => {
         accelerator_family: "L4",
         tier: 1,
         models: [HTML_MODEL],
+        apis: ["chat", "completions"],
         max_concurrency: 4,
         health_path: "/health",
         metrics_path: "/metrics",

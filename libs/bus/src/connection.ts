@@ -29,6 +29,11 @@ export interface Bus {
   isConnected(): boolean;
   /** Registers a listener for connection changes; returns a function that removes it. */
   onConnectionChange(listener: ConnectionListener): () => void;
+  /**
+   * The largest message (body and headers) the connected server takes: its `max_payload`,
+   * undefined before it has said.
+   */
+  maxPayload(): number | undefined;
   /** Drains subscriptions and pending publishes, then closes. */
   drain(): Promise<void>;
 }
@@ -63,6 +68,7 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
   options.log.info({ server: nc.getServer() }, "nats connected");
   const bus: Bus = {
     isConnected: () => connected && !nc.isClosed(),
+    maxPayload: () => nc.info?.max_payload,
     onConnectionChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

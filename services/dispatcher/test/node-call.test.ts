@@ -50,6 +50,7 @@ const call = (pool: Pool, writer: ReplyWriter, over = {}) =>
     body: Buffer.from("{}"),
     headers: { "content-type": "application/json" },
     stream: false,
+    api: "chat",
     signal: new AbortController().signal,
     headersTimeoutMs: 5_000,
     bodyIdleTimeoutMs: 5_000,

@@ -29,6 +29,7 @@ const spec = (endpoint: string): NodeSpec => ({
   accelerator_family: "H100",
   tier: 1,
   models: ["m"],
+  apis: ["chat", "completions"],
   max_concurrency: 4,
   health_path: "/health",
   metrics_path: "/metrics",

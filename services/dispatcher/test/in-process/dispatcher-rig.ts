@@ -139,6 +139,7 @@ export async function startRig(options: RigOptions): Promise<Rig> {
         accelerator_family: n.family,
         tier: n.tier ?? 1,
         models,
+        apis: ["chat", "completions"],
         max_concurrency: n.maxConcurrency ?? 16,
         health_path: "/health",
         metrics_path: "/metrics",

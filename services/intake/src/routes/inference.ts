@@ -1,5 +1,5 @@
 import { injectTraceContext } from "@zml/bus";
-import type { ReplyMux } from "@zml/bus";
+import type { Bus, ReplyMux } from "@zml/bus";
 import { context, trace } from "@opentelemetry/api";
 import {
   HEADERS,
@@ -163,7 +163,7 @@ const HEADER_ROOM_BYTES = 16 * 1024;
  * naming both sizes instead of a 500.
  */
 function checkFitsBus(bus: Bus, bodyBytes: number): void {
-  const max = bus.nc.info?.max_payload;
+  const max = bus.maxPayload();
   if (max !== undefined && bodyBytes + HEADER_ROOM_BYTES > max) {
     throw new ZmlError(
       "payload_too_large",
