@@ -5,14 +5,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ] && [ -z "${NATS_URL:-}" ]; then
-  echo "› installing nats-server (Debian package)"
+# Installs Debian packages (root, or through sudo); $1 says what they are for.
+apt_install() {
+  local why=$1
+  shift
+  echo "› installing $* (Debian packages, $why)"
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "nats-server is missing and this user cannot install packages; install 'nats-server' or set NATS_URL" >&2
+    echo "$* missing and this user cannot install packages: install them ($why)" >&2
     exit 1
   fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nats-server >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ] && [ -z "${NATS_URL:-}" ]; then
+  apt_install "or set NATS_URL" nats-server
+fi
+
+# The Python SDK (libs/python-sdk) is tested on Debian's Python with Debian's httpx, pytest
+# and mypy, so no Python package index is needed.
+if ! /usr/bin/python3 -c "import httpx, pytest" >/dev/null 2>&1 || ! command -v mypy >/dev/null 2>&1; then
+  apt_install "the Python SDK's tests" python3-httpx python3-pytest mypy
 fi
 
 # Debian's Chromium, for the allowlist page's browser test (playwright-core drives it; no
