@@ -52,3 +52,10 @@ if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || [ ! -x node_module
   npm ci --no-audit --no-fund --loglevel=error
   touch "$stamp"
 fi
+
+# Packages that other workspaces import as built JavaScript (`dist/`), as their users do.
+# `turbo` rebuilds them before checks; this makes single test runs work right away too.
+if [ ! -f libs/client/dist/index.js ]; then
+  echo "› building @zml/client"
+  npm run --silent build -w @zml/client
+fi

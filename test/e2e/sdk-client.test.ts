@@ -6,6 +6,7 @@ import {
   API_KEY,
   MODEL,
   authHeaders,
+  chainPolicy,
   chatBody,
   startStack,
   waitForStatus,
@@ -37,19 +38,7 @@ beforeAll(async () => {
     ],
     fleet: {
       models: [{ id: MODEL }, { id: UNSERVED }],
-      policies: [
-        {
-          name: "mi300x-first",
-          accelerator_preference: [
-            { family: "MI300X", priority: 1 },
-            { family: "H100", priority: 2 },
-          ],
-          latency_target_ms: 2000,
-          cost_priority: "latency",
-          queue_on_saturation: false,
-          max_queue_ms: 0,
-        },
-      ],
+      policies: [chainPolicy("mi300x-first", ["MI300X", "H100"])],
     },
   });
   await waitForStatus(stack, "Active");

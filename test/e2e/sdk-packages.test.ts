@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { repoRoot } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_KEY, startStack, waitForStatus } from "../support/stack.ts";
+import { API_KEY, chainPolicy, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 /**
@@ -50,21 +50,7 @@ beforeAll(async () => {
       { nodeId: "h100-a", family: "H100" },
       { nodeId: "mi300x-a", family: "MI300X" },
     ],
-    fleet: {
-      policies: [
-        {
-          name: "interactive",
-          accelerator_preference: [
-            { family: "H100", priority: 1 },
-            { family: "MI300X", priority: 2 },
-          ],
-          latency_target_ms: 2000,
-          cost_priority: "latency",
-          queue_on_saturation: false,
-          max_queue_ms: 0,
-        },
-      ],
-    },
+    fleet: { policies: [chainPolicy("interactive", ["H100", "MI300X"])] },
   });
   project = mkdtempSync(join(tmpdir(), "zml-sdk-user-"));
   const packed = [];

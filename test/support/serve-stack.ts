@@ -10,7 +10,6 @@
 // second key's account is rate-limited to 1 request a minute.
 import { createHash } from "node:crypto";
 import { ROUTING_HTTP_HEADER } from "@zml/contracts";
-import type { PolicySpec } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import {
   approveMeasurements,
@@ -19,20 +18,19 @@ import {
   trustRootFile,
   waitForResult,
 } from "../e2e/attestation-fixtures.ts";
-import { API_KEY, authHeaders, chatBody, MODEL, startStack, waitForStatus } from "./stack.ts";
+import {
+  API_KEY,
+  authHeaders,
+  chainPolicy,
+  chatBody,
+  MODEL,
+  startStack,
+  waitForStatus,
+} from "./stack.ts";
 
 /** A second account's key with a tight rate limit, so clients can meet a real 429. */
 export const LIMITED_API_KEY = "e2e-limited-key-0123456789";
 const TIER4 = ["t4-a", "t4-b"];
-
-const policy = (name: string, families: string[]): PolicySpec => ({
-  name,
-  accelerator_preference: families.map((family, i) => ({ family, priority: i + 1 })),
-  latency_target_ms: 2_000,
-  cost_priority: "latency",
-  queue_on_saturation: false,
-  max_queue_ms: 0,
-});
 
 const root = await trustRootFile();
 const stack = await startStack({
@@ -46,11 +44,11 @@ const stack = await startStack({
   fleet: {
     models: [{ id: MODEL }],
     policies: [
-      policy("interactive", ["H100", "MI300X"]),
-      policy("mi300x-first", ["MI300X", "H100"]),
+      chainPolicy("interactive", ["H100", "MI300X"]),
+      chainPolicy("mi300x-first", ["MI300X", "H100"]),
       // One node each, for tests that break a node on purpose.
-      policy("l40s-only", ["L40S"]),
-      policy("a100-only", ["A100"]),
+      chainPolicy("l40s-only", ["L40S"]),
+      chainPolicy("a100-only", ["A100"]),
     ],
   },
   allowedTiers: [1, 4],

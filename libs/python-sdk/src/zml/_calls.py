@@ -35,6 +35,27 @@ def _read_object(cls: Any) -> Callable[[int, Headers, bytes], Any]:
     return read
 
 
+def _routed(
+    model: str,
+    messages: Messages,
+    stream: bool,
+    policy: str | None,
+    accelerator_hint: str | None,
+    tier: int | None,
+    session_id: str | None,
+) -> dict[str, Any]:
+    """The fields both inference calls share (``stream`` is sent only when true)."""
+    return {
+        "model": model,
+        "messages": list(messages),
+        "stream": True if stream else None,
+        "policy": policy,
+        "accelerator_hint": accelerator_hint,
+        "tier": tier,
+        "session_id": session_id,
+    }
+
+
 def infer(
     *,
     model: str,
@@ -50,15 +71,9 @@ def infer(
     params: Mapping[str, Any],
 ) -> Call[ChatCompletion]:
     fields = {
-        "model": model,
-        "messages": list(messages),
-        "stream": True if stream else None,
-        "policy": policy,
-        "accelerator_hint": accelerator_hint,
-        "tier": tier,
+        **_routed(model, messages, stream, policy, accelerator_hint, tier, session_id),
         "fallback_models": list(fallback_models) if fallback_models is not None else None,
         "sort": sort,
-        "session_id": session_id,
     }
     return Call("POST", "/v1/infer", body_of(fields, params), request_id, completion_of)
 
@@ -78,15 +93,9 @@ def chat(
     params: Mapping[str, Any],
 ) -> Call[ChatCompletion]:
     fields = {
-        "model": model,
-        "messages": list(messages),
-        "stream": True if stream else None,
-        "policy": policy,
-        "accelerator_hint": accelerator_hint,
-        "tier": tier,
+        **_routed(model, messages, stream, policy, accelerator_hint, tier, session_id),
         "models": list(models) if models is not None else None,
         "provider": dict(provider) if provider is not None else None,
-        "session_id": session_id,
     }
     return Call("POST", "/v1/chat/completions", body_of(fields, params), request_id, completion_of)
 
