@@ -7,6 +7,13 @@ import { repoRoot } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_KEY, chainPolicy, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
+import {
+  approveMeasurements,
+  MRTD,
+  teeNode,
+  trustRootFile,
+  waitForResult,
+} from "./attestation-fixtures.ts";
 
 /**
  * Acceptance: the TypeScript SDK and the CLI work as a user gets them. Each package is
@@ -22,6 +29,7 @@ const npm = ["npm"];
 
 let stack: Stack;
 let project: string;
+let trustRoot: Awaited<ReturnType<typeof trustRootFile>>;
 
 /** The first fenced block of `lang` after `heading` in a README, exactly as written. */
 function readmeBlock(readme: string, heading: string, lang: string): string {
@@ -45,12 +53,17 @@ const payloads = () =>
   Object.fromEntries([...stack.sims].map(([id, sim]) => [id, sim.stats().payloads_received]));
 
 beforeAll(async () => {
+  trustRoot = await trustRootFile();
   stack = await startStack({
     nodes: [
       { nodeId: "h100-a", family: "H100" },
       { nodeId: "mi300x-a", family: "MI300X" },
+      { ...teeNode("t4-a", {}, 4), family: "B200" },
     ],
     fleet: { policies: [chainPolicy("interactive", ["H100", "MI300X"])] },
+    allowedTiers: [1, 4],
+    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: trustRoot.path },
+    seed: (bus) => approveMeasurements(bus, [{ id: "llama-t4", mrtd: MRTD, tier: 4 }]),
   });
   project = mkdtempSync(join(tmpdir(), "zml-sdk-user-"));
   const packed = [];
@@ -68,10 +81,12 @@ beforeAll(async () => {
   // Offline: both packages must install from their tarballs alone.
   await sh([...npm, "install", "--offline", "--no-audit", "--no-fund", ...packed], project);
   await waitForStatus(stack, "Active");
+  await waitForResult(stack, "t4-a", (r) => r.ok, "attested");
 }, 180_000);
 
 afterAll(async () => {
   await stack?.stop();
+  await trustRoot?.dispose();
   if (project) rmSync(project, { recursive: true, force: true });
 });
 
@@ -125,14 +140,17 @@ describe("the packed TypeScript SDK", () => {
       .split(" ")
       .at(-1)!;
     const jobs = lines.filter((l) => l.startsWith("job "));
+    const session = lines.find((l) => l.startsWith("session "))!.split(" ");
     // routing h100-a H100 <decision id>: `interactive` prefers H100.
     expect(routed.slice(1, 3)).toEqual(["h100-a", "H100"]);
     expect(routed[3]).toMatch(/.+/);
     expect(lines).toContain("error 403 tier_not_allowed tier");
     expect(jobs).toHaveLength(2);
     for (const job of jobs) expect(job).toMatch(/^job \S+ done (h100-a|mi300x-a)$/);
+    // The session opened on the attested tier-4 node, and its request went there.
+    expect(session.slice(1)).toEqual(["t4-a", "t4-a"]);
     // Every payload the nodes received is accounted for by a routing the SDK reported.
-    const reported = [routed[1]!, streamed, ...jobs.map((j) => j.split(" ").at(-1)!)];
+    const reported = [routed[1]!, streamed, ...jobs.map((j) => j.split(" ").at(-1)!), session[2]!];
     const now = payloads();
     const received = Object.fromEntries(
       Object.keys(now)
