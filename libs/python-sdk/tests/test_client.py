@@ -143,6 +143,7 @@ def test_session_pins_requests_to_its_attested_node(stack: Stack, client: zml.ZM
     assert session.session_id.startswith("ses-")
     assert stack.nodes[session.node_id]["tier"] == 4
     assert session.attestation.nonce_hex == nonce and session.attestation.quote_b64
+    assert session.attestation.tls_key_sha256 and len(session.attestation.tls_key_sha256) == 64
     assert session.expires_at - session.created_at == 600_000
     before = stack.payloads()
     for _ in range(3):

@@ -208,13 +208,15 @@ class Job:
 
 @dataclass(frozen=True)
 class SessionAttestation:
-    """The session node's TDX quote. REPORTDATA = ``nonce_hex`` ‖ SHA-256 of the
-    base64-decoded ``session_public_key`` (X25519, SPKI DER); verify the quote with Intel
-    DCAP tooling."""
+    """The session node's TDX quote. Its REPORTDATA binds ``nonce_hex``, the node's TLS key
+    and ``session_public_key`` (X25519, base64 SPKI DER); layout in ``libs/tdx/README.md``.
+    Verify the quote with Intel DCAP tooling."""
 
     quote_b64: str
     nonce_hex: str
     session_public_key: str
+    tls_key_sha256: str | None
+    """SHA-256 (hex) of the SPKI DER of the TLS key the node attested with."""
     measurement: dict[str, Any]
     tcb_status: str | None
     verified_at: int
@@ -248,6 +250,7 @@ class Session:
                 quote_b64=str(a.get("quote_b64", "")),
                 nonce_hex=str(a.get("nonce_hex", "")),
                 session_public_key=str(a.get("session_public_key", "")),
+                tls_key_sha256=a.get("tls_key_sha256"),
                 measurement=_dict(a.get("measurement")),
                 tcb_status=a.get("tcb_status"),
                 verified_at=int(a.get("verified_at", 0)),
