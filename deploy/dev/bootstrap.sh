@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Makes a fresh machine ready: nats-server (Debian package) and the npm workspace, which
-# brings its own Node 24 (the `node` devDependency) ahead of the system Node on every npm
-# script's PATH. Safe to run again: it only does what is missing.
+# Makes a fresh machine ready, doing only what is missing (safe to run again):
+#   bootstrap.sh              what running ZML needs (up.sh): nats-server (Debian package) and
+#                             the npm workspace, which brings its own Node 24 (the `node`
+#                             devDependency) ahead of the system Node on every npm script's PATH;
+#   bootstrap.sh --for-tests  that, plus what the test suite needs (test.sh): Debian's Python
+#                             test tools and Chromium, and the built @zml/client.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+for_tests=false
+[ "${1:-}" = "--for-tests" ] && for_tests=true
 
 # Installs Debian packages (root, or through sudo); $1 says what they are for.
 apt_install() {
@@ -22,22 +27,17 @@ if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ] &&
   apt_install "or set NATS_URL" nats-server
 fi
 
-# The Python SDK (libs/python-sdk) is tested on Debian's Python with Debian's httpx, pytest
-# and mypy, so no Python package index is needed.
-if ! /usr/bin/python3 -c "import httpx, pytest" >/dev/null 2>&1 || ! command -v mypy >/dev/null 2>&1; then
-  apt_install "the Python SDK's tests" python3-httpx python3-pytest mypy
-fi
-
-# Debian's Chromium, for the allowlist page's browser test (playwright-core drives it; no
-# browser is ever downloaded by npm).
-if [ ! -x /usr/bin/chromium ]; then
-  echo "› installing chromium (Debian package)"
-  if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "chromium is missing and this user cannot install packages; install 'chromium'" >&2
-    exit 1
+if $for_tests; then
+  # The Python SDK (libs/python-sdk) is tested on Debian's Python with Debian's httpx, pytest
+  # and mypy, so no Python package index is needed.
+  if ! /usr/bin/python3 -c "import httpx, pytest" >/dev/null 2>&1 || ! command -v mypy >/dev/null 2>&1; then
+    apt_install "the Python SDK's tests" python3-httpx python3-pytest mypy
   fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  # Debian's Chromium, for the allowlist page's browser test (playwright-core drives it; no
+  # browser is ever downloaded by npm).
+  if [ ! -x /usr/bin/chromium ]; then
+    apt_install "the allowlist page's browser test" chromium
+  fi
 fi
 
 if ! command -v npm >/dev/null 2>&1; then
@@ -55,7 +55,7 @@ fi
 
 # Packages that other workspaces import as built JavaScript (`dist/`), as their users do.
 # `turbo` rebuilds them before checks; this makes single test runs work right away too.
-if [ ! -f libs/client/dist/index.js ]; then
+if $for_tests && [ ! -f libs/client/dist/index.js ]; then
   echo "› building @zml/client"
   npm run --silent build -w @zml/client
 fi
