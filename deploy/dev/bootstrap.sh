@@ -4,7 +4,7 @@
 #                             the npm workspace, which brings its own Node 24 (the `node`
 #                             devDependency) ahead of the system Node on every npm script's PATH;
 #   bootstrap.sh --for-tests  that, plus what the test suite needs (test.sh): Debian's Python
-#                             test tools and Chromium, and the built @zml/client.
+#                             test tools and Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for_tests=false
@@ -53,9 +53,10 @@ if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || [ ! -x node_module
   touch "$stamp"
 fi
 
-# Packages that other workspaces import as built JavaScript (`dist/`), as their users do.
-# `turbo` rebuilds them before checks; this makes single test runs work right away too.
-if $for_tests && [ ! -f libs/client/dist/index.js ]; then
+# Packages imported as built JavaScript (`dist/`), as their users do: the README's
+# `@zml/client` example, and other workspaces. `turbo` rebuilds them before checks; this
+# makes the example and single test runs work right away too.
+if [ ! -f libs/client/dist/index.js ]; then
   echo "› building @zml/client"
   npm run --silent build -w @zml/client
 fi
