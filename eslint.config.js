@@ -63,7 +63,7 @@ const NO_PROCESS_ENV = {
 };
 
 export default tseslint.config(
-  { ignores: ["**/node_modules/**", "**/.turbo/**", "**/coverage/**"] },
+  { ignores: ["**/node_modules/**", "**/.turbo/**", "**/coverage/**", "**/dist/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

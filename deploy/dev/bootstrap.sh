@@ -1,38 +1,48 @@
 #!/usr/bin/env bash
-# Makes a fresh machine ready: nats-server and promtool (Debian packages) and the npm workspace, which
-# brings its own Node 24 (the `node` devDependency) ahead of the system Node on every npm
-# script's PATH. Safe to run again: it only does what is missing.
+# Makes a fresh machine ready, doing only what is missing (safe to run again):
+#   bootstrap.sh              what running ZML needs (up.sh): nats-server (Debian package) and
+#                             the npm workspace, which brings its own Node 24 (the `node`
+#                             devDependency) ahead of the system Node on every npm script's PATH;
+#   bootstrap.sh --for-tests  that, plus what the test suite needs (test.sh): Debian's Python
+#                             test tools, Chromium and promtool.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+for_tests=false
+[ "${1:-}" = "--for-tests" ] && for_tests=true
 
-# Debian packages the tests need: nats-server (unless NATS_URL names one), and promtool
-# (from `prometheus`) to check the alerting rules in deploy/prometheus.
-packages=()
+# Installs Debian packages (root, or through sudo); $1 says what they are for.
+apt_install() {
+  local why=$1
+  shift
+  echo "› installing $* (Debian packages, $why)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "$* missing and this user cannot install packages: install them ($why)" >&2
+    exit 1
+  fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
 if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ] && [ -z "${NATS_URL:-}" ]; then
-  packages+=(nats-server)
-fi
-if ! command -v promtool >/dev/null 2>&1; then packages+=(prometheus); fi
-if [ "${#packages[@]}" -gt 0 ]; then
-  echo "› installing ${packages[*]} (Debian packages)"
-  if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "${packages[*]} missing and this user cannot install packages; install them (or set NATS_URL for nats-server)" >&2
-    exit 1
-  fi
-  $SUDO apt-get update -qq
-  # --no-install-recommends: only promtool is needed, not the exporters Debian suggests.
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+  apt_install "or set NATS_URL" nats-server
 fi
 
-# Debian's Chromium, for the allowlist page's browser test (playwright-core drives it; no
-# browser is ever downloaded by npm).
-if [ ! -x /usr/bin/chromium ]; then
-  echo "› installing chromium (Debian package)"
-  if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "chromium is missing and this user cannot install packages; install 'chromium'" >&2
-    exit 1
+if $for_tests; then
+  # The Python SDK (libs/python-sdk) is tested on Debian's Python with Debian's httpx, pytest
+  # and mypy, so no Python package index is needed.
+  if ! /usr/bin/python3 -c "import httpx, pytest" >/dev/null 2>&1 || ! command -v mypy >/dev/null 2>&1; then
+    apt_install "the Python SDK's tests" python3-httpx python3-pytest mypy
   fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  # Debian's Chromium, for the allowlist page's browser test (playwright-core drives it; no
+  # browser is ever downloaded by npm).
+  if [ ! -x /usr/bin/chromium ]; then
+    apt_install "the allowlist page's browser test" chromium
+  fi
+  # promtool checks the Prometheus alert rules; only it is needed, not the exporters that
+  # Debian's prometheus package recommends.
+  if ! command -v promtool >/dev/null 2>&1; then
+    apt_install "promtool for the alert rules' tests" --no-install-recommends prometheus
+  fi
 fi
 
 if ! command -v npm >/dev/null 2>&1; then
@@ -46,4 +56,12 @@ if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || [ ! -x node_module
   echo "› installing dependencies (npm ci)"
   npm ci --no-audit --no-fund --loglevel=error
   touch "$stamp"
+fi
+
+# Packages imported as built JavaScript (`dist/`), as their users do: the README's
+# `@zml/client` example, and other workspaces. `turbo` rebuilds them before checks; this
+# makes the example and single test runs work right away too.
+if [ ! -f libs/client/dist/index.js ]; then
+  echo "› building @zml/client"
+  npm run --silent build -w @zml/client
 fi

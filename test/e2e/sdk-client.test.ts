@@ -1,13 +1,12 @@
 import { createClient, ZmlApiError } from "@zml/client";
 import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
-import { Agent } from "undici";
-import type { Dispatcher } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   API_KEY,
   MODEL,
   authHeaders,
+  chainPolicy,
   chatBody,
   startStack,
   waitForStatus,
@@ -15,7 +14,7 @@ import {
 import type { Stack } from "../support/stack.ts";
 
 /**
- * The TypeScript SDK (`@zml/client`) against a whole gateway. A recording dispatcher sees
+ * The TypeScript SDK (`@zml/client`) against a whole gateway. A recording fetch sees
  * the raw `x-zml-routing` header of every answer, so `response.routing` can be compared
  * with what the gateway actually sent.
  */
@@ -23,21 +22,13 @@ import type { Stack } from "../support/stack.ts";
 const UNSERVED = "unserved-model";
 let stack: Stack;
 const headersSeen: string[] = [];
-const recording = new Agent().compose(
-  (dispatch) => (opts, handler) =>
-    dispatch(opts, {
-      onRequestStart: (c, ctx) => handler.onRequestStart?.(c, ctx),
-      onRequestUpgrade: (c, s, h, socket) => handler.onRequestUpgrade?.(c, s, h, socket),
-      onResponseStart: (c, status, headers, message) => {
-        const routing = headers[ROUTING_HTTP_HEADER];
-        if (typeof routing === "string") headersSeen.push(routing);
-        return handler.onResponseStart?.(c, status, headers, message);
-      },
-      onResponseData: (c, chunk) => handler.onResponseData?.(c, chunk),
-      onResponseEnd: (c, trailers) => handler.onResponseEnd?.(c, trailers),
-      onResponseError: (c, err) => handler.onResponseError?.(c, err),
-    } satisfies Dispatcher.DispatchHandler),
-);
+/** The global fetch, noting the raw routing header of every answer on the way. */
+const recording = async (url: string, init: RequestInit): Promise<Response> => {
+  const res = await fetch(url, init);
+  const routing = res.headers.get(ROUTING_HTTP_HEADER);
+  if (routing !== null) headersSeen.push(routing);
+  return res;
+};
 
 beforeAll(async () => {
   stack = await startStack({
@@ -47,19 +38,7 @@ beforeAll(async () => {
     ],
     fleet: {
       models: [{ id: MODEL }, { id: UNSERVED }],
-      policies: [
-        {
-          name: "mi300x-first",
-          accelerator_preference: [
-            { family: "MI300X", priority: 1 },
-            { family: "H100", priority: 2 },
-          ],
-          latency_target_ms: 2000,
-          cost_priority: "latency",
-          queue_on_saturation: false,
-          max_queue_ms: 0,
-        },
-      ],
+      policies: [chainPolicy("mi300x-first", ["MI300X", "H100"])],
     },
   });
   await waitForStatus(stack, "Active");
@@ -79,11 +58,9 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stack?.stop();
-  await recording.close();
 });
 
-const zml = () =>
-  createClient({ baseUrl: stack.intakeUrl, apiKey: API_KEY, dispatcher: recording });
+const zml = () => createClient({ baseUrl: stack.intakeUrl, apiKey: API_KEY, fetch: recording });
 const messages = [{ role: "user", content: "Say hello" }];
 
 describe("client.infer()", () => {

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { connectBus, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { DEFAULT_NODE_APIS, KV_BUCKETS, NodeStateSchema } from "@zml/contracts";
-import type { FleetDocument, NodeApi, NodeSpec, NodeStatus } from "@zml/contracts";
+import type { FleetDocument, NodeApi, NodeSpec, NodeStatus, PolicySpec } from "@zml/contracts";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
 import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
@@ -64,6 +64,18 @@ export interface Stack {
 }
 
 export const MODEL = "llama-3.1-8b-instruct";
+
+/** A `latency` policy trying `families` in order, failing fast when none has capacity. */
+export function chainPolicy(name: string, families: string[]): PolicySpec {
+  return {
+    name,
+    accelerator_preference: families.map((family, i) => ({ family, priority: i + 1 })),
+    latency_target_ms: 2_000,
+    cost_priority: "latency",
+    queue_on_saturation: false,
+    max_queue_ms: 0,
+  };
+}
 
 /** Node spec for a simulated node, as an operator would declare it. */
 export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {

@@ -4,8 +4,49 @@
 import { X509Certificate } from "node:crypto";
 import { connect } from "node:tls";
 import { INTEL_SGX_ROOT_CA_PEM, reportDataFor, spkiSha256, verifyQuote } from "@zml/tdx";
-import type { AttestationCheck } from "@zml/contracts";
-import type { Collateral, MeasurementSet } from "@zml/tdx";
+
+// The public types are declared here rather than imported, so the published declarations
+// need no other package (`test/types.test.ts` holds them equal to `@zml/tdx`'s and
+// `@zml/contracts`' own); `@zml/tdx`'s code is bundled into the built SDK.
+
+/** One verification check: its name, whether it passed, and why. */
+export interface AttestationCheck {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+/** Intel PCS collateral for a quote (dcap-qvl's QuoteCollateralV3 fields). */
+export interface Collateral {
+  pck_crl_issuer_chain: string;
+  root_ca_crl: string;
+  pck_crl: string;
+  tcb_info_issuer_chain: string;
+  tcb_info: string;
+  tcb_info_signature: string;
+  qe_identity_issuer_chain: string;
+  qe_identity: string;
+  qe_identity_signature: string;
+}
+
+/** TD measurement fields an approved set may pin. */
+export type MeasurementField =
+  | "mrtd"
+  | "rtmr0"
+  | "rtmr1"
+  | "rtmr2"
+  | "rtmr3"
+  | "mrconfigid"
+  | "mrowner"
+  | "mrownerconfig"
+  | "mrseam"
+  | "xfam"
+  | "td_attributes";
+
+/** Approved TD measurements (hex, any case): `mrtd`, optionally more fields. */
+export type MeasurementSet = { id?: string; mrtd: string } & Partial<
+  Record<Exclude<MeasurementField, "mrtd">, string>
+>;
 
 /** `GET /v1/attestation/{node_id}`: the parts verification needs. */
 export interface NodeAttestation {

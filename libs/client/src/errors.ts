@@ -1,10 +1,11 @@
-import type { RoutingInfo } from "@zml/contracts";
+import type { RoutingInfo } from "./routing.ts";
 
 /**
  * An error answer from the ZML API (or a stream that ended with an error event). `code` is
- * the API's machine-readable code (see `ERROR_CODES` in `@zml/contracts`, e.g.
- * `tier_not_allowed`, `unknown_model`, `rate_limited`); an upstream node's own error that
- * carries no such code gets `http_<status>`. `param` names the offending field.
+ * the API's machine-readable code (e.g. `tier_not_allowed`, `unknown_model`, `rate_limited`,
+ * `saturated`, `session_node_unavailable`); an upstream node's own error that carries no
+ * such code gets `http_<status>`. `param` names the offending field. A stream that failed
+ * after it began has `status` 502 (its HTTP status was 200).
  */
 export class ZmlApiError extends Error {
   readonly status: number;
@@ -38,7 +39,7 @@ export class ZmlApiError extends Error {
 /** The API could not be reached, or the connection broke (the cause says how). */
 export class ZmlConnectionError extends Error {
   readonly code = "connection_error";
-  constructor(message: string, cause: unknown) {
+  constructor(message: string, cause?: unknown) {
     super(message, { cause });
     this.name = "ZmlConnectionError";
   }

@@ -1,28 +1,32 @@
 export { createClient } from "./client.ts";
-export type {
-  ClientOptions,
-  CallOptions,
-  ZmlClient,
-  JobsApi,
-  JobOptions,
-  JobReceipt,
-  JobView,
-} from "./client.ts";
+export type { ClientOptions, ZmlClient } from "./client.ts";
+export type { CallOptions, FetchLike } from "./transport.ts";
+export type { JobsApi, JobOptions, JobReceipt, JobView } from "./jobs.ts";
+export type { SessionsApi, SessionOptions, Session } from "./sessions.ts";
 export { ZmlApiError, ZmlConnectionError } from "./errors.ts";
 export { verifyNodeAttestation, fetchTlsKeySha256 } from "./attestation.ts";
 export type {
   NodeAttestation,
   VerifyAttestationOptions,
   AttestationCheckResult,
+  AttestationCheck,
+  Collateral,
+  MeasurementField,
+  MeasurementSet,
 } from "./attestation.ts";
+export { parseRoutingHeader, RoutingHeaderError, ROUTING_HEADER } from "./routing.ts";
+export type { RoutingInfo } from "./routing.ts";
 export { parseSse } from "./sse.ts";
 export type { SseEvent } from "./sse.ts";
 export type {
   ChatCompletion,
   ChatCompletionChunk,
+  ChatCompletionRequest,
+  ChatMessage,
+  InferRequest,
   InferResponse,
   InferStream,
   AnswerMeta,
   ModelInfo,
+  RoutingFields,
 } from "./types.ts";
-export type { RoutingInfo, InferRequest, ChatCompletionRequest } from "@zml/contracts";

@@ -1,4 +1,53 @@
-import type { RoutingInfo } from "@zml/contracts";
+import type { RoutingInfo } from "./routing.ts";
+
+/** One chat message (OpenAI shape; other fields such as `name` or `tool_calls` pass through). */
+export interface ChatMessage {
+  role: string;
+  content?: string | unknown[] | null;
+  [key: string]: unknown;
+}
+
+/** ZML's routing fields, accepted by both calls. */
+export interface RoutingFields {
+  stream?: boolean;
+  /** A routing policy by name; default: the model's, else the account's. */
+  policy?: string;
+  /** Prefer this accelerator family (letters, digits, `.`, `_`, `-`; at most 64). */
+  accelerator_hint?: string;
+  /** Trust tier 1–4 (default 1); the account must be allowed it. */
+  tier?: number;
+  /** A tier-4 session's id: the request reaches only the session's node. */
+  session_id?: string;
+}
+
+/**
+ * `POST /v1/infer`, ZML's native call. Strict: the gateway refuses unknown fields rather than
+ * pass a misspelt one to the node.
+ */
+export interface InferRequest extends RoutingFields {
+  model: string;
+  messages: ChatMessage[];
+  /** Models tried in order after `model` when it cannot be served (at most 8). */
+  fallback_models?: string[];
+  /** Rank candidates by third-party quality, price or latency. */
+  sort?: "quality" | "price" | "latency";
+  max_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  stop?: string | string[];
+  seed?: number;
+}
+
+/** `POST /v1/chat/completions`: any OpenAI parameter, with ZML's routing fields alongside. */
+export interface ChatCompletionRequest extends RoutingFields {
+  model: string;
+  messages: ChatMessage[];
+  /** Fallback models, tried in order after `model` (OpenRouter's name for the chain). */
+  models?: string[];
+  /** `{ sort: "quality" }` opts into quality routing. */
+  provider?: { sort?: "quality" | "price" | "latency"; [key: string]: unknown };
+  [key: string]: unknown;
+}
 
 /** A chat completion as the node returned it (OpenAI shape; other fields pass through). */
 export interface ChatCompletion {

@@ -1,0 +1,57 @@
+"""The `x-zml-routing` parser on its own: RFC 8941 dictionaries as the gateway sends them,
+members it may add later, and malformed headers."""
+
+from __future__ import annotations
+
+import pytest
+
+from zml import Routing, RoutingHeaderError, parse_routing_header
+from zml._routing import parse_sf_dictionary
+
+SENT = (
+    'decision-id="01JDX", node="h100-a", policy="balanced", family="H100", '
+    "queue-depth=2, tier=1, attempts=1"
+)
+
+
+def test_parses_what_the_gateway_sends() -> None:
+    assert parse_routing_header(SENT) == Routing(
+        decision_id="01JDX",
+        node="h100-a",
+        policy="balanced",
+        family="H100",
+        queue_depth=2,
+        tier=1,
+        attempts=1,
+    )
+
+
+def test_unescapes_strings() -> None:
+    header = SENT.replace('node="h100-a"', r'node="a\"b\\c"')
+    assert parse_routing_header(header).node == 'a"b\\c'
+
+
+def test_ignores_members_and_parameters_added_later() -> None:
+    header = f"{SENT};v=2, region=eu-west, cost=0.25, flags=(a b);x, cached, raw=:aGk=:"
+    assert parse_routing_header(header).attempts == 1
+    assert parse_sf_dictionary(header)["cached"] is True
+    assert parse_sf_dictionary(header)["raw"] == b"hi"
+    assert parse_sf_dictionary(header)["flags"] == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "",
+        SENT.replace("tier=1", 'tier="1"'),
+        SENT.replace(", attempts=1", ""),
+        SENT + ",",
+        SENT.replace('"h100-a"', '"h100-a'),
+        SENT.replace(", ", " "),
+        'Node="x"',
+        SENT.replace("queue-depth=2", "queue-depth=1234567890123456"),
+    ],
+)
+def test_rejects_malformed_headers(header: str) -> None:
+    with pytest.raises(RoutingHeaderError):
+        parse_routing_header(header)
