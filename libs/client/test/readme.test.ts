@@ -14,10 +14,12 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 describe("README.md", () => {
   it("documents every method the client has", () => {
     const zml = createClient({ baseUrl: "http://127.0.0.1:1", apiKey: "k" });
-    const methods = [
-      ...Object.keys(zml).filter((k) => k !== "jobs"),
-      ...Object.keys(zml.jobs).map((k) => `jobs.${k}`),
-    ];
+    // Namespaces (`jobs`, `sessions`) are objects of methods: each is documented as `ns.method(`.
+    const methods = Object.entries(zml).flatMap(([name, value]) =>
+      typeof value === "function"
+        ? [name]
+        : Object.keys(value as object).map((k) => `${name}.${k}`),
+    );
     expect(methods.length).toBeGreaterThan(5);
     for (const method of methods) expect(readme, method).toContain(`\`${method}(`);
     expect(readme).not.toMatch(/not here yet|not yet (available|supported)/i);
@@ -29,11 +31,20 @@ describe("README.md", () => {
     );
     expect(blocks.length).toBeGreaterThanOrEqual(2);
     // What the examples take as given; a block without a client of its own gets one.
-    const given = [
-      "declare const model: string;",
-      'declare const messages: { role: "user"; content: string }[];',
-      "declare const baseUrl: string, apiKey: string, nodeId: string, nodeEndpoint: string;",
-    ].join("\n");
+    const given: Array<[name: string, declaration: string]> = [
+      ["model", "declare const model: string;"],
+      ["messages", 'declare const messages: { role: "user"; content: string }[];'],
+      ["baseUrl", "declare const baseUrl: string;"],
+      ["apiKey", "declare const apiKey: string;"],
+      ["nodeId", "declare const nodeId: string;"],
+      ["nodeEndpoint", "declare const nodeEndpoint: string;"],
+    ];
+    // A block that declares one of these itself keeps its own.
+    const givenFor = (code: string) =>
+      given
+        .filter(([name]) => !new RegExp(`\\b(const|let|var) ${name}\\b`).test(code))
+        .map(([, declaration]) => declaration)
+        .join("\n");
     const ownClient = [
       'import { createClient } from "@zml/client";',
       'const zml = createClient({ baseUrl: "http://127.0.0.1:8080", apiKey: "k" });',
@@ -41,7 +52,7 @@ describe("README.md", () => {
     const files = blocks.map((code, i) => {
       const file = join(scratch, `example-${i}.ts`);
       const body = code.includes("createClient(") ? code : `${ownClient}\n${code}`;
-      writeFileSync(file, `${body}\n${given}\nexport {};\n`);
+      writeFileSync(file, `${body}\n${givenFor(body)}\nexport {};\n`);
       return file;
     });
     const config = ts.getParsedCommandLineOfConfigFile(
