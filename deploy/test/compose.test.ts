@@ -120,7 +120,11 @@ function containerEnv(s: ComposeService): Record<string, string> {
 }
 
 function configKeys(target: ServiceTarget): Set<string> {
-  const source = readFileSync(join(root, `services/${target}/src/config.ts`), "utf8");
+  let source = readFileSync(join(root, `services/${target}/src/config.ts`), "utf8");
+  // The bus settings every service shares come from one shape in @zml/bus.
+  if (source.includes("...BUS_CONFIG_SHAPE")) {
+    source += readFileSync(join(root, "libs/bus/src/bus-config.ts"), "utf8");
+  }
   return new Set([...source.matchAll(/^\s+([A-Z][A-Z0-9_]+):\s/gm)].map((m) => m[1]!));
 }
 
@@ -158,7 +162,47 @@ describe("docker-compose.yml", () => {
     }
     for (const target of SERVICE_TARGETS) expect(byTarget(target), target).toHaveLength(1);
     expect(byTarget("node-sim").length).toBeGreaterThanOrEqual(3);
-    expect(services.some(([, s]) => s.image?.startsWith("nats:2.10"))).toBe(true);
+  });
+
+  it("runs a pinned nats-server at or above the minimum stated in docs/security.md", () => {
+    const image = compose.services.nats!.image!;
+    const [, major, minor, patch] = /^nats:(\d+)\.(\d+)\.(\d+)-alpine$/.exec(image) ?? [];
+    expect(major, `${image} is pinned to a release`).toBeDefined();
+    const version = [Number(major), Number(minor), Number(patch)];
+    const atLeast = (min: number[]) =>
+      version[0]! > min[0]! ||
+      (version[0] === min[0] &&
+        (version[1]! > min[1]! || (version[1] === min[1] && version[2]! >= min[2]!)));
+    // CVE-2025-30215 is fixed in 2.10.27 and 2.11.1.
+    expect(version[1] === 10 ? atLeast([2, 10, 27]) : atLeast([2, 11, 1]), image).toBe(true);
+    const doc = readFileSync(join(root, "docs/security.md"), "utf8");
+    expect(doc).toContain("2.10.27");
+    expect(doc).toContain("2.11.1");
+  });
+
+  it("keeps the bus private and authenticated: no host port, nkeys, TLS, one identity each", () => {
+    const nats = compose.services.nats!;
+    expect(nats.ports ?? []).toEqual([]);
+    const conf = readFileSync(join(composeDir, "nats.conf"), "utf8");
+    expect(conf).toMatch(/^include "creds\/auth\.conf"$/m);
+    expect(conf).toMatch(/^tls \{/m);
+    expect(conf).not.toMatch(/no_auth_user/);
+    expect(dependencies(nats)["bus-credentials"]).toBe("service_completed_successfully");
+    const job = compose.services["bus-credentials"]!;
+    expect(effectiveCommand(stageOf(job), job.command).slice(2, 4)).toEqual([
+      "bus-credentials",
+      "--out",
+    ]);
+    for (const target of SERVICE_TARGETS) {
+      const [[, s]] = byTarget(target) as [[string, ComposeService]];
+      const env = containerEnv(s);
+      expect(env.NATS_NKEY_SEED_FILE, target).toBe(`/creds/${target}.nk`);
+      expect(env.NATS_CA_FILE, target).toBe("/creds/tls/ca.pem");
+      expect(env.NATS_INSECURE, target).toBeUndefined();
+    }
+    expect(compose.services["fleet-apply"]!.environment?.NATS_NKEY_SEED_FILE).toBe(
+      "/creds/admin.nk",
+    );
   });
 
   it("runs NATS with JetStream on a volume and sends every service's traces to Jaeger", () => {
@@ -295,9 +339,10 @@ describe("fleet.yaml", () => {
       .slice(1)
       .map((a) => (a === mount![1] ? fleetPath : a === "nats://nats:4222" ? nats.url : a));
     expect(args[0]).toBe("node");
-    const first = await run(process.execPath, local, { cwd: root });
+    const env = { ...process.env, ...nats.serviceEnv("admin") };
+    const first = await run(process.execPath, local, { cwd: root, env });
     expect(first.stdout).toContain("+ nodes/h100-a created");
-    const again = await run(process.execPath, local, { cwd: root });
+    const again = await run(process.execPath, local, { cwd: root, env });
     expect(again.stdout).toContain("no changes");
   }, 60_000);
 });
@@ -310,7 +355,13 @@ describe("Dockerfile", () => {
       }
     }
     const runs = [...stages.values()].flatMap((s) => s.runs);
-    expect(runs).toEqual([expect.stringMatching(/^npm ci --omit=dev\b/)]);
+    expect(runs).toEqual([
+      expect.stringMatching(/^npm ci --omit=dev\b/),
+      // The cli target's openssl, for `zml bus-credentials --tls`.
+      expect.stringMatching(
+        /^apt-get update && apt-get install -y --no-install-recommends openssl\b/,
+      ),
+    ]);
     expect(existsSync(join(root, "package-lock.json"))).toBe(true);
   });
 
@@ -337,10 +388,25 @@ describe("Dockerfile", () => {
       const check = stage.healthcheck?.join(" ") ?? "";
       expect(check, target).toContain(`process.env.${LISTEN_KEYS[target].port}`);
       expect(check, target).toContain("/healthz");
-      const config = await loadServiceConfig(target, stage.env);
+      // An image carries no identity: the deployment mounts one and names it.
+      const config = await loadServiceConfig(target, {
+        ...stage.env,
+        NATS_NKEY_SEED_FILE: `/creds/${target}.nk`,
+      });
       expect(stage.expose, target).toEqual([String(config[LISTEN_KEYS[target].port])]);
     }
     expect(stages.get("node-sim")!.healthcheck?.join(" ")).toContain("127.0.0.1:8000/health");
+  });
+
+  it("keeps testcontainers and its Docker and SSH clients out of the production install", () => {
+    const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as {
+      packages: Record<string, { dev?: boolean }>;
+    };
+    for (const pkg of ["testcontainers", "dockerode", "docker-modem", "ssh2"]) {
+      const entry = lock.packages[`node_modules/${pkg}`];
+      expect(entry, pkg).toBeDefined();
+      expect(entry!.dev, `${pkg} is dev-only, so npm ci --omit=dev leaves it out`).toBe(true);
+    }
   });
 
   it("needs no package at run time that `npm ci --omit=dev` leaves out", () => {
