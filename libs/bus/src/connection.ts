@@ -59,6 +59,12 @@ export interface Bus {
   isConnected(): boolean;
   /** Registers a listener for connection changes; returns a function that removes it. */
   onConnectionChange(listener: ConnectionListener): () => void;
+  /**
+   * Resolves once the server has processed everything sent so far, subscriptions included:
+   * a service that says "ready" after it can really be reached (over TLS the SUB may
+   * otherwise still be on its way when the first request comes).
+   */
+  flush(): Promise<void>;
   /** Drains subscriptions and pending publishes, then closes. */
   drain(): Promise<void>;
 }
@@ -113,6 +119,7 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
   const bus: Bus = {
     inboxPrefix: options.inboxPrefix ?? "_INBOX",
     isConnected: () => connected && !nc.isClosed(),
+    flush: () => nc.flush(),
     onConnectionChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

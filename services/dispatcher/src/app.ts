@@ -184,6 +184,8 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     { log },
   );
 
+  // Ready means the server already routes our subscriptions to us.
+  await bus.flush();
   return {
     nodeCount: state.nodes.map.size,
     async stop() {
