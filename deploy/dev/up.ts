@@ -2,7 +2,7 @@
 // then prints where to send requests. Ctrl-C stops everything it started. Settings:
 // deploy/dev/launcher-config.ts (documented in the README).
 import { join } from "node:path";
-import { connectBus } from "@zml/bus";
+import { connectBus, ensureBusResources } from "@zml/bus";
 import { applyFleet } from "@zml/fleet";
 import type { FleetDocument } from "@zml/contracts";
 import {
@@ -121,7 +121,9 @@ async function main(): Promise<void> {
     );
   }
 
-  const bus = await connectBus({ servers: nats.url, name: "zml-dev-apply", log: quietLog });
+  // As the operator would: the admin identity creates the buckets and applies the fleet.
+  const bus = await connectBus({ ...nats.client("admin"), name: "zml-dev-apply", log: quietLog });
+  await ensureBusResources(bus);
   const changes = await applyFleet(bus, fleet, { prune: true });
   await bus.drain();
   console.log(`fleet applied   ${changes.length} change(s) from ${fileLabel}`);
@@ -130,7 +132,12 @@ async function main(): Promise<void> {
   }
   checkNotStopping();
 
-  const env = { NATS_URL: nats.url, LOG_LEVEL: config.logLevel };
+  const env = { LOG_LEVEL: config.logLevel };
+  // Each service runs as its own bus identity; the admin API writes as `admin`.
+  const admin = nats.serviceEnv("admin");
+  const adminSeed: Record<string, string> = admin.NATS_NKEY_SEED_FILE
+    ? { ZML_ADMIN_NATS_NKEY_SEED_FILE: admin.NATS_NKEY_SEED_FILE }
+    : {};
   const services: Array<{ name: string; env: Record<string, string>; ready: string }> = [
     {
       name: "health-aggregator",
@@ -153,6 +160,8 @@ async function main(): Promise<void> {
         ZML_PORT: String(intakePort),
         ZML_HOST: "127.0.0.1",
         ZML_ADMIN_TOKEN: config.adminToken,
+        ZML_ENV: "dev",
+        ...adminSeed,
       },
       ready: `http://127.0.0.1:${intakePort}/readyz`,
     },
@@ -164,7 +173,7 @@ async function main(): Promise<void> {
           name: s.name,
           command: process.execPath,
           args: [join(root, `services/${s.name}/src/main.ts`)],
-          env: { ...env, ...s.env },
+          env: { ...nats.serviceEnv(s.name), ...env, ...s.env },
           readyUrl: s.ready,
           readyTimeoutMs: 30_000,
           echo: true,
@@ -215,7 +224,7 @@ ZML is serving.
   API key      ${config.apiKey}
   admin token  ${config.adminToken}${config.adminTokenGenerated ? "   (generated for this run; set ZML_ADMIN_TOKEN to fix it)" : ""}
                admin API under ${intake}/admin/v1/; OpenAPI at ${intake}/openapi.json
-  fleet CLI    npm run zml -- get nodes --nats ${nats.url}
+  fleet CLI    ${cliEnv(admin)}npm run zml -- get nodes --nats ${nats.url}
   metrics      ${intake}/metrics, http://127.0.0.1:${ops.dispatcher}/metrics (dispatcher), :${ops.aggregator} (aggregator), :${ops.attestation} (attestation)
 
 Try:
@@ -224,6 +233,14 @@ Try:
     -d '{"model":"${example}","messages":[{"role":"user","content":"Hello"}]}' -i
 
 Ctrl-C stops everything.`);
+}
+
+/** The admin identity's settings as a shell prefix, so the printed CLI command just works. */
+function cliEnv(admin: Record<string, string>): string {
+  return Object.entries(admin)
+    .filter(([k]) => k !== "NATS_URL")
+    .map(([k, v]) => `${k}=${v} `)
+    .join("");
 }
 
 const shutdown = () => {

@@ -6,17 +6,12 @@
 // simulators and `zml apply` run with exactly the arguments the containers get.
 import { execFile, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { parseFleetDocument } from "@zml/fleet";
-import {
-  findNatsServerBinary,
-  NATS_SERVER_VERSION,
-  repoRoot,
-  startNatsServer,
-  startProcess,
-} from "@zml/harness";
+import { findNatsServerBinary, repoRoot, startNatsServer, startProcess } from "@zml/harness";
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
@@ -126,7 +121,11 @@ function containerEnv(s: ComposeService): Record<string, string> {
 }
 
 function configKeys(target: ServiceTarget): Set<string> {
-  const source = readFileSync(join(root, `services/${target}/src/config.ts`), "utf8");
+  let source = readFileSync(join(root, `services/${target}/src/config.ts`), "utf8");
+  // The bus settings every service shares come from one shape in @zml/bus.
+  if (source.includes("...BUS_CONFIG_SHAPE")) {
+    source += readFileSync(join(root, "libs/bus/src/bus-config.ts"), "utf8");
+  }
   return new Set([...source.matchAll(/^\s+([A-Z][A-Z0-9_]+):\s/gm)].map((m) => m[1]!));
 }
 
@@ -157,7 +156,9 @@ function flag(args: string[], name: string): string[] {
   const out: string[] = [];
   args.forEach((a, i) => {
     if (a.startsWith(`--${name}=`)) out.push(a.slice(name.length + 3));
-    else if (a === `--${name}` && args[i + 1] !== undefined) out.push(args[i + 1]!);
+    else if ((a === `--${name}` || a === `-${name}`) && args[i + 1] !== undefined) {
+      out.push(args[i + 1]!);
+    }
   });
   return out;
 }
@@ -186,30 +187,63 @@ describe("docker-compose.yml", () => {
     expect(dockerfile).toContain(`ARG NODE_IMAGE=node:${pkg.devDependencies.node}-slim\n`);
   });
 
-  it("runs the nats-server version every test runs", () => {
-    expect(compose.services.nats!.image).toBe(`nats:${NATS_SERVER_VERSION}-alpine`);
-    const binary = findNatsServerBinary();
-    expect(binary, "nats-server is installed (deploy/dev/bootstrap.sh)").toBeDefined();
-    const version = spawnSync(binary!, ["--version"], { encoding: "utf8" });
-    expect(version.stdout.trim()).toBe(`nats-server: v${NATS_SERVER_VERSION}`);
+  it("runs a pinned nats-server at or above the minimum stated in docs/security.md", () => {
+    const image = compose.services.nats!.image!;
+    const [, major, minor, patch] = /^nats:(\d+)\.(\d+)\.(\d+)-alpine$/.exec(image) ?? [];
+    expect(major, `${image} is pinned to a release`).toBeDefined();
+    const version = [Number(major), Number(minor), Number(patch)];
+    const atLeast = (min: number[]) =>
+      version[0]! > min[0]! ||
+      (version[0] === min[0] &&
+        (version[1]! > min[1]! || (version[1] === min[1] && version[2]! >= min[2]!)));
+    // CVE-2025-30215 is fixed in 2.10.27 and 2.11.1.
+    expect(version[1] === 10 ? atLeast([2, 10, 27]) : atLeast([2, 11, 1]), image).toBe(true);
+    const doc = readFileSync(join(root, "docs/security.md"), "utf8");
+    expect(doc).toContain("2.10.27");
+    expect(doc).toContain("2.11.1");
   });
 
-  it("publishes no NATS port on the host", () => {
-    expect(compose.services.nats!.ports).toBeUndefined();
-    expect(compose.services.nats!.expose).toEqual(["4222", "8222"]);
+  it("keeps the bus private and authenticated: no host port, nkeys, TLS, one identity each", () => {
+    const nats = compose.services.nats!;
+    expect(nats.ports ?? []).toEqual([]);
+    expect(nats.expose).toEqual(["4222"]);
+    const conf = readFileSync(join(composeDir, "nats.conf"), "utf8");
+    expect(conf).toMatch(/^include "creds\/auth\.conf"$/m);
+    expect(conf).toMatch(/^tls \{/m);
+    expect(conf).not.toMatch(/no_auth_user/);
+    expect(dependencies(nats)["bus-credentials"]).toBe("service_completed_successfully");
+    const job = compose.services["bus-credentials"]!;
+    expect(effectiveCommand(stageOf(job), job.command).slice(2, 4)).toEqual([
+      "bus-credentials",
+      "--out",
+    ]);
+    for (const target of SERVICE_TARGETS) {
+      const [[, s]] = byTarget(target) as [[string, ComposeService]];
+      const env = containerEnv(s);
+      expect(env.NATS_NKEY_SEED_FILE, target).toBe(`/creds/${target}.nk`);
+      expect(env.NATS_CA_FILE, target).toBe("/creds/tls/ca.pem");
+      expect(env.NATS_INSECURE, target).toBeUndefined();
+    }
+    expect(compose.services["fleet-apply"]!.environment?.NATS_NKEY_SEED_FILE).toBe(
+      "/creds/admin.nk",
+    );
   });
 
   it("lets NATS carry the largest request body intake accepts, with its headers", async () => {
     const nats = compose.services.nats!;
     const mount = nats.volumes!.find((v) => v.endsWith(":/etc/nats/nats.conf:ro"))!;
     const confPath = resolve(composeDir, mount.split(":")[0]!);
-    expect(flag(nats.command!, "config")).toEqual(["/etc/nats/nats.conf"]);
-    // nats-server itself accepts the file.
-    const checked = spawnSync(findNatsServerBinary()!, ["-c", confPath, "-t"], {
+    expect(flag(nats.command!, "c")).toEqual(["/etc/nats/nats.conf"]);
+    const conf = readFileSync(confPath, "utf8");
+    // nats-server itself accepts the file, less what the bus-credentials job generates.
+    const scratch = mkdtempSync(join(tmpdir(), "zml-nats-conf-"));
+    const withoutGenerated = conf.replace(/^include .*$/m, "").replace(/^tls \{[\s\S]*?^\}/m, "");
+    writeFileSync(join(scratch, "nats.conf"), withoutGenerated);
+    const checked = spawnSync(findNatsServerBinary()!, ["-c", join(scratch, "nats.conf"), "-t"], {
       encoding: "utf8",
     });
+    rmSync(scratch, { recursive: true, force: true });
     expect(checked.status, checked.stderr).toBe(0);
-    const conf = readFileSync(confPath, "utf8");
     const maxPayload = natsSize(/^max_payload:\s*(\S+)$/m.exec(conf)?.[1] ?? "1MB");
     const [[, intake]] = byTarget("intake") as [[string, ComposeService]];
     const config = await loadServiceConfig("intake", containerEnv(intake));
@@ -355,9 +389,10 @@ describe("fleet.yaml", () => {
       .slice(1)
       .map((a) => (a === mount![1] ? fleetPath : a === "nats://nats:4222" ? nats.url : a));
     expect(args[0]).toBe("node");
-    const first = await run(process.execPath, local, { cwd: root });
+    const env = { ...process.env, ...nats.serviceEnv("admin") };
+    const first = await run(process.execPath, local, { cwd: root, env });
     expect(first.stdout).toContain("+ nodes/h100-a created");
-    const again = await run(process.execPath, local, { cwd: root });
+    const again = await run(process.execPath, local, { cwd: root, env });
     expect(again.stdout).toContain("no changes");
   }, 60_000);
 });
@@ -370,7 +405,13 @@ describe("Dockerfile", () => {
       }
     }
     const runs = [...stages.values()].flatMap((s) => s.runs);
-    expect(runs).toEqual([expect.stringMatching(/^npm ci --omit=dev\b/)]);
+    expect(runs).toEqual([
+      expect.stringMatching(/^npm ci --omit=dev\b/),
+      // The cli target's openssl, for `zml bus-credentials --tls`.
+      expect.stringMatching(
+        /^apt-get update && apt-get install -y --no-install-recommends openssl\b/,
+      ),
+    ]);
     expect(existsSync(join(root, "package-lock.json"))).toBe(true);
   });
 
@@ -397,10 +438,25 @@ describe("Dockerfile", () => {
       const check = stage.healthcheck?.join(" ") ?? "";
       expect(check, target).toContain(`process.env.${LISTEN_KEYS[target].port}`);
       expect(check, target).toContain("/healthz");
-      const config = await loadServiceConfig(target, stage.env);
+      // An image carries no identity: the deployment mounts one and names it.
+      const config = await loadServiceConfig(target, {
+        ...stage.env,
+        NATS_NKEY_SEED_FILE: `/creds/${target}.nk`,
+      });
       expect(stage.expose, target).toEqual([String(config[LISTEN_KEYS[target].port])]);
     }
     expect(stages.get("node-sim")!.healthcheck?.join(" ")).toContain("127.0.0.1:8000/health");
+  });
+
+  it("keeps testcontainers and its Docker and SSH clients out of the production install", () => {
+    const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as {
+      packages: Record<string, { dev?: boolean }>;
+    };
+    for (const pkg of ["testcontainers", "dockerode", "docker-modem", "ssh2"]) {
+      const entry = lock.packages[`node_modules/${pkg}`];
+      expect(entry, pkg).toBeDefined();
+      expect(entry!.dev, `${pkg} is dev-only, so npm ci --omit=dev leaves it out`).toBe(true);
+    }
   });
 
   it("needs no package at run time that `npm ci --omit=dev` leaves out", () => {

@@ -10,6 +10,7 @@ import {
   jobSubmitSubject,
 } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
+import type { NatsClientOptions } from "@zml/harness";
 
 export interface BatchFigures {
   jobs: number;
@@ -22,12 +23,12 @@ export interface BatchFigures {
 const quietLog = { info() {}, warn() {}, error() {} };
 
 export async function measureBatch(
-  natsUrl: string,
+  driver: NatsClientOptions,
   account: string,
   model: string,
   jobs: number,
 ): Promise<BatchFigures> {
-  const bus = await connectBus({ servers: natsUrl, name: "zml-bench-batch", log: quietLog });
+  const bus = await connectBus({ ...driver, name: "zml-bench-batch", log: quietLog });
   try {
     const js = jetstream(natsConnectionOf(bus));
     const jsm = await jetstreamManager(natsConnectionOf(bus));

@@ -4,12 +4,12 @@
 import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { connectBus } from "@zml/bus";
+import { connectBus, ensureBusResources } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import type { NodeSpec } from "@zml/contracts";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
-import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
+import type { ManagedProcess, NatsClientOptions, NatsServerHandle } from "@zml/harness";
 import { request } from "undici";
 import { childPidByName } from "./proc.ts";
 
@@ -37,7 +37,8 @@ export interface BenchStack {
   /** Base URL of each service's `/readyz` and `/metrics`. */
   opsUrls: Map<string, string>;
   natsPid: number | undefined;
-  natsUrl: string;
+  /** How the benchmark itself connects (the harness identity: it also reads results). */
+  natsDriver: NatsClientOptions;
   stop(): Promise<void>;
 }
 
@@ -102,11 +103,11 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         ],
       }),
     );
-    bus = await connectBus({ servers: nats.url, name: "zml-bench", log: quietLog });
+    bus = await connectBus({ ...nats.client(), name: "zml-bench", log: quietLog });
+    await ensureBusResources(bus);
     await applyFleet(bus, fleet);
 
     const env = {
-      NATS_URL: nats.url,
       LOG_LEVEL: "warn",
       POLL_INTERVAL_MS: "2000",
     };
@@ -132,7 +133,12 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
           name,
           command: process.execPath,
           args: [join(root, `services/${name}/src/main.ts`)],
-          env: { ...env, ...extra, ...profileEnv(options.profile, name) },
+          env: {
+            ...nats.serviceEnv(name),
+            ...env,
+            ...extra,
+            ...profileEnv(options.profile, name),
+          },
           readyUrl: `${opsUrls.get(name)}/readyz`,
           readyTimeoutMs: 30_000,
         });
@@ -154,7 +160,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       services,
       opsUrls,
       natsPid: childPidByName("nats-server"),
-      natsUrl: nats.url,
+      natsDriver: nats.client(),
       stop,
     };
   } catch (error) {

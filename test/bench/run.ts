@@ -125,7 +125,7 @@ async function main(): Promise<number> {
       const instant = [...nodeSpecs.values()].find((n) => n.model === "bench-instant");
       if (instant && !opts.skipBatch) {
         progress("batch jobs");
-        batch = await measureBatch(stack.natsUrl, "bench", instant.model, 2_000);
+        batch = await measureBatch(stack.natsDriver, "bench", instant.model, 2_000);
       }
       memory = await measureMemory(stack);
     } finally {

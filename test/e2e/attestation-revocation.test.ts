@@ -46,7 +46,7 @@ interface View {
 }
 
 async function openView(stack: Stack, name: string): Promise<View> {
-  const bus = await connectBus({ servers: stack.nats.url, name, log: quietLog });
+  const bus = await connectBus({ ...stack.nats.client(), name, log: quietLog });
   const excludedAt = new Map<string, number>();
   const revokedResultAt = new Map<string, number>();
   const history: AttestationResult[] = [];

@@ -35,7 +35,7 @@ afterAll(async () => {
 function zml(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [join(repoRoot(), "libs/cli/src/main.ts"), ...args], {
-      env: { ...process.env, NATS_URL: stack.nats.url },
+      env: { ...process.env, ...stack.nats.serviceEnv("admin") },
     });
     let stdout = "";
     let stderr = "";

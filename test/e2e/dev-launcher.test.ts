@@ -214,7 +214,9 @@ describe("the README's run command (./deploy/dev/up.sh)", { timeout: 120_000 }, 
     expect(openaiOut).toMatch(/ decision-id="[^"]+", node="/);
     const sdkOut = await runReadmeTs(sdkExample!, url);
     expect(sdkOut).toMatch(/ (h100|mi300x)-\w+ 1\n$/);
-    const cli = /fleet CLI\s+(npm run zml -- get nodes --nats \S+)/.exec(l.output())![1]!;
+    const cli = /fleet CLI\s+((?:NATS_\w+=\S+ )*npm run zml -- get nodes --nats \S+)/.exec(
+      l.output(),
+    )![1]!;
     const nodes = await runReadmeShell(cli, url);
     for (const id of ["h100-a", "h100-b", "mi300x-a", "mi300x-b", "a100-tgi"]) {
       expect(nodes).toContain(id);
@@ -316,7 +318,12 @@ describe("every service's configuration errors", () => {
 
   it("dispatcher: an unreadable secrets file is a configuration error on its setting", () => {
     const result = spawnSync(process.execPath, [join(root, "services/dispatcher/src/main.ts")], {
-      env: cleanEnv({ ZML_NODE_SECRETS_FILE: "/nonexistent/secrets.json", LOG_LEVEL: "fatal" }),
+      // An identity (never read: the secrets file is read first) so the config itself is valid.
+      env: cleanEnv({
+        ZML_NODE_SECRETS_FILE: "/nonexistent/secrets.json",
+        NATS_NKEY_SEED_FILE: "/nonexistent/dispatcher.nk",
+        LOG_LEVEL: "fatal",
+      }),
       encoding: "utf8",
       timeout: 30_000,
     });

@@ -330,7 +330,7 @@ describe("two health aggregators", () => {
       args: [join(repoRoot(), "services/health-aggregator/src/main.ts")],
       env: {
         ...env,
-        NATS_URL: stack.nats.url,
+        ...stack.nats.serviceEnv("health-aggregator"),
         AGGREGATOR_OPS_PORT: "0",
         AGGREGATOR_REPLICA_ID: "agg-2",
       },

@@ -69,7 +69,12 @@ async function traceOf(requestId: string): Promise<ReceivedSpan[]> {
       );
       if (!root) return undefined;
       const trace = otlp.spans.filter((s) => s.traceId === root.traceId);
-      return trace.some((s) => s.service === "zml-dispatcher" && s.name !== "zml.decision")
+      // Spans are exported in batches as they end, a parent after its children: wait until
+      // every span but the root has its parent, or a slow export reads as a broken trace.
+      const ids = new Set(trace.map((s) => s.spanId));
+      const orphans = trace.filter((s) => s !== root && !ids.has(s.parentSpanId));
+      return orphans.length === 0 &&
+        trace.some((s) => s.service === "zml-dispatcher" && s.name !== "zml.decision")
         ? trace
         : undefined;
     },

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { connectBus, openKv } from "@zml/bus";
+import { connectBus, ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { DEFAULT_NODE_APIS, KV_BUCKETS, NodeStateSchema } from "@zml/contracts";
 import type { FleetDocument, NodeApi, NodeSpec, NodeStatus, PolicySpec } from "@zml/contracts";
@@ -12,7 +12,7 @@ import type { SimNode, SimNodeOptions } from "@zml/node-sim";
 
 export const API_KEY = "e2e-test-key-0123456789";
 /** The intake admin API's credential in every stack (`ZML_ADMIN_TOKEN`). */
-export const ADMIN_TOKEN = "e2e-admin-token-0123456789";
+export const ADMIN_TOKEN = "e2e-7Qf3c9a1B5d2e8F4a6c0b9d7";
 export const quietLog = { info() {}, warn() {}, error() {} };
 
 export type SimSpec = Omit<SimNodeOptions, "models" | "flavour"> & {
@@ -53,6 +53,8 @@ export interface Stack {
   fleet: FleetDocument;
   /** Re-applies a changed fleet document (e.g. a new node or policy). */
   apply(doc: FleetDocument): Promise<void>;
+  /** Permission violations the server logged: a service asking for more than it is granted. */
+  permissionViolations(): string[];
   /** Scans the services' output (their JSON logs). */
   logs(): string;
   /** Stops one service (SIGTERM); `startService` brings it back with the same environment. */
@@ -99,9 +101,13 @@ export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
  * real wire formats, the fleet applied to KV, and the four services as child processes.
  */
 export async function startStack(options: StackOptions): Promise<Stack> {
-  const nats = await startNatsServer(
-    options.natsMaxPayload === undefined ? {} : { maxPayload: options.natsMaxPayload },
-  );
+  const natsLog: string[] = [];
+  const nats = await startNatsServer({
+    ...(options.natsMaxPayload === undefined ? {} : { maxPayload: options.natsMaxPayload }),
+    log: (line) => {
+      if (line.includes("Violation")) natsLog.push(line);
+    },
+  });
   const sims = new Map<string, SimNode>();
   const services = new Map<string, ManagedProcess>();
   const stop = async () => {
@@ -109,6 +115,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await Promise.allSettled([...sims.values()].map((s) => s.close()));
     await bus?.drain().catch(() => undefined);
     await nats.stop();
+    // Every e2e test doubles as a check of the permission table: a service (or the CLI)
+    // refused anything while doing its job fails the file that ran it.
+    const ours = natsLog.filter((l) => /nats\.js:zml-/.test(l));
+    if (ours.length > 0) {
+      throw new Error(`services hit permission violations:\n${ours.join("\n")}`);
+    }
   };
   let bus: Bus | undefined;
   try {
@@ -137,12 +149,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         ],
       }),
     );
-    bus = await connectBus({ servers: nats.url, name: "e2e", log: quietLog });
+    bus = await connectBus({ ...nats.client(), name: "e2e", log: quietLog });
+    await ensureBusResources(bus);
     await applyFleet(bus, fleet);
 
     const intakePort = await findFreePort();
     const env = {
-      NATS_URL: nats.url,
       LOG_LEVEL: "info",
       POLL_INTERVAL_MS: "300",
       PROBE_TIMEOUT_MS: "1000",
@@ -162,18 +174,27 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       ),
       [
         "intake",
-        { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1", ZML_ADMIN_TOKEN: ADMIN_TOKEN },
+        {
+          ZML_PORT: String(intakePort),
+          ZML_HOST: "127.0.0.1",
+          ZML_ADMIN_TOKEN: ADMIN_TOKEN,
+          ...(nats.secure
+            ? { ZML_ADMIN_NATS_NKEY_SEED_FILE: nats.client("admin").nkeySeedFile! }
+            : {}),
+        },
       ],
     ];
     await options.seed?.(bus, sims);
     const startService = async (name: string) => {
       const extra = specs.find(([n]) => n === name)?.[1];
       if (extra === undefined) throw new Error(`no service ${name}`);
+      const service = name.replace(/-\d+$/, "");
       const proc = await startProcess({
         name,
         command: process.execPath,
-        args: [join(root, `services/${name.replace(/-\d+$/, "")}/src/main.ts`)],
-        env: { ...env, ...extra },
+        args: [join(root, `services/${service}/src/main.ts`)],
+        // Each service runs as its own bus identity, as in production.
+        env: { ...nats.serviceEnv(service), ...env, ...extra },
         readyLine: /"msg":"[a-z-]+ ready"/,
         readyTimeoutMs: 30_000,
       });
@@ -191,6 +212,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       apply: async (doc) => {
         await applyFleet(bus!, doc);
       },
+      permissionViolations: () => [...natsLog],
       logs: () => [...services.values()].map((s) => s.output()).join("\n"),
       stopService: async (name) => {
         await services.get(name)?.stop("SIGTERM", 3_000);

@@ -1,5 +1,7 @@
+import { readFileSync } from "node:fs";
 import { connect } from "@nats-io/transport-node";
-import type { NatsConnection, Status } from "@nats-io/nats-core";
+import { nkeyAuthenticator } from "@nats-io/nats-core";
+import type { ConnectionOptions, NatsConnection, Status } from "@nats-io/nats-core";
 
 /** The subset of a pino logger the bus needs; libraries take a port, not pino itself. */
 export interface BusLogger {
@@ -15,6 +17,32 @@ export interface ConnectBusOptions {
   name: string;
   log: BusLogger;
   token?: string;
+  /** File holding the nkey seed (`SU…`) of this connection's identity. */
+  nkeySeedFile?: string;
+  /** PEM CA bundle that verifies the server's certificate; given, the connection uses TLS. */
+  caFile?: string;
+  /**
+   * The identity's private inbox prefix (`inboxPrefixOf`): replies, JetStream acks and KV
+   * watch deliveries arrive there, where only this identity may subscribe.
+   */
+  inboxPrefix?: string;
+  /**
+   * Accept a bus that also lets anonymous clients in (logged as an error). Without it,
+   * {@link connectBus} refuses such a bus with {@link OpenBusError}.
+   */
+  insecure?: boolean;
+}
+
+/** The server lets a client in without credentials: anyone on the network reads every prompt. */
+export class OpenBusError extends Error {
+  readonly code = "open_bus";
+  constructor(servers: string) {
+    super(
+      `the NATS server at ${servers} accepts anonymous clients; refusing to run on an open bus ` +
+        "(configure its authorization with `zml bus-credentials`, or set NATS_INSECURE=1 to run anyway)",
+    );
+    this.name = "OpenBusError";
+  }
 }
 
 export type ConnectionListener = (connected: boolean) => void;
@@ -25,6 +53,8 @@ export type ConnectionListener = (connected: boolean) => void;
  * typed helpers (`publishJson`, `requestJson`, `serveJson`, KV, job streams, reply frames).
  */
 export interface Bus {
+  /** Prefix of this connection's inboxes (`_INBOX` unless an identity prefix was given). */
+  readonly inboxPrefix: string;
   /** False between a disconnect and the next reconnect; callers fail fast while it is false. */
   isConnected(): boolean;
   /** Registers a listener for connection changes; returns a function that removes it. */
@@ -34,6 +64,12 @@ export interface Bus {
    * undefined before it has said.
    */
   maxPayload(): number | undefined;
+  /**
+   * Resolves once the server has processed everything sent so far, subscriptions included:
+   * a service that says "ready" after it can really be reached (over TLS the SUB may
+   * otherwise still be on its way when the first request comes).
+   */
+  flush(): Promise<void>;
   /** Drains subscriptions and pending publishes, then closes. */
   drain(): Promise<void>;
 }
@@ -43,9 +79,16 @@ export interface Bus {
  * learn about disconnects at once so in-flight work can fail fast instead of hanging.
  */
 export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
+  const servers = options.servers.split(",").map((s) => s.trim());
+  const tls = options.caFile ? { tls: { caFile: options.caFile } } : {};
   const nc = await connect({
-    servers: options.servers.split(",").map((s) => s.trim()),
+    servers,
     name: options.name,
+    ...tls,
+    ...(options.nkeySeedFile
+      ? { authenticator: nkeyAuthenticator(readSeed(options.nkeySeedFile)) }
+      : {}),
+    ...(options.inboxPrefix ? { inboxPrefix: options.inboxPrefix } : {}),
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     reconnectJitter: 100,
@@ -55,6 +98,18 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
     maxPingOut: 2,
     ...(options.token ? { token: options.token } : {}),
   });
+  if (await acceptsAnonymous({ servers, ...tls })) {
+    if (!options.insecure) {
+      await nc.close();
+      throw new OpenBusError(options.servers);
+    }
+    options.log.error(
+      { insecure: true },
+      "INSECURE: the NATS server accepts anonymous clients; every prompt on this bus is readable by anyone who can reach it",
+    );
+  } else if (options.insecure && !options.nkeySeedFile) {
+    options.log.error({ insecure: true }, "INSECURE: connected to NATS without an identity");
+  }
   let connected = true;
   const listeners = new Set<ConnectionListener>();
   const setConnected = (value: boolean) => {
@@ -67,8 +122,10 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
   })();
   options.log.info({ server: nc.getServer() }, "nats connected");
   const bus: Bus = {
+    inboxPrefix: options.inboxPrefix ?? "_INBOX",
     isConnected: () => connected && !nc.isClosed(),
     maxPayload: () => nc.info?.max_payload,
+    flush: () => nc.flush(),
     onConnectionChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -94,6 +151,28 @@ export function natsConnectionOf(bus: Bus): NatsConnection {
   const nc = connections.get(bus);
   if (!nc) throw new Error("not a bus made by connectBus");
   return nc;
+}
+
+function readSeed(file: string): Uint8Array {
+  return new TextEncoder().encode(readFileSync(file, "utf8").trim());
+}
+
+/** Tries a connection without credentials: does the server let anyone in? */
+async function acceptsAnonymous(options: ConnectionOptions): Promise<boolean> {
+  try {
+    const probe = await connect({
+      ...options,
+      name: "zml-anonymous-probe",
+      reconnect: false,
+      maxReconnectAttempts: 0,
+      timeout: 3_000,
+    });
+    await probe.close();
+    return true;
+  } catch {
+    // Refused (authorization violation) or unreachable: either way nobody gets in without a key.
+    return false;
+  }
 }
 
 function logStatus(log: BusLogger, s: Status, setConnected: (v: boolean) => void): void {

@@ -1,4 +1,5 @@
-export { connectBus, natsConnectionOf } from "./connection.ts";
+export { connectBus, natsConnectionOf, OpenBusError } from "./connection.ts";
+export { BUS_CONFIG_SHAPE, requireBusIdentity, busOptionsOf } from "./bus-config.ts";
 export type { Bus, BusLogger, ConnectBusOptions, ConnectionListener } from "./connection.ts";
 export { injectTraceContext, extractTraceContext } from "./trace-context.ts";
 export { encodeJson, decodeJson, MessageValidationError } from "./json-codec.ts";
@@ -7,6 +8,7 @@ export type { SubscribeJsonOptions } from "./typed.ts";
 export { requestJson, serveJson } from "./request-reply.ts";
 export type { RequestJsonOptions, ServeJsonOptions } from "./request-reply.ts";
 export { openKv, watchKvIntoMap, watchBucket } from "./kv-map.ts";
+export { ensureBusResources } from "./bus-resources.ts";
 export type { KvMap, KvMapOptions } from "./kv-map.ts";
 export {
   ensureJobStreams,

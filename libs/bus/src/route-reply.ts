@@ -154,9 +154,10 @@ interface Pending {
   idleTimeoutMs: number;
 }
 
+/** Replies arrive under the bus's own inbox prefix, where only its identity may subscribe. */
 export function createReplyMux(bus: Bus): ReplyMux {
   const nc = natsConnectionOf(bus);
-  const prefix = createInbox();
+  const prefix = createInbox(bus.inboxPrefix);
   const pending = new Map<string, Pending>();
   let counter = 0;
 

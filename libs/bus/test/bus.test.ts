@@ -25,7 +25,7 @@ const nc = () => natsConnectionOf(bus);
 
 beforeAll(async () => {
   nats = await startNatsServer();
-  bus = await connectBus({ servers: nats.url, name: "bus-test", log });
+  bus = await connectBus({ ...nats.client(), name: "bus-test", log });
 });
 afterAll(async () => {
   await bus?.drain();
@@ -208,7 +208,7 @@ describe("route reply frames", () => {
 describe("connection state", () => {
   it("reports a disconnect and the reconnect after a server restart", async () => {
     const changes: boolean[] = [];
-    const own = await connectBus({ servers: nats.url, name: "restart-test", log });
+    const own = await connectBus({ ...nats.client(), name: "restart-test", log });
     own.onConnectionChange((c) => changes.push(c));
     await nats.restart();
     await pollUntil(() => changes.includes(false) && own.isConnected(), { timeoutMs: 20_000 });

@@ -21,7 +21,7 @@ let bus: Bus;
 
 beforeAll(async () => {
   nats = await startNatsServer();
-  bus = await connectBus({ servers: nats.url, name: "request-reply-test", log });
+  bus = await connectBus({ ...nats.client(), name: "request-reply-test", log });
 });
 afterAll(async () => {
   await bus?.drain();

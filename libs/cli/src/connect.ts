@@ -1,5 +1,6 @@
 import { connectBus } from "@zml/bus";
 import type { Bus } from "@zml/bus";
+import { inboxPrefixOf } from "@zml/contracts";
 import { CliError } from "./io.ts";
 import type { CliIo } from "./io.ts";
 
@@ -9,13 +10,17 @@ const quiet = { info() {}, warn() {}, error() {} };
 const CONNECT_TIMEOUT_MS = 5_000;
 
 /**
- * Connects to NATS at `--nats`, else `NATS_URL`, else `nats://127.0.0.1:4222`, with
- * `NATS_TOKEN` when set. The CLI talks to the configuration buckets directly, like every
- * other operator of the bus; no gateway needs to be running.
+ * Connects to NATS at `--nats`, else `NATS_URL`, else `nats://127.0.0.1:4222`, as the
+ * `admin` identity whose seed is in `NATS_NKEY_SEED_FILE`, verifying the server with
+ * `NATS_CA_FILE` (`NATS_TOKEN` when set). The CLI talks to the configuration buckets
+ * directly, like every other operator of the bus; no gateway needs to be running. Like the
+ * services, it refuses a bus that accepts anonymous clients unless `NATS_INSECURE=1`.
  */
 export async function connectCli(url: string | undefined, io: CliIo): Promise<Bus> {
   const servers = url ?? io.env.NATS_URL ?? "nats://127.0.0.1:4222";
   const token = io.env.NATS_TOKEN;
+  const seed = io.env.NATS_NKEY_SEED_FILE;
+  const ca = io.env.NATS_CA_FILE;
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
@@ -25,7 +30,16 @@ export async function connectCli(url: string | undefined, io: CliIo): Promise<Bu
   });
   try {
     return await Promise.race([
-      connectBus({ servers, name: "zml-cli", log: quiet, ...(token ? { token } : {}) }),
+      connectBus({
+        servers,
+        name: "zml-cli",
+        log: quiet,
+        inboxPrefix: inboxPrefixOf("admin"),
+        insecure: /^(1|true|yes)$/.test(io.env.NATS_INSECURE ?? ""),
+        ...(token ? { token } : {}),
+        ...(seed ? { nkeySeedFile: seed } : {}),
+        ...(ca ? { caFile: ca } : {}),
+      }),
       timeout,
     ]);
   } catch (err) {

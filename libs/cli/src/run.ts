@@ -1,5 +1,6 @@
 import { runVerifyQuoteCommand } from "@zml/tdx";
 import { APPLY_USAGE, runApply } from "./commands/apply.ts";
+import { BUS_CREDENTIALS_USAGE, runBusCredentials } from "./commands/bus-credentials.ts";
 import { GET_USAGE, runGet } from "./commands/get.ts";
 import { REVOKE_USAGE, runRevoke } from "./commands/revoke.ts";
 import { CliError, UsageError } from "./io.ts";
@@ -13,8 +14,10 @@ commands:
   get <kind>                list nodes, policies, models, accounts or revocations, with live state
   revoke <id> …             add (or --withdraw) a revocation-list entry
   verify-quote <file> …     verify an Intel TDX quote offline
+  bus-credentials --out <dir>  generate the bus identities and nats-server authorization
 
-Run 'zml <command> --help' for a command's options. NATS: --nats <url>, $NATS_URL, $NATS_TOKEN.
+Run 'zml <command> --help' for a command's options. NATS: --nats <url>, $NATS_URL, and the
+admin identity's $NATS_NKEY_SEED_FILE and $NATS_CA_FILE.
 `;
 
 const COMMANDS: Record<
@@ -24,6 +27,7 @@ const COMMANDS: Record<
   apply: { run: runApply, usage: APPLY_USAGE },
   get: { run: runGet, usage: GET_USAGE },
   revoke: { run: runRevoke, usage: REVOKE_USAGE },
+  "bus-credentials": { run: runBusCredentials, usage: BUS_CREDENTIALS_USAGE },
 };
 
 /**

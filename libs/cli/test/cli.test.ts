@@ -1,10 +1,12 @@
 import { spawnSync } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectBus, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { KV_BUCKETS } from "@zml/contracts";
 import type { NodeState } from "@zml/contracts";
-import { repoRoot, startNatsServer } from "@zml/harness";
+import { findNatsServerBinary, repoRoot, startNatsServer, startProcess } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../src/index.ts";
@@ -15,7 +17,7 @@ let bus: Bus;
 
 beforeAll(async () => {
   nats = await startNatsServer();
-  bus = await connectBus({ servers: nats.url, name: "cli-test", log: quiet });
+  bus = await connectBus({ ...nats.client(), name: "cli-test", log: quiet });
 });
 afterAll(async () => {
   await bus?.drain();
@@ -34,7 +36,7 @@ async function zml(argv: string[], files: Record<string, string> = {}) {
       if (text === undefined) throw new Error(`ENOENT: no such file ${path}`);
       return new TextEncoder().encode(text);
     },
-    env: { NATS_URL: nats.url },
+    env: nats.serviceEnv("admin"),
     now: () => new Date("2026-01-01T00:00:00Z"),
   });
   return { code, stdout, stderr };
@@ -246,6 +248,68 @@ describe("zml revoke", () => {
     expect((await zml(["revoke", "bad id", "--reason", "x", "--node", "n"])).stderr).toContain(
       "<id>:",
     );
+  });
+});
+
+describe("zml bus-credentials", { timeout: 30_000 }, () => {
+  it("makes identities, an authorization config and a CA that a real nats-server runs with", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "zml-cli-creds-"));
+    try {
+      const out = join(dir, "creds");
+      const args = ["bus-credentials", "--out", out, "--batch-account", "acme"];
+      // nats.js checks a loopback server's certificate against `localhost`.
+      const first = await zml([...args, "--tls", "--host", "127.0.0.1", "--host", "localhost"]);
+      expect(first.code).toBe(0);
+      expect(first.stdout).toMatch(/^generated intake +U[A-Z2-7]{55}$/m);
+      expect(first.stdout).toMatch(/^generated batch-acme /m);
+      const again = await zml(args);
+      expect(again.stdout).toMatch(/^kept +intake /m);
+      const rotated = await zml([...args, "--rotate", "intake"]);
+      expect(rotated.stdout).toMatch(/^generated intake /m);
+      expect(rotated.stdout).toMatch(/^kept +dispatcher /m);
+
+      const conf = join(dir, "nats.conf");
+      await writeFile(
+        conf,
+        [
+          'host: "127.0.0.1"',
+          "port: -1",
+          'include "creds/auth.conf"',
+          `tls { cert_file: "${out}/tls/server.pem", key_file: "${out}/tls/server-key.pem", timeout: 5 }`,
+        ].join("\n"),
+      );
+      await using server = await startProcess({
+        name: "nats-server",
+        command: findNatsServerBinary()!,
+        args: ["-c", conf],
+        readyLine: /Server is ready/,
+      });
+      const port = (await server.waitForOutput(/client connections on \S+:(\d+)/))[1];
+      const intake = await connectBus({
+        servers: `nats://127.0.0.1:${port}`,
+        nkeySeedFile: join(out, "intake.nk"),
+        caFile: join(out, "tls/ca.pem"),
+        name: "cli-creds-test",
+        log: quiet,
+      });
+      await intake.drain();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses an unknown identity to rotate or a bad account, as usage errors", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "zml-cli-creds-"));
+    try {
+      const rotate = await zml(["bus-credentials", "--out", dir, "--rotate", "root"]);
+      expect(rotate.code).toBe(2);
+      expect(rotate.stderr).toContain("unknown bus identity 'root'");
+      const account = await zml(["bus-credentials", "--out", dir, "--batch-account", "a.b"]);
+      expect(account.code).toBe(2);
+      expect(account.stderr).toContain("--batch-account");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

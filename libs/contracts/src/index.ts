@@ -69,6 +69,7 @@ export {
   NodeObservationSchema,
   NodeObservationBatchSchema,
   NodeCooldownSchema,
+  NODE_COOLDOWN_MAX_MS,
 } from "./node-state.ts";
 export type {
   NodeStatus,
@@ -223,3 +224,11 @@ export {
   parseCidrList,
 } from "./node-address.ts";
 export type { NodeAddressPolicy, NodeAddressRules } from "./node-address.ts";
+export {
+  SERVICE_IDENTITIES,
+  BATCH_IDENTITY_PREFIX,
+  batchIdentity,
+  inboxPrefixOf,
+} from "./identities.ts";
+export type { ServiceIdentity } from "./identities.ts";
+export { CONFIG_BUCKETS, ALL_KV_BUCKETS } from "./bus-resources.ts";

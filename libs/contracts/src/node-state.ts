@@ -65,13 +65,25 @@ export const NodeObservationBatchSchema = z.object({
 });
 export type NodeObservationBatch = z.infer<typeof NodeObservationBatchSchema>;
 
-/** A node taken out of rotation for a while after a failure, shared by all dispatchers. */
+/**
+ * The longest cooldown any message can impose. A cooldown is a claim one dispatcher makes to
+ * all others; bounded, even a forged or buggy flood of them heals itself within this time.
+ */
+export const NODE_COOLDOWN_MAX_MS = 10 * 60_000;
+
+/**
+ * A node taken out of rotation for a while after a failure, shared by all dispatchers. v2
+ * carries a duration (receivers apply it from their own clock, so no clock skew and no
+ * far-future `until`) capped at {@link NODE_COOLDOWN_MAX_MS}, and who sent it.
+ */
 export const NodeCooldownSchema = z.object({
-  type: z.literal("node.cooldown.v1"),
+  type: z.literal("node.cooldown.v2"),
   node_id: z.string().regex(NODE_ID_PATTERN),
-  /** Epoch ms until which no dispatcher sends the node traffic. */
-  until: z.number().int(),
+  /** Milliseconds from receipt during which no dispatcher sends the node traffic. */
+  duration_ms: z.number().int().nonnegative().max(NODE_COOLDOWN_MAX_MS),
   /** e.g. `http_503`, `network_error`, `retry_after`. */
   reason: z.string().max(64),
+  /** The dispatcher replica that saw the failure (`dispatcher@<host>:<pid>`). */
+  origin: z.string().min(1).max(128),
 });
 export type NodeCooldown = z.infer<typeof NodeCooldownSchema>;

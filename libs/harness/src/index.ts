@@ -14,3 +14,5 @@ export type { OutputStream } from "./output-log.ts";
 export { repoRoot } from "./repo-root.ts";
 export { createTestCertificate } from "./tls-cert.ts";
 export type { TestCertificate } from "./tls-cert.ts";
+export { HARNESS_IDENTITY, UnknownHarnessIdentityError } from "./bus-security.ts";
+export type { NatsClientOptions } from "./bus-security.ts";

@@ -7,9 +7,14 @@ export interface NatsConfigOptions {
   storeDir: string;
   /** nats-server size syntax, e.g. `8MB`. */
   maxPayload: string;
+  /** Further top-level blocks (authorization, tls), appended as they are. */
+  blocks?: string[];
 }
 
-/** A nats-server configuration file: one client listener and JetStream on `storeDir`. */
+/**
+ * A nats-server configuration file: one client listener and JetStream on `storeDir`, plus
+ * the given authorization and TLS blocks.
+ */
 export function renderNatsConfig(options: NatsConfigOptions): string {
   if (!SIZE.test(options.maxPayload)) {
     throw new Error(
@@ -23,6 +28,7 @@ export function renderNatsConfig(options: NatsConfigOptions): string {
     "jetstream {",
     `  store_dir: ${JSON.stringify(options.storeDir)}`,
     "}",
+    ...(options.blocks ?? []),
     "",
   ].join("\n");
 }

@@ -3,6 +3,13 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
+import {
+  clientOptionsFor,
+  createBusSecurity,
+  HARNESS_IDENTITY,
+  serviceEnvFor,
+} from "./bus-security.ts";
+import type { BusSecurity, NatsClientOptions } from "./bus-security.ts";
 import { findFreePort } from "./free-port.ts";
 import { renderNatsConfig } from "./nats-config.ts";
 import { pollUntil } from "./poll.ts";
@@ -20,6 +27,14 @@ export interface StartNatsServerOptions {
   log?: (line: string) => void;
   /** Where `NATS_URL` and `PATH` are read; default `process.env`. */
   env?: Record<string, string | undefined>;
+  /**
+   * `"secure"` (default): nkey identities with least-privilege permissions and TLS, as
+   * `zml bus-credentials` generates them. `"open"`: anonymous clients welcome, no TLS; only
+   * for tests that prove a service refuses such a bus.
+   */
+  security?: "secure" | "open";
+  /** Accounts that get a `batch-<account>` producer identity; default `["e2e"]`. */
+  batchAccounts?: string[];
 }
 
 export interface NatsServerHandle {
@@ -28,6 +43,15 @@ export interface NatsServerHandle {
   port: number;
   /** JetStream store directory (for a container: the path inside it). */
   storeDir: string;
+  /** False for an `"open"` server (or an external one): no identities to hand out. */
+  secure: boolean;
+  /**
+   * Connection options for one identity (default: the harness's own, allowed everything),
+   * to spread into `connectBus`.
+   */
+  client(identity?: string): NatsClientOptions;
+  /** `NATS_URL`, `NATS_NKEY_SEED_FILE`, `NATS_CA_FILE` for a service running as `identity`. */
+  serviceEnv(identity: string): Record<string, string>;
   /** Stops the server and removes what it created; does nothing for an external server. */
   stop(): Promise<void>;
   /** Stops and starts the server again on the same port with the same store. */
@@ -47,11 +71,12 @@ export class NatsServerUnavailableError extends Error {
 const HOST = "127.0.0.1";
 /**
  * The NATS version every test runs: Debian bookworm's `nats-server` package (what
- * `deploy/dev/bootstrap.sh` installs), the container fallback below, and the compose stack's
- * image (`deploy/test/compose.test.ts` checks all three agree).
+ * `deploy/dev/bootstrap.sh` installs, the only one this project's machines can get). Images
+ * pin a newer release instead, at or above the minimum in docs/security.md.
  */
 export const NATS_SERVER_VERSION = "2.9.10";
-const CONTAINER_IMAGE = `nats:${NATS_SERVER_VERSION}-alpine`;
+// Pinned at or above the minimum in docs/security.md (CVE-2025-30215).
+const CONTAINER_IMAGE = "nats:2.11.1-alpine";
 const READY_TIMEOUT_MS = 15_000;
 const STOP_GRACE_MS = 5_000;
 const EXTRA_BIN_DIRS = ["/usr/sbin", "/usr/local/bin"];
@@ -106,7 +131,10 @@ function waitForGreeting(host: string, port: number): Promise<boolean> {
  * 1. `NATS_URL` set → that server; nothing is started, `stop()` does nothing and
  *    `restart()` throws {@link NatsServerUnavailableError}.
  * 2. `nats-server` installed → a child process on 127.0.0.1 with a generated config.
- * 3. A Docker engine reachable → a `nats:2.9.10-alpine` container (testcontainers).
+ *    By default it is secured as production is: nkey identities with least-privilege
+ *    permissions and TLS (see {@link StartNatsServerOptions.security}).
+ * 3. A Docker engine reachable → a `nats:2.11.1-alpine` container (testcontainers); open,
+ *    for machines without nats-server only.
  * 4. Otherwise → {@link NatsServerUnavailableError} saying how to install nats-server.
  *
  * Resolves once the server greets a client connection.
@@ -138,6 +166,7 @@ function externalServer(url: string): NatsServerHandle {
     url,
     port: parsed.port === "" ? 4222 : Number(parsed.port),
     storeDir: "",
+    ...identities(url, undefined),
     stop,
     restart: () =>
       Promise.reject(
@@ -157,8 +186,12 @@ async function localServer(
   const storeDir = options.storeDir ?? join(workDir, "store");
   const configPath = join(workDir, "nats.conf");
   const maxPayload = options.maxPayload ?? "8MB";
+  let security: BusSecurity | undefined;
   const writeConfig = (port: number) =>
-    writeFile(configPath, renderNatsConfig({ host: HOST, port, storeDir, maxPayload }));
+    writeFile(
+      configPath,
+      renderNatsConfig({ host: HOST, port, storeDir, maxPayload, blocks: security?.blocks ?? [] }),
+    );
 
   const launch = async (port: number): Promise<{ proc: ManagedProcess; port: number }> => {
     await writeConfig(port);
@@ -187,6 +220,9 @@ async function localServer(
   let current: { proc: ManagedProcess; port: number };
   try {
     await mkdir(storeDir, { recursive: true });
+    if ((options.security ?? "secure") === "secure") {
+      security = await createBusSecurity(join(workDir, "auth"), options.batchAccounts ?? ["e2e"]);
+    }
     // -1: nats-server binds a free port itself, so no other process can grab it meanwhile.
     current = await launch(options.port ?? -1);
   } catch (error) {
@@ -204,10 +240,12 @@ async function localServer(
     return stopped;
   };
 
+  const url = `nats://${HOST}:${port}`;
   return {
-    url: `nats://${HOST}:${port}`,
+    url,
     port,
     storeDir,
+    ...identities(url, security),
     stop,
     async restart() {
       if (stopped)
@@ -216,6 +254,14 @@ async function localServer(
       current = await launch(port);
     },
     [Symbol.asyncDispose]: stop,
+  };
+}
+
+function identities(url: string, security: BusSecurity | undefined) {
+  return {
+    secure: security !== undefined,
+    client: (identity = HARNESS_IDENTITY) => clientOptionsFor(url, security, identity),
+    serviceEnv: (identity: string) => serviceEnvFor(clientOptionsFor(url, security, identity)),
   };
 }
 
@@ -270,10 +316,12 @@ async function containerServer(options: StartNatsServerOptions): Promise<NatsSer
     stopped ??= started.stop().then(() => undefined);
     return stopped;
   };
+  const url = `nats://${host}:${port}`;
   return {
-    url: `nats://${host}:${port}`,
+    url,
     port,
     storeDir: options.storeDir ?? storeDir,
+    ...identities(url, undefined),
     stop,
     async restart() {
       if (stopped)

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -9,6 +9,7 @@ import {
   findNatsServerBinary,
   NatsServerUnavailableError,
   startNatsServer,
+  UnknownHarnessIdentityError,
 } from "../src/index.ts";
 import type { NatsServerHandle } from "../src/index.ts";
 import { rawConnect, readInfoLine } from "./raw-nats.ts";
@@ -47,7 +48,13 @@ describe("startNatsServer", { timeout: 30_000 }, () => {
   it("uses the requested port and payload limit, and passes log lines on", async () => {
     const port = await findFreePort();
     const lines: string[] = [];
-    const nats = await start({ port, maxPayload: "1MB", log: (line) => lines.push(line) });
+    // Open: the raw protocol client below speaks neither TLS nor nkeys.
+    const nats = await start({
+      port,
+      maxPayload: "1MB",
+      security: "open",
+      log: (line) => lines.push(line),
+    });
     expect(nats.port).toBe(port);
     const conn = await rawConnect("127.0.0.1", port);
     conn.close();
@@ -56,7 +63,7 @@ describe("startNatsServer", { timeout: 30_000 }, () => {
   });
 
   it("restarts on the same port with the JetStream store intact", async () => {
-    const nats = await start();
+    const nats = await start({ security: "open" });
     const { port, url, storeDir } = nats;
 
     const before = await rawConnect("127.0.0.1", port);
@@ -84,6 +91,39 @@ describe("startNatsServer", { timeout: 30_000 }, () => {
     after.close();
     expect(info.error).toBeUndefined();
     expect(info.state?.messages).toBe(1);
+  });
+
+  it("is secured by default: nkey auth and TLS required, an identity per service", async () => {
+    const nats = await start();
+    const info = JSON.parse((await readInfoLine("127.0.0.1", nats.port)).slice(5)) as Record<
+      string,
+      unknown
+    >;
+    expect(info).toMatchObject({ auth_required: true, tls_required: true });
+    expect(typeof info.nonce).toBe("string"); // nkey challenge
+    expect(nats.secure).toBe(true);
+    const intake = nats.client("intake");
+    expect(intake).toMatchObject({ servers: nats.url, inboxPrefix: "_INBOX_intake" });
+    expect(readFileSync(intake.nkeySeedFile!, "utf8")).toMatch(/^SU[A-Z2-7]{56}\n$/);
+    expect(readFileSync(intake.caFile!, "utf8")).toContain("BEGIN CERTIFICATE");
+    expect(nats.serviceEnv("dispatcher")).toEqual({
+      NATS_URL: nats.url,
+      NATS_NKEY_SEED_FILE: nats.client("dispatcher").nkeySeedFile,
+      NATS_CA_FILE: intake.caFile,
+    });
+    expect(nats.client("batch-e2e").inboxPrefix).toBe("_INBOX_batch-e2e");
+    expect(() => nats.client("nobody")).toThrow(UnknownHarnessIdentityError);
+  });
+
+  it("open on request: no auth, no TLS, and services told to run insecure", async () => {
+    const nats = await start({ security: "open" });
+    const info = JSON.parse((await readInfoLine("127.0.0.1", nats.port)).slice(5)) as Record<
+      string,
+      unknown
+    >;
+    expect(info.auth_required).toBeUndefined();
+    expect(nats.secure).toBe(false);
+    expect(nats.serviceEnv("intake")).toEqual({ NATS_URL: nats.url, NATS_INSECURE: "1" });
   });
 
   it("frees the port and removes its temp store on stop", async () => {

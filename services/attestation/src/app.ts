@@ -150,6 +150,8 @@ export async function startAttestation(deps: AttestationAppDeps): Promise<Attest
   const verifySub = serveVerify(bus, service, { log, metrics });
   ready = true;
 
+  // Ready means the server already routes our subscriptions to us.
+  await bus.flush();
   return {
     isReady: () => ready,
     summary: () => ({ revocations: revocations.map.size, measurements: measurements.map.size }),

@@ -2,7 +2,7 @@
 // material, starts telemetry, connects to NATS and hands the real quote fetch to the app.
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { connectBus } from "@zml/bus";
+import { busOptionsOf, connectBus } from "@zml/bus";
 import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { startAttestation } from "./app.ts";
@@ -22,7 +22,11 @@ if (!trust.intelRoot) {
     "trust anchor is not Intel's SGX root CA: dev and tests only",
   );
 }
-const bus = await connectBus({ servers: config.NATS_URL, name: "zml-attestation", log });
+const bus = await connectBus({
+  ...busOptionsOf(config, "attestation"),
+  name: "zml-attestation",
+  log,
+});
 
 const app = await startAttestation({
   bus,

@@ -179,10 +179,13 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     bus,
     NODE_COOLDOWN_SUBJECT,
     NodeCooldownSchema,
-    (c) => void routing.current().live.coolDown(c.node_id, c.until),
+    // The schema caps duration_ms: a forged cooldown sidelines a node for minutes, not forever.
+    (c) => void routing.current().live.coolDown(c.node_id, clock() + c.duration_ms),
     { log },
   );
 
+  // Ready means the server already routes our subscriptions to us.
+  await bus.flush();
   return {
     nodeCount: state.nodes.map.size,
     async stop() {

@@ -1,60 +1,68 @@
-import { CidrListSetting } from "@zml/contracts";
+import { CidrListSetting, NODE_COOLDOWN_MAX_MS } from "@zml/contracts";
+import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
 import { parseConfig } from "@zml/runtime";
 import { z } from "zod";
 
-const ConfigSchema = z.object({
-  NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
-  /**
-   * Node addresses allowed beyond the defaults, and always refused (comma-separated CIDRs),
-   * checked on every connection after DNS. Link-local and cloud metadata ranges are refused
-   * unless allowed here.
-   */
-  ZML_NODE_ALLOW_CIDRS: CidrListSetting,
-  ZML_NODE_DENY_CIDRS: CidrListSetting,
-  /** Port of /healthz, /readyz and /metrics. */
-  DISPATCHER_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
-  DISPATCHER_OPS_HOST: z.string().default("127.0.0.1"),
-  LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
-  /** Per-attempt limits on the call to a node. */
-  DISPATCH_CONNECT_TIMEOUT_MS: z.coerce.number().int().positive().default(2_000),
-  DISPATCH_HEADERS_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
-  /** Longest silence between two body chunks before the stream counts as stalled. */
-  DISPATCH_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
-  /** Most bytes one node answer may have; a larger one is cut with `response_too_large`. */
-  DISPATCH_MAX_ANSWER_BYTES: z.coerce
-    .number()
-    .int()
-    .positive()
-    .default(64 * 1024 * 1024),
-  /** Minimum connections per node (a node gets at least its max_concurrency). */
-  DISPATCH_POOL_CONNECTIONS: z.coerce.number().int().positive().default(16),
-  /** How long a node that failed an attempt is skipped by every dispatcher. */
-  NODE_COOLDOWN_MS: z.coerce.number().int().nonnegative().default(30_000),
-  /**
-   * JSON file of node credentials by reference (`{"provider-x": "sk-…"}`), for nodes whose
-   * spec has `auth.secret_ref`. Read once at start; never logged.
-   */
-  ZML_NODE_SECRETS_FILE: z.string().optional(),
-  /** Batch workers (JetStream jobs) run in every dispatcher unless switched off. */
-  BATCH_ENABLED: z.stringbool().default(true),
-  /** Deliveries of one job before it is dead-lettered as poison. */
-  BATCH_MAX_DELIVERIES: z.coerce.number().int().min(1).default(5),
-  /** Redelivery delay after a retryable failure (all attempts of one delivery failed). */
-  BATCH_RETRY_DELAY_MS: z.coerce.number().int().nonnegative().default(2_000),
-  /** JetStream ack wait; running and waiting jobs signal progress well within it. */
-  BATCH_ACK_WAIT_MS: z.coerce.number().int().min(1_000).default(30_000),
-  /** Longest wait for capacity when the job's policy does not queue on saturation. */
-  BATCH_DEFAULT_MAX_QUEUE_MS: z.coerce.number().int().positive().default(3_600_000),
-  /** Deadline of one job's execution once it has started. */
-  BATCH_JOB_TIMEOUT_MS: z.coerce.number().int().positive().default(600_000),
-  /**
-   * How long an expired or ended tier-4 session is kept so that its requests get
-   * `session_expired` / `session_node_unavailable` rather than `session_not_found`.
-   */
-  SESSION_RETENTION_MS: z.coerce.number().int().nonnegative().default(3_600_000),
-  /** How often each replica removes sessions past their retention. */
-  SESSION_SWEEP_INTERVAL_MS: z.coerce.number().int().min(1_000).default(60_000),
-});
+const ConfigSchema = z
+  .object({
+    ...BUS_CONFIG_SHAPE,
+    /**
+     * Node addresses allowed beyond the defaults, and always refused (comma-separated CIDRs),
+     * checked on every connection after DNS. Link-local and cloud metadata ranges are refused
+     * unless allowed here.
+     */
+    ZML_NODE_ALLOW_CIDRS: CidrListSetting,
+    ZML_NODE_DENY_CIDRS: CidrListSetting,
+    /** Port of /healthz, /readyz and /metrics. */
+    DISPATCHER_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
+    DISPATCHER_OPS_HOST: z.string().default("127.0.0.1"),
+    LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
+    /** Per-attempt limits on the call to a node. */
+    DISPATCH_CONNECT_TIMEOUT_MS: z.coerce.number().int().positive().default(2_000),
+    DISPATCH_HEADERS_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+    /** Longest silence between two body chunks before the stream counts as stalled. */
+    DISPATCH_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+    /** Most bytes one node answer may have; a larger one is cut with `response_too_large`. */
+    DISPATCH_MAX_ANSWER_BYTES: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(64 * 1024 * 1024),
+    /** Minimum connections per node (a node gets at least its max_concurrency). */
+    DISPATCH_POOL_CONNECTIONS: z.coerce.number().int().positive().default(16),
+    /** How long a node that failed an attempt is skipped by every dispatcher. */
+    NODE_COOLDOWN_MS: z.coerce
+      .number()
+      .int()
+      .nonnegative()
+      .max(NODE_COOLDOWN_MAX_MS)
+      .default(30_000),
+    /**
+     * JSON file of node credentials by reference (`{"provider-x": "sk-…"}`), for nodes whose
+     * spec has `auth.secret_ref`. Read once at start; never logged.
+     */
+    ZML_NODE_SECRETS_FILE: z.string().optional(),
+    /** Batch workers (JetStream jobs) run in every dispatcher unless switched off. */
+    BATCH_ENABLED: z.stringbool().default(true),
+    /** Deliveries of one job before it is dead-lettered as poison. */
+    BATCH_MAX_DELIVERIES: z.coerce.number().int().min(1).default(5),
+    /** Redelivery delay after a retryable failure (all attempts of one delivery failed). */
+    BATCH_RETRY_DELAY_MS: z.coerce.number().int().nonnegative().default(2_000),
+    /** JetStream ack wait; running and waiting jobs signal progress well within it. */
+    BATCH_ACK_WAIT_MS: z.coerce.number().int().min(1_000).default(30_000),
+    /** Longest wait for capacity when the job's policy does not queue on saturation. */
+    BATCH_DEFAULT_MAX_QUEUE_MS: z.coerce.number().int().positive().default(3_600_000),
+    /** Deadline of one job's execution once it has started. */
+    BATCH_JOB_TIMEOUT_MS: z.coerce.number().int().positive().default(600_000),
+    /**
+     * How long an expired or ended tier-4 session is kept so that its requests get
+     * `session_expired` / `session_node_unavailable` rather than `session_not_found`.
+     */
+    SESSION_RETENTION_MS: z.coerce.number().int().nonnegative().default(3_600_000),
+    /** How often each replica removes sessions past their retention. */
+    SESSION_SWEEP_INTERVAL_MS: z.coerce.number().int().min(1_000).default(60_000),
+  })
+  .refine(...requireBusIdentity);
 
 export type DispatcherConfig = z.output<typeof ConfigSchema>;
 

@@ -21,6 +21,8 @@ export function createRouteHandler(deps: RouteHandlerDeps): (msg: Msg) => Promis
       request = readRouteHeaders(msg.headers, deps.clock(), MESSAGE_TYPES.routeRequestV1);
     } catch (err) {
       const error = err instanceof ZmlError ? err : new ZmlError("internal_error", "bad request");
+      // Intake never sends these: one here is a bug or a forged request, worth a trace.
+      deps.log.warn({ code: error.code, param: error.param }, "route request refused");
       writer.error(error.toBody());
       return;
     }

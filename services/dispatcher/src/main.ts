@@ -1,7 +1,7 @@
 // Composition root: the only place that reads the environment, starts telemetry, connects
 // to NATS and hands the real parts to the dispatcher.
 import { randomBytes } from "node:crypto";
-import { connectBus } from "@zml/bus";
+import { busOptionsOf, connectBus } from "@zml/bus";
 import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { startDispatcher } from "./app.ts";
@@ -15,7 +15,11 @@ const config = loadConfig(process.env);
 const log = createLogger({ service: "dispatcher", level: config.LOG_LEVEL });
 const secrets = loadNodeSecrets(config.ZML_NODE_SECRETS_FILE);
 const { registry } = createMetrics({ service: "dispatcher" });
-const bus = await connectBus({ servers: config.NATS_URL, name: "zml-dispatcher", log });
+const bus = await connectBus({
+  ...busOptionsOf(config, "dispatcher"),
+  name: "zml-dispatcher",
+  log,
+});
 
 const dispatcher = await startDispatcher({
   bus,

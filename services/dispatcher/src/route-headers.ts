@@ -51,9 +51,11 @@ export function readRouteHeaders(
   }
   const model = get(HEADERS.model);
   if (!model) throw new ZmlError("invalid_request", "model header missing", HEADERS.model);
+  // Only the inference paths the contracts name ever reach a node: a forged request must not
+  // turn the operator's node credential into a key for the provider's other APIs.
   const path = get(HEADERS.path);
   if (!isInferencePath(path)) {
-    throw new ZmlError("invalid_request", "path header missing or invalid", HEADERS.path);
+    throw new ZmlError("invalid_request", "not an inference path", HEADERS.path);
   }
   const tier = Number(get(HEADERS.tier) || "1");
   if (!Number.isInteger(tier) || tier < 1 || tier > 4) {

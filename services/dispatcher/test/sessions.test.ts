@@ -115,7 +115,7 @@ describe("session store", () => {
   let bus: Bus;
   beforeAll(async () => {
     nats = await startNatsServer();
-    bus = await connectBus({ servers: nats.url, name: "sessions-test", log });
+    bus = await connectBus({ ...nats.client(), name: "sessions-test", log });
   });
   afterAll(async () => {
     await bus?.drain();

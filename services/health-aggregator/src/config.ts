@@ -1,11 +1,12 @@
 import { DEFAULT_HEALTH_CONFIG } from "@zml/health";
 import { CidrListSetting } from "@zml/contracts";
+import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
 import { parseConfig } from "@zml/runtime";
 import { z } from "zod";
 
 const ConfigSchema = z
   .object({
-    NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
+    ...BUS_CONFIG_SHAPE,
     /**
      * Node addresses allowed beyond the defaults, and always refused (comma-separated CIDRs),
      * checked on every connection after DNS. Link-local and cloud metadata ranges are refused
@@ -68,7 +69,8 @@ const ConfigSchema = z
   .refine((c) => c.ISOLATION_MAX_MS >= c.ISOLATION_BASE_MS, {
     message: "must be at least ISOLATION_BASE_MS",
     path: ["ISOLATION_MAX_MS"],
-  });
+  })
+  .refine(...requireBusIdentity);
 
 export type AggregatorConfig = z.output<typeof ConfigSchema>;
 

@@ -2,7 +2,7 @@
 // connects to NATS and hands the real probe (HTTP through keep-alive agents) to the app.
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import { connectBus } from "@zml/bus";
+import { busOptionsOf, connectBus } from "@zml/bus";
 import { createNodeAddressPolicy } from "@zml/contracts";
 import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
@@ -22,7 +22,11 @@ const log = createLogger({ service: "health-aggregator", level: config.LOG_LEVEL
   replica: self,
 });
 const { registry } = createMetrics({ service: "health-aggregator" });
-const bus = await connectBus({ servers: config.NATS_URL, name: "zml-health-aggregator", log });
+const bus = await connectBus({
+  ...busOptionsOf(config, "health-aggregator"),
+  name: "zml-health-aggregator",
+  log,
+});
 const prober = createNodeProber({
   keepAliveMs: config.POLL_INTERVAL_MS * 2,
   timeoutMs: config.PROBE_TIMEOUT_MS,

@@ -16,7 +16,7 @@ const buses: Bus[] = [];
 
 beforeAll(async () => {
   nats = await startNatsServer();
-  bus = await connectBus({ servers: nats.url, name: "membership-test", log });
+  bus = await connectBus({ ...nats.client(), name: "membership-test", log });
 }, 30_000);
 afterAll(async () => {
   await Promise.all(members.map((m) => m.leave()));
@@ -32,7 +32,7 @@ beforeEach(async () => {
 
 /** Joins as `self` over its own connection, so that closing it looks like a crash. */
 async function join(self: string, ttlMs: number) {
-  const own = await connectBus({ servers: nats.url, name: self, log });
+  const own = await connectBus({ ...nats.client(), name: self, log });
   buses.push(own);
   const changes: string[][] = [];
   const member = await joinReplicaSet({

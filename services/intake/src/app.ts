@@ -5,6 +5,7 @@ import type { ReplyMux } from "@zml/bus";
 import { createNodeAddressPolicy, ZmlError } from "@zml/contracts";
 import type { Logger } from "@zml/telemetry";
 import Fastify, { LogController } from "fastify";
+import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
 import { createKvConfigStore } from "./admin/store.ts";
 import type { ConfigStore } from "./admin/store.ts";
@@ -68,8 +69,16 @@ const AUTHENTICATED_PREFIXES = ["/v1/", "/admin/"];
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
 const VERSION = "1.0.0";
 
+/**
+ * What one listener serves: `all` (one port for everything), `public` (the client API,
+ * health and readiness), or `admin` (health, readiness, metrics, OpenAPI and the admin API).
+ */
+export type AppSurface = "all" | "public" | "admin";
+
 /** Builds the intake HTTP app from injected parts; `main.ts` only starts it. */
-export async function buildApp(deps: IntakeDeps) {
+export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
+  const servesPublic = surface !== "admin";
+  const servesAdmin = surface !== "public";
   const { config } = deps;
   const app = Fastify({
     loggerInstance: deps.log,
@@ -93,7 +102,6 @@ export async function buildApp(deps: IntakeDeps) {
       return typeof given === "string" && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
   });
-  const metrics = createIntakeMetrics(deps.registry);
 
   // Bodies stay raw bytes: they are forwarded to the node as received. Any content type is
   // accepted and must parse as JSON, so a bare `curl -d` works too.
@@ -160,8 +168,31 @@ export async function buildApp(deps: IntakeDeps) {
       registry: deps.registry,
       isReady: deps.isReady,
       openApi: buildOpenApiDocument(VERSION),
+      internals: servesAdmin,
     }),
   );
+  if (servesPublic) await app.register(publicRoutes(deps));
+  if (servesAdmin && config.ZML_ADMIN_TOKEN !== undefined) {
+    await app.register(
+      adminRoutes({
+        store: deps.configStore,
+        checkAdmin: createAdminAuthenticator(config.ZML_ADMIN_TOKEN),
+        nodeAddresses: createNodeAddressPolicy({
+          allow: config.ZML_NODE_ALLOW_CIDRS,
+          deny: config.ZML_NODE_DENY_CIDRS,
+        }),
+        clock: deps.clock,
+      }),
+    );
+  }
+  return app;
+}
+
+/** The client API: inference, models, sessions, attestation checks and batch jobs. */
+const publicRoutes = (deps: IntakeDeps) => async (app: FastifyInstance) => {
+  const { config } = deps;
+  // Registered once per registry: only the public listener counts client requests.
+  const metrics = createIntakeMetrics(deps.registry);
   await app.register(modelRoutes({ auth: deps.auth, models: deps.models, clock: deps.clock }));
   await app.register(
     inferenceRoutes({
@@ -181,34 +212,30 @@ export async function buildApp(deps: IntakeDeps) {
   await app.register(attestationRoutes(deps));
   await app.register(allowlistRoutes({ feed: deps.allowlist, clock: deps.clock }));
   await app.register(jobRoutes(deps));
-  if (config.ZML_ADMIN_TOKEN !== undefined) {
-    await app.register(
-      adminRoutes({
-        store: deps.configStore,
-        checkAdmin: createAdminAuthenticator(config.ZML_ADMIN_TOKEN),
-        nodeAddresses: createNodeAddressPolicy({
-          allow: config.ZML_NODE_ALLOW_CIDRS,
-          deny: config.ZML_NODE_DENY_CIDRS,
-        }),
-        clock: deps.clock,
-      }),
-    );
-  }
-  return app;
-}
+};
 
 export interface StartIntakeDeps extends Pick<
   IntakeDeps,
   "bus" | "registry" | "log" | "tls" | "clock"
 > {
   config: IntakeDeps["config"] &
-    Pick<IntakeConfig, "ZML_HOST" | "ZML_PORT" | "ZML_KEY_STORE_MAX_STALE_MS">;
+    Pick<
+      IntakeConfig,
+      "ZML_HOST" | "ZML_PORT" | "ZML_KEY_STORE_MAX_STALE_MS" | "ZML_ADMIN_PORT" | "ZML_ADMIN_HOST"
+    >;
+  /**
+   * The connection the admin API writes configuration with (the `admin` identity); intake's
+   * own identity may only read it. Default: `bus` (tests, insecure setups).
+   */
+  adminBus?: IntakeDeps["bus"];
 }
 
 export interface Intake {
   app: Awaited<ReturnType<typeof buildApp>>;
   /** Where it listens, e.g. `http://127.0.0.1:8080` (the real port when 0 was asked). */
   url: string;
+  /** The admin listener's URL, when `ZML_ADMIN_PORT` gave it one of its own. */
+  adminUrl: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -235,24 +262,33 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
       mux.failAll(new ZmlError("bus_unavailable", "message bus connection lost", null, 1));
     }
   });
-  const app = await buildApp({
+  const appDeps: IntakeDeps = {
     ...deps,
     mux,
     auth,
     rateLimiter,
     models: state.models.map,
     policies: state.policies.map,
-    configStore: createKvConfigStore(bus),
+    configStore: createKvConfigStore(deps.adminBus ?? bus),
     allowlist,
     isReady: () => bus.isConnected(),
-  });
+  };
+  // With ZML_ADMIN_PORT the admin API, metrics and OpenAPI get a listener of their own.
+  const separateAdmin = config.ZML_ADMIN_PORT !== undefined;
+  const app = await buildApp(appDeps, separateAdmin ? "public" : "all");
+  const adminApp = separateAdmin ? await buildApp(appDeps, "admin") : undefined;
   await app.listen({ host: config.ZML_HOST, port: config.ZML_PORT });
-  const { port } = app.server.address() as { port: number };
+  await adminApp?.listen({ host: config.ZML_ADMIN_HOST, port: config.ZML_ADMIN_PORT });
+  const scheme = deps.tls ? "https" : "http";
+  const urlOf = (host: string, a: typeof app) =>
+    `${scheme}://${host}:${(a.server.address() as { port: number }).port}`;
   return {
     app,
-    url: `${deps.tls ? "https" : "http"}://${config.ZML_HOST}:${port}`,
+    url: urlOf(config.ZML_HOST, app),
+    adminUrl: adminApp ? urlOf(config.ZML_ADMIN_HOST, adminApp) : undefined,
     async stop() {
       await app.close();
+      await adminApp?.close();
       unlisten();
       mux.close();
       state.stop();

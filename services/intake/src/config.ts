@@ -1,5 +1,7 @@
 import { CidrListSetting } from "@zml/contracts";
+import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
 import { parseConfig } from "@zml/runtime";
+import { adminTokenWeakness } from "./admin-token.ts";
 import { z } from "zod";
 
 const flag = z
@@ -8,7 +10,7 @@ const flag = z
 
 const ConfigSchema = z
   .object({
-    NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
+    ...BUS_CONFIG_SHAPE,
     ZML_HOST: z.string().default("0.0.0.0"),
     ZML_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
     LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
@@ -62,17 +64,56 @@ const ConfigSchema = z
     ZML_NODE_DENY_CIDRS: CidrListSetting,
     /** Admin API bearer token; the admin API answers 404 when unset. */
     ZML_ADMIN_TOKEN: z.string().min(16, "at least 16 characters").optional(),
+    /**
+     * `dev` relaxes the admin token rules (the dev launcher sets it); anything else is treated
+     * as production.
+     */
+    ZML_ENV: z.enum(["production", "dev"]).default("production"),
+    /**
+     * A second listener for the admin API, `/metrics` and `/openapi.json`, which then leave
+     * the public port (health and readiness stay on both). Unset: one port serves all.
+     */
+    ZML_ADMIN_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+    /** Interface of the admin listener; loopback unless scrapers and operators come from elsewhere. */
+    ZML_ADMIN_HOST: z.string().default("127.0.0.1"),
+    /**
+     * Seed of the `admin` bus identity the admin API writes configuration with; intake's
+     * own identity may only read it.
+     */
+    ZML_ADMIN_NATS_NKEY_SEED_FILE: z.string().min(1).optional(),
   })
   .refine((c) => (c.ZML_TLS_CERT_FILE === undefined) === (c.ZML_TLS_KEY_FILE === undefined), {
     message: "set both ZML_TLS_CERT_FILE and ZML_TLS_KEY_FILE, or neither",
     path: ["ZML_TLS_KEY_FILE"],
-  });
+  })
+  .refine(...requireBusIdentity)
+  .superRefine((c, ctx) => {
+    if (c.ZML_ADMIN_TOKEN === undefined || c.ZML_ENV === "dev") return;
+    const weakness = adminTokenWeakness(c.ZML_ADMIN_TOKEN);
+    if (weakness !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        message: `too weak outside dev (ZML_ENV=dev): ${weakness}`,
+        path: ["ZML_ADMIN_TOKEN"],
+      });
+    }
+  })
+  .refine(
+    (c) =>
+      c.ZML_ADMIN_TOKEN === undefined ||
+      c.NATS_INSECURE ||
+      c.ZML_ADMIN_NATS_NKEY_SEED_FILE !== undefined,
+    {
+      message: "required with ZML_ADMIN_TOKEN: the admin API writes with the admin bus identity",
+      path: ["ZML_ADMIN_NATS_NKEY_SEED_FILE"],
+    },
+  );
 
 export type IntakeConfig = z.output<typeof ConfigSchema>;
 
 const FIXES = {
   ZML_ADMIN_TOKEN:
-    "set ZML_ADMIN_TOKEN to a random secret of at least 16 characters (e.g. `openssl rand -hex 24`), or unset it to turn the admin API off",
+    "set ZML_ADMIN_TOKEN to a random secret of at least 24 characters (e.g. `openssl rand -hex 24`), or unset it to turn the admin API off",
   ZML_TLS_KEY_FILE: "set both ZML_TLS_CERT_FILE and ZML_TLS_KEY_FILE to PEM files, or unset both",
 };
 

@@ -1,6 +1,6 @@
 // Composition root: the only place that reads the environment, starts telemetry, connects
 // to NATS and starts the intake app.
-import { connectBus } from "@zml/bus";
+import { busOptionsOf, connectBus } from "@zml/bus";
 import { onShutdownSignal, readConfigFile, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startTelemetry } from "@zml/telemetry";
 import { startIntake } from "./app.ts";
@@ -19,12 +19,33 @@ const tls =
         key: readConfigFile("ZML_TLS_KEY_FILE", config.ZML_TLS_KEY_FILE, "PEM private key"),
       }
     : undefined;
-const bus = await connectBus({ servers: config.NATS_URL, name: "zml-intake", log });
+const bus = await connectBus({ ...busOptionsOf(config, "intake"), name: "zml-intake", log });
+// The admin API writes configuration as `admin`, over a connection of its own.
+const adminBus =
+  config.ZML_ADMIN_TOKEN === undefined
+    ? undefined
+    : await connectBus({
+        ...busOptionsOf(
+          { ...config, NATS_NKEY_SEED_FILE: config.ZML_ADMIN_NATS_NKEY_SEED_FILE },
+          "admin",
+        ),
+        name: "zml-intake-admin",
+        log,
+      });
 
-const intake = await startIntake({ bus, config, registry, log, tls, clock: Date.now });
+const intake = await startIntake({
+  bus,
+  ...(adminBus ? { adminBus } : {}),
+  config,
+  registry,
+  log,
+  tls,
+  clock: Date.now,
+});
 log.info(
   {
     url: intake.url,
+    ...(intake.adminUrl ? { admin_url: intake.adminUrl } : {}),
     http2: tls ? "h2" : config.ZML_H2C ? "h2c" : "off",
     admin: config.ZML_ADMIN_TOKEN !== undefined,
   },
@@ -33,6 +54,7 @@ log.info(
 
 onShutdownSignal(log, async () => {
   await intake.stop();
+  await adminBus?.drain();
   await bus.drain();
   await telemetry.shutdown();
 });

@@ -8,10 +8,11 @@ import type { NatsServerHandle } from "@zml/harness";
 import { createLogger, createMetrics } from "@zml/telemetry";
 import { startIntake as startIntakeApp } from "../src/app.ts";
 import type { Intake, IntakeDeps } from "../src/app.ts";
+import type { IntakeConfig } from "../src/config.ts";
 
 export const API_KEY = "intake-test-key-0123456789";
 export const LIMITED_KEY = "intake-limited-key-0123456789";
-export const ADMIN_TOKEN = "intake-admin-token-0123456789";
+export const ADMIN_TOKEN = "intake-Zr8Kq2Lm5Vx9Tn4Wb7Yc";
 export const quietLog = { info() {}, warn() {}, error() {} };
 export const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 
@@ -41,10 +42,14 @@ export interface Harness {
   bus: Bus;
   app: Intake["app"];
   url: string;
+  /** Set when `ZML_ADMIN_PORT` gave the admin API a listener of its own. */
+  adminUrl: string | undefined;
   close(): Promise<void>;
 }
 
-export type ConfigOverrides = Partial<IntakeDeps["config"]>;
+export type ConfigOverrides = Partial<
+  IntakeDeps["config"] & Pick<IntakeConfig, "ZML_ADMIN_PORT" | "ZML_ADMIN_HOST">
+>;
 
 /** Seeds the configuration buckets, as `zml apply` would. */
 export async function seed(bus: Bus): Promise<void> {
@@ -65,7 +70,7 @@ export async function startIntake(
   } = {},
 ): Promise<Harness> {
   const nats = options.nats ?? (await startNatsServer());
-  const bus = await connectBus({ servers: nats.url, name: "intake-test", log: quietLog });
+  const bus = await connectBus({ ...nats.client(), name: "intake-test", log: quietLog });
   await seed(bus);
   const intake = await startIntakeApp({
     bus,
@@ -88,6 +93,7 @@ export async function startIntake(
       ZML_CLIENT_BUFFER_MAX_BYTES: 8 * 1024 * 1024,
       ZML_NODE_ALLOW_CIDRS: [],
       ZML_NODE_DENY_CIDRS: [],
+      ZML_ADMIN_HOST: "127.0.0.1",
       ...options.config,
     },
     tls: options.tls,
@@ -98,6 +104,7 @@ export async function startIntake(
     bus,
     app: intake.app,
     url: intake.url,
+    adminUrl: intake.adminUrl,
     async close() {
       await intake.stop();
       await bus.drain();

@@ -1,4 +1,4 @@
-import { openKv } from "@zml/bus";
+import { ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
   createNodeAddressPolicy,
@@ -36,6 +36,9 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
   checkNodeEndpoints(values.file, doc, io.env);
   return withBus(values.nats, io, async (bus) => {
     const options = { prune: values.prune === true };
+    // As the admin identity, the first apply also sets the bus up: every bucket and stream
+    // exists before a service binds to it (services may not create them).
+    if (!values["dry-run"]) await ensureBusResources(bus);
     const plan = await applyFleet(bus, doc, { ...options, dryRun: true });
     const fields = await changedFields(bus, doc, plan);
     const changes = values["dry-run"] ? plan : await applyFleet(bus, doc, options);

@@ -1,8 +1,14 @@
 // The one port through which the route path reports: metrics, the shared cooldown, the
 // live table's latency, observations for the health aggregator, and the request's log.
 // Spans are opened and closed by the code they time (see `tracing.ts`).
+import { hostname } from "node:os";
 import { publishJson } from "@zml/bus";
-import { NODE_COOLDOWN_SUBJECT, NodeCooldownSchema, ZmlError } from "@zml/contracts";
+import {
+  NODE_COOLDOWN_MAX_MS,
+  NODE_COOLDOWN_SUBJECT,
+  NodeCooldownSchema,
+  ZmlError,
+} from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import type { Rejection, ResolvedPolicy } from "@zml/routing";
 import type { Logger } from "@zml/telemetry";
@@ -70,16 +76,20 @@ export function createRouteReport(deps: ReportDeps, decisionId: string, log: Log
       });
     },
 
+    // A node's Retry-After counts, up to the cap every receiver enforces anyway.
     coolDown(node, retryAfterS, reason) {
-      const until =
-        deps.clock() + Math.max(deps.config.NODE_COOLDOWN_MS, (retryAfterS ?? 0) * 1000);
-      deps.routing.current().live.coolDown(node.id, until);
+      const durationMs = Math.min(
+        NODE_COOLDOWN_MAX_MS,
+        Math.max(deps.config.NODE_COOLDOWN_MS, (retryAfterS ?? 0) * 1000),
+      );
+      deps.routing.current().live.coolDown(node.id, deps.clock() + durationMs);
       deps.metrics.cooldowns.inc({ node: node.id });
       publishJson(deps.bus, NODE_COOLDOWN_SUBJECT, NodeCooldownSchema, {
-        type: "node.cooldown.v1",
+        type: "node.cooldown.v2",
         node_id: node.id,
-        until,
+        duration_ms: durationMs,
         reason: reason.slice(0, 64),
+        origin: `dispatcher@${hostname()}:${process.pid}`,
       });
     },
 

@@ -122,7 +122,9 @@ export async function startRig(options: RigOptions): Promise<Rig> {
     await nats.stop();
   };
   try {
-    bus = await connectBus({ servers: nats.url, name: "dispatcher-rig", log: quietLog });
+    // The harness identity: this tier drives the dispatcher's code, not the bus permissions
+    // (the e2e stacks run each service on its own identity).
+    bus = await connectBus({ ...nats.client(), name: "dispatcher-rig", log: quietLog });
     const now = Date.now();
     const nodes = await openKv(bus, KV_BUCKETS.nodes);
     const states = await openKv(bus, KV_BUCKETS.nodeState);
@@ -163,7 +165,11 @@ export async function startRig(options: RigOptions): Promise<Rig> {
 
     dispatcher = await startDispatcher({
       bus,
-      config: loadConfig({ NATS_URL: nats.url, BATCH_ENABLED: "false", ...options.env }),
+      config: loadConfig({
+        ...nats.serviceEnv("dispatcher"),
+        BATCH_ENABLED: "false",
+        ...options.env,
+      }),
       log: createLogger({
         service: "dispatcher-test",
         level: "silent",

@@ -6,15 +6,22 @@ export interface OpsRouteDeps {
   isReady: () => boolean;
   /** The OpenAPI document, built once. */
   openApi: object;
+  /** Serve `/metrics` and `/openapi.json` too (false on a public listener of their own). */
+  internals: boolean;
 }
 
-/** Liveness, readiness, Prometheus metrics and the OpenAPI document: no credentials. */
+/**
+ * Liveness and readiness, plus (with `internals`) Prometheus metrics and the OpenAPI
+ * document: no credentials, so a deployment that wants them off the public port moves them
+ * to the admin listener (`ZML_ADMIN_PORT`).
+ */
 export function opsRoutes(deps: OpsRouteDeps) {
   return (app: FastifyInstance) => {
     app.get("/healthz", () => ({ status: "ok" }));
     app.get("/readyz", (_req, reply) =>
       deps.isReady() ? { status: "ready" } : reply.code(503).send({ status: "not_ready" }),
     );
+    if (!deps.internals) return;
     app.get("/metrics", async (_req, reply) =>
       reply.header("content-type", deps.registry.contentType).send(await deps.registry.metrics()),
     );
