@@ -1,6 +1,7 @@
 import type { ReplyWriter } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
 import type { Dispatcher } from "undici";
+import { SseEventCutter } from "./sse-events.ts";
 
 /** How one attempt against a node ended. */
 export type AttemptOutcome =
@@ -35,12 +36,11 @@ export interface NodeCall {
   clock: () => number;
 }
 
-const DONE_MARKER = Buffer.from("data: [DONE]");
-
 /**
  * Sends the client's bytes to a node unchanged and relays the answer as reply frames.
- * Nothing is retried once a frame has gone out; a stream that ends without `[DONE]`, breaks
- * or stalls ends with an explicit error frame, never as a clean, truncated success.
+ * Nothing is retried once a frame has gone out; a stream that ends unfinished (no
+ * `finish_reason`, no `[DONE]`), breaks or stalls ends with an explicit error frame, never as
+ * a clean, truncated success.
  */
 export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   let response: Dispatcher.ResponseData;
@@ -77,21 +77,37 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   }
 
   call.writer.head(status, contentType, call.routing, ttftMs);
-  // Only the last few bytes matter for spotting the terminal `[DONE]` event.
-  let tail: Buffer = Buffer.alloc(0);
+  return relayEvents(call, response, status, ttftMs);
+}
+
+/**
+ * Relays an SSE answer event by event: a client never sees half an event, so the error event
+ * that ends a broken stream always starts on a clean line. A stream that closes cleanly is
+ * complete when it ended with `[DONE]` or a `finish_reason` (many servers send no `[DONE]`).
+ */
+async function relayEvents(
+  call: NodeCall,
+  response: Dispatcher.ResponseData,
+  status: number,
+  ttftMs: number,
+): Promise<AttemptOutcome> {
+  const cutter = new SseEventCutter();
   let size = 0;
   try {
     for await (const chunk of response.body as AsyncIterable<Buffer>) {
       size += chunk.length;
       if (size > call.maxAnswerBytes) return tooLarge(call, response, status, ttftMs);
-      call.writer.chunk(chunk);
-      tail = chunk.length >= 32 ? chunk : Buffer.concat([tail, chunk]).subarray(-32);
+      const events = cutter.push(chunk);
+      if (events) call.writer.chunk(events);
     }
   } catch (err) {
     return broke(call, status, ttftMs, err);
   }
-  if (tail.indexOf(DONE_MARKER) === -1) {
-    const error = "stream ended without [DONE]";
+  if (!cutter.complete()) {
+    const error =
+      cutter.pending > 0
+        ? "stream ended in the middle of an event"
+        : "stream ended without finish_reason or [DONE]";
     call.writer.error(new ZmlError("stream_interrupted", error).toBody(), call.routing);
     return { kind: "broken", status, error, ttftMs };
   }

@@ -9,6 +9,7 @@ import {
   ZmlError,
   toOpenAiError,
 } from "@zml/contracts";
+import type { ErrorCode } from "@zml/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { sendError } from "./errors.ts";
 import { sseErrorEvent } from "./sse.ts";
@@ -20,6 +21,11 @@ export interface RelayOutcome {
   /** Node time reported with the first answer frame, and when that frame arrived here. */
   nodeMs: number | undefined;
   firstFrameAt: number | undefined;
+  /**
+   * The error that ended the request, also when it came after the answer's first bytes (a
+   * broken stream): then the client saw status 200, but the request failed.
+   */
+  errorCode: ErrorCode | undefined;
 }
 
 export interface RelayDeps {
@@ -40,7 +46,9 @@ export interface RelayDeps {
  * Sends one routed request over the bus and relays its reply frames to the client. A
  * client that goes away before the reply is complete stops the relay and publishes
  * `route.cancel` with the request's inbox, so the dispatcher can abort the node call and
- * free its slot. `done` is called once with the status the client got.
+ * free its slot. `finish` is called once with the request's final status: the
+ * status the client got, or for an answer that broke after its first bytes, the status of
+ * the error that ended it (`outcome.errorCode` names it).
  */
 export function relay(
   deps: RelayDeps,
@@ -52,8 +60,16 @@ export function relay(
   finish: (status: number, outcome: RelayOutcome) => void,
 ): Promise<unknown> | FastifyReply {
   let complete = false;
-  const outcome: RelayOutcome = { routing: undefined, nodeMs: undefined, firstFrameAt: undefined };
-  const done = (status: number) => finish(status, outcome);
+  const outcome: RelayOutcome = {
+    routing: undefined,
+    nodeMs: undefined,
+    firstFrameAt: undefined,
+    errorCode: undefined,
+  };
+  const done = (status: number, error?: ZmlError) => {
+    outcome.errorCode = error?.code;
+    finish(error?.status ?? status, outcome);
+  };
   const send = (onFrame: (frame: RouteFrame) => void, onAbort: () => void) => {
     const pending = deps.mux.request(
       ROUTE_REQUEST_SUBJECT,
@@ -123,7 +139,7 @@ export function relay(
             frame.kind === "error"
               ? errorOfFrame(frame)
               : new ZmlError("internal_error", `unexpected ${frame.kind} frame`);
-          done(error.status);
+          done(error.status, error);
           resolve(sendError(reply, error));
         },
         () => resolve(undefined),
@@ -155,7 +171,8 @@ interface PiecesContext {
   /** An SSE stream (a break ends with an error event) or a plain body (a break cuts it). */
   stream: boolean;
   maxBufferedBytes: number;
-  done: (status: number) => void;
+  /** Called once: the status the client got, or the error that ended the answer. */
+  done: (status: number, error?: ZmlError) => void;
   onOverflow: (bufferedBytes: number) => void;
 }
 
@@ -202,7 +219,7 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
         // which every HTTP client reports as an incomplete response.
         if (ctx.stream) res.end(sseErrorEvent(error.toBody()));
         else res.destroy();
-        ctx.done(res.statusCode);
+        ctx.done(res.statusCode, error);
       } else {
         res.writeHead(error.status, {
           "content-type": "application/json",
@@ -211,7 +228,7 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
           ...routing,
         });
         res.end(JSON.stringify(toOpenAiError(error.toBody())));
-        ctx.done(error.status);
+        ctx.done(error.status, error);
       }
       return;
     }

@@ -92,7 +92,8 @@ function forward(
   const span = startServerSpan(req, f.route);
   const finish = (status: number, outcome: RelayOutcome) => {
     const now = deps.clock();
-    deps.metrics.requests.inc({ route: f.route, status: String(status) });
+    const code = outcome.errorCode ?? "none";
+    deps.metrics.requests.inc({ route: f.route, status: String(status), code });
     deps.metrics.duration.observe({ route: f.route }, (now - f.startedAt) / 1000);
     // What ZML added: time to the first answer frame here, minus the node's own time.
     const addedMs =
@@ -114,6 +115,7 @@ function forward(
           decision_id: decisionId,
           route: f.route,
           status,
+          code: outcome.errorCode,
           account: f.account.id,
           model: plan.model,
           duration_ms: now - f.startedAt,

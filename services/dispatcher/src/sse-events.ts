@@ -1,0 +1,115 @@
+// Server-sent events relayed whole: bytes go out only up to the last blank line, so a client
+// never receives half an event, and a stream's last events tell whether it is complete.
+// Nothing here parses JSON: it scans bytes for the blank line and, at the end, for a
+// `finish_reason` in the last two events.
+
+const LF_LF = Buffer.from("\n\n");
+/** The end of `\r\n\r\n` (or `\n\r\n`): a CRLF blank line after a line end. */
+const LF_CRLF = Buffer.from("\n\r\n");
+const DONE = Buffer.from("data: [DONE]");
+const FINISH_REASON = Buffer.from('"finish_reason"');
+
+/**
+ * Index just past the last blank line that ends at or before `limit`, or -1. Blank lines end
+ * in LF or CRLF (every serving framework's); CR-only line ends are not recognised.
+ */
+export function lastBoundaryEnd(buf: Uint8Array, limit = buf.length): number {
+  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  const lf = limit >= 2 ? b.lastIndexOf(LF_LF, limit - 2) : -1;
+  const crlf = limit >= 3 ? b.lastIndexOf(LF_CRLF, limit - 3) : -1;
+  return Math.max(lf === -1 ? -1 : lf + 2, crlf === -1 ? -1 : crlf + 3);
+}
+
+/** Whether an event is `data: [DONE]`. */
+export function isDoneEvent(event: Buffer): boolean {
+  return event.indexOf(DONE) !== -1 && event.length <= DONE.length + 4;
+}
+
+/** Whether an event carries a `finish_reason` that is a string (not `null`). */
+export function hasFinishReason(event: Buffer): boolean {
+  for (let at = event.indexOf(FINISH_REASON); at !== -1;) {
+    let i = at + FINISH_REASON.length;
+    while (event[i] === 0x20) i++;
+    if (event[i] === 0x3a /* : */) {
+      i++;
+      while (event[i] === 0x20) i++;
+      if (event[i] === 0x22 /* " */) return true;
+    }
+    at = event.indexOf(FINISH_REASON, at + 1);
+  }
+  return false;
+}
+
+/**
+ * Cuts a byte stream into runs of whole SSE events. `push` returns the bytes that end on an
+ * event boundary (or null) and keeps the rest until its blank line arrives; what is held when
+ * the stream breaks is dropped, never sent. `complete` says whether the events sent so far
+ * make a finished answer: `[DONE]`, or a `finish_reason` in one of the last two events (the
+ * last one may be the usage chunk that follows it).
+ */
+export class SseEventCutter {
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  /** The last two events sent (the second may be missing). */
+  private last: Buffer | undefined;
+  private beforeLast: Buffer | undefined;
+
+  push(chunk: Buffer): Buffer | null {
+    let end = lastBoundaryEnd(chunk);
+    if (end === -1 && this.heldBytes > 0) end = this.straddlingEnd(chunk);
+    if (end === -1) {
+      this.hold(chunk);
+      return null;
+    }
+    const out =
+      this.heldBytes === 0
+        ? chunk.subarray(0, end)
+        : Buffer.concat([...this.held, chunk.subarray(0, end)], this.heldBytes + end);
+    this.held = [];
+    this.heldBytes = 0;
+    if (end < chunk.length) this.hold(chunk.subarray(end));
+    this.remember(out);
+    return out;
+  }
+
+  /** Bytes of an unfinished event held back. */
+  get pending(): number {
+    return this.heldBytes;
+  }
+
+  complete(): boolean {
+    const events = [this.last, this.beforeLast];
+    return events.some((e) => e !== undefined && (isDoneEvent(e) || hasFinishReason(e)));
+  }
+
+  private hold(bytes: Buffer): void {
+    this.held.push(bytes);
+    this.heldBytes += bytes.length;
+  }
+
+  /** A blank line split across the held bytes and the new chunk (at most 3 + 3 bytes). */
+  private straddlingEnd(chunk: Buffer): number {
+    const tailParts: Buffer[] = [];
+    let tailBytes = 0;
+    for (let i = this.held.length - 1; i >= 0 && tailBytes < 3; i--) {
+      tailParts.unshift(this.held[i]!);
+      tailBytes += this.held[i]!.length;
+    }
+    const heldTail = Buffer.concat(tailParts).subarray(-3);
+    const seam = Buffer.concat([heldTail, chunk.subarray(0, 3)]);
+    const end = lastBoundaryEnd(seam);
+    return end > heldTail.length ? end - heldTail.length : -1;
+  }
+
+  /** Keeps the last two events of `run` (a run of whole events). */
+  private remember(run: Buffer): void {
+    const start = Math.max(0, lastBoundaryEnd(run, run.length - 2));
+    const lastEvent = run.subarray(start);
+    if (start > 0) {
+      this.beforeLast = run.subarray(Math.max(0, lastBoundaryEnd(run, start - 2)), start);
+    } else {
+      this.beforeLast = this.last;
+    }
+    this.last = lastEvent;
+  }
+}

@@ -1,0 +1,91 @@
+// The SSE event cutter: only whole events go out, however the bytes are split.
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  hasFinishReason,
+  isDoneEvent,
+  lastBoundaryEnd,
+  SseEventCutter,
+} from "../src/sse-events.ts";
+
+const b = (s: string) => Buffer.from(s);
+const token = (t: string) =>
+  `data: {"choices":[{"delta":{"content":"${t}"},"finish_reason":null}]}\n\n`;
+const finish = 'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n';
+const usage = 'data: {"choices":[],"usage":{"completion_tokens":2}}\n\n';
+
+function run(chunks: string[]) {
+  const cutter = new SseEventCutter();
+  const out = chunks.map((c) => cutter.push(b(c))?.toString() ?? "").join("");
+  return { out, cutter };
+}
+
+describe("lastBoundaryEnd", () => {
+  it("finds the end of the last LF or CRLF blank line", () => {
+    expect(lastBoundaryEnd(b("data: a\n\ndata: b"))).toBe(9);
+    expect(lastBoundaryEnd(b("data: a\r\n\r\ndata: b"))).toBe(11);
+    expect(lastBoundaryEnd(b("data: a\ndata: b\n"))).toBe(-1);
+    expect(lastBoundaryEnd(b("data: a\n\ndata: b\n\n"), 17)).toBe(9);
+  });
+});
+
+describe("SseEventCutter", () => {
+  it("sends whole events at once and holds a partial one until its blank line", () => {
+    const cutter = new SseEventCutter();
+    expect(cutter.push(b(token("a") + 'data: {"cho'))?.toString()).toBe(token("a"));
+    expect(cutter.pending).toBeGreaterThan(0);
+    expect(cutter.push(b('ices":[]}\n'))).toBeNull();
+    expect(cutter.push(b("\n"))?.toString()).toBe('data: {"choices":[]}\n\n');
+    expect(cutter.pending).toBe(0);
+  });
+
+  it("sends every byte of whole events, in order, however the stream is split", () => {
+    const stream = token("a") + token("b") + finish + usage + "data: [DONE]\n\n";
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: stream.length - 1 }), { maxLength: 12 }),
+        (cuts) => {
+          const at = [...new Set(cuts)].sort((x, y) => x - y);
+          const pieces = [0, ...at].map((from, i) => stream.slice(from, at[i] ?? stream.length));
+          const { out, cutter } = run(pieces);
+          expect(out).toBe(stream);
+          expect(cutter.complete()).toBe(true);
+        },
+      ),
+    );
+  });
+
+  it("never sends the unfinished last event of a stream cut short", () => {
+    const { out, cutter } = run([token("a"), token("b").slice(0, 20)]);
+    expect(out).toBe(token("a"));
+    expect(cutter.pending).toBe(20);
+    expect(cutter.complete()).toBe(false);
+  });
+
+  it("is complete after a finish_reason, with the usage chunk after it and no [DONE]", () => {
+    expect(run([token("a"), finish]).cutter.complete()).toBe(true);
+    expect(run([token("a"), finish, usage]).cutter.complete()).toBe(true);
+    expect(run([token("a") + finish + usage]).cutter.complete()).toBe(true);
+    expect(run([token("a"), token("b")]).cutter.complete()).toBe(false);
+  });
+
+  it("is complete with [DONE], and CRLF events work the same", () => {
+    expect(run([token("a"), "data: [DONE]\n\n"]).cutter.complete()).toBe(true);
+    const crlf = 'data: {"finish_reason":"length"}\r\n\r\n';
+    const { out, cutter } = run([crlf.slice(0, 30), crlf.slice(30)]);
+    expect(out).toBe(crlf);
+    expect(cutter.complete()).toBe(true);
+  });
+});
+
+describe("event tests", () => {
+  it("reads finish_reason as set only when it is a string", () => {
+    expect(hasFinishReason(b(finish))).toBe(true);
+    expect(hasFinishReason(b('data: {"finish_reason" : "length"}\n\n'))).toBe(true);
+    expect(hasFinishReason(b(token("x")))).toBe(false);
+    // Text that mentions it, as a model's JSON output would (escaped), does not count.
+    expect(hasFinishReason(b(token('\\"finish_reason\\":\\"stop\\"')))).toBe(false);
+    expect(isDoneEvent(b("data: [DONE]\n\n"))).toBe(true);
+    expect(isDoneEvent(b(token("[DONE]")))).toBe(false);
+  });
+});

@@ -1,0 +1,161 @@
+// The failover details the seeds name, observed at nodes of our own (test/support/
+// hostile-node.ts) and at clients we write: how streams end, what a refusal tells the caller,
+// what the node is told, and what intake counts.
+import type { NodeSpec } from "@zml/contracts";
+import { pollUntil } from "@zml/harness";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startHostileNode } from "../support/hostile-node.ts";
+import type { HostileNode } from "../support/hostile-node.ts";
+import { API_KEY, authHeaders, startStack, waitForStatus } from "../support/stack.ts";
+import type { Stack } from "../support/stack.ts";
+
+const token = (t: string) =>
+  `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"${t}"},"finish_reason":null}]}\n\n`;
+const FINISH =
+  'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n';
+const USAGE =
+  'data: {"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n';
+/** Every token, the finish and the usage, then a clean close: no `[DONE]`. */
+const WITHOUT_DONE = token("Hel") + token("lo") + FINISH + USAGE;
+const WITH_DONE = WITHOUT_DONE + "data: [DONE]\n\n";
+const PARTIAL =
+  'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"par';
+
+let stack: Stack;
+const nodes = new Map<string, HostileNode>();
+
+function spec(id: string, node: HostileNode, index: number): NodeSpec {
+  return {
+    id,
+    endpoint: node.url,
+    framework: "vllm",
+    accelerator_family: "L4",
+    tier: 1,
+    models: [id],
+    max_concurrency: 4,
+    health_path: "/health",
+    metrics_path: "/metrics",
+    registered_at: index,
+  };
+}
+
+const sse = (body: string) =>
+  startHostileNode((_req, res) => {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.end(body);
+  });
+
+beforeAll(async () => {
+  nodes.set("no-done", await sse(WITHOUT_DONE));
+  nodes.set("with-done", await sse(WITH_DONE));
+  nodes.set(
+    "mid-cut",
+    await startHostileNode((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(token("Hel"));
+      // Half an event, then the connection breaks.
+      res.write(PARTIAL, () => res.socket?.destroy());
+    }),
+  );
+  stack = await startStack({
+    nodes: [],
+    fleet: { models: [...nodes.keys()].map((id) => ({ id })) },
+  });
+  await stack.apply({
+    ...stack.fleet,
+    nodes: [...nodes].map(([id, node], i) => spec(id, node, i)),
+  });
+  await waitForStatus(stack, "Active", [...nodes.keys()]);
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await Promise.all([...nodes.values()].map((n) => n.close()));
+});
+
+const chat = (model: string, stream = false) =>
+  fetch(`${stack.intakeUrl}/v1/chat/completions`, {
+    method: "POST",
+    headers: authHeaders(),
+    body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "x" }] }),
+  });
+
+async function metric(line: RegExp): Promise<number> {
+  const text = await (await fetch(`${stack.intakeUrl}/metrics`)).text();
+  const found = text.split("\n").find((l) => line.test(l));
+  return found === undefined ? 0 : Number(found.split(" ").at(-1));
+}
+
+/** Intake's "request completed" lines for a model. */
+const completedLines = (model: string) =>
+  stack
+    .logs()
+    .split("\n")
+    .filter((l) => l.includes('"msg":"request completed"') && l.includes(`"model":"${model}"`));
+
+describe("streams", () => {
+  it("a stream that ends cleanly after finish_reason, without [DONE], is complete as sent", async () => {
+    const res = await chat("no-done", true);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe(WITHOUT_DONE);
+  });
+
+  it("[DONE] passes through when the node sends it", async () => {
+    const res = await chat("with-done", true);
+    expect(await res.text()).toBe(WITH_DONE);
+  });
+
+  it("a break mid-event drops the partial event and ends with a clean error event", async () => {
+    const res = await chat("mid-cut", true);
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text.startsWith(token("Hel"))).toBe(true);
+    expect(text).not.toContain('"content":"par');
+    const events = text.split("\n\n").filter((e) => e !== "");
+    // Every event a client parses is whole JSON; the last is the error.
+    for (const e of events) {
+      expect(() => JSON.parse(e.slice(e.indexOf("data: ") + 6)) as unknown).not.toThrow();
+    }
+    expect(events.at(-1)).toMatch(/^event: error\ndata: .*"code":"stream_interrupted"/);
+  });
+
+  it("the openai SDK reports the break as the gateway's error, not a JSON parse error", async () => {
+    const client = new OpenAI({ apiKey: API_KEY, baseURL: `${stack.intakeUrl}/v1`, maxRetries: 0 });
+    const stream = await client.chat.completions.create({
+      model: "mid-cut",
+      messages: [{ role: "user", content: "x" }],
+      stream: true,
+    });
+    let text = "";
+    const err = await (async (): Promise<unknown> => {
+      try {
+        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(text).toBe("Hel");
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect(String((err as Error).message)).toContain("answer from node broke");
+  });
+
+  it("intake logs and counts a broken stream as stream_interrupted, not 200", async () => {
+    const before = await metric(
+      /^zml_intake_requests_total\{.*status="502".*code="stream_interrupted"/,
+    );
+    const logged = () => completedLines("mid-cut").length;
+    const linesBefore = logged();
+    await (await chat("mid-cut", true)).text();
+    await pollUntil(() => logged() > linesBefore, { timeoutMs: 5_000, message: "a log line" });
+    expect(JSON.parse(completedLines("mid-cut").at(-1)!)).toMatchObject({
+      status: 502,
+      code: "stream_interrupted",
+    });
+    const after = await metric(
+      /^zml_intake_requests_total\{.*status="502".*code="stream_interrupted"/,
+    );
+    expect(after).toBe(before + 1);
+  });
+});
