@@ -24,6 +24,8 @@ const PARTIAL =
 
 let stack: Stack;
 const nodes = new Map<string, HostileNode>();
+/** Releases the request the `busy` node holds. */
+let releaseBusy: () => void = () => undefined;
 
 function spec(id: string, node: HostileNode, index: number): NodeSpec {
   return {
@@ -33,7 +35,7 @@ function spec(id: string, node: HostileNode, index: number): NodeSpec {
     accelerator_family: "L4",
     tier: 1,
     models: [id],
-    max_concurrency: 4,
+    max_concurrency: id === "busy" ? 1 : 4,
     health_path: "/health",
     metrics_path: "/metrics",
     registered_at: index,
@@ -58,13 +60,29 @@ beforeAll(async () => {
       res.write(PARTIAL, () => res.socket?.destroy());
     }),
   );
+  nodes.set(
+    "limited",
+    await startHostileNode((_req, res) => {
+      res.writeHead(429, { "content-type": "application/json", "retry-after": "7" });
+      res.end('{"error":{"message":"slow down","type":"rate_limit_error","code":null}}');
+    }),
+  );
+  nodes.set(
+    "busy",
+    await startHostileNode((_req, res) => {
+      releaseBusy = () => res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    }),
+  );
+  // A node that is down: its address answers nothing, so it is never Active.
+  const down = await startHostileNode(() => undefined);
+  await down.close();
   stack = await startStack({
     nodes: [],
-    fleet: { models: [...nodes.keys()].map((id) => ({ id })) },
+    fleet: { models: [...nodes.keys(), "down", "unserved"].map((id) => ({ id })) },
   });
   await stack.apply({
     ...stack.fleet,
-    nodes: [...nodes].map(([id, node], i) => spec(id, node, i)),
+    nodes: [...[...nodes].map(([id, node], i) => spec(id, node, i)), spec("down", down, 99)],
   });
   await waitForStatus(stack, "Active", [...nodes.keys()]);
 });
@@ -157,5 +175,70 @@ describe("streams", () => {
       /^zml_intake_requests_total\{.*status="502".*code="stream_interrupted"/,
     );
     expect(after).toBe(before + 1);
+  });
+});
+
+interface ErrorEnvelope {
+  error: { code: string; saturation?: Record<string, number> };
+}
+
+describe("refusals tell the caller why and when to come back", () => {
+  it("a node's 429 reaches the caller with the node's Retry-After", async () => {
+    const res = await chat("limited");
+    expect(res.status).toBe(429);
+    expect(res.headers.get("retry-after")).toBe("7");
+    expect(await res.text()).toContain("slow down");
+  });
+
+  it("the node resting after its 429: 503 saturated, counted as cooling, with Retry-After", async () => {
+    const res = await chat("limited");
+    const body = (await res.json()) as ErrorEnvelope;
+    expect(res.status).toBe(503);
+    expect(body.error.code).toBe("saturated");
+    expect(body.error.saturation).toEqual({
+      considered: 1,
+      full: 0,
+      cooling: 1,
+      inactive: 0,
+      unattested: 0,
+      failed: 0,
+    });
+    expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(nodes.get("limited")!.received()).toBe(1);
+  });
+
+  it("every slot taken: 503 saturated, counted as full, with Retry-After", async () => {
+    const held = chat("busy");
+    await pollUntil(() => nodes.get("busy")!.received() === 1, {
+      timeoutMs: 5_000,
+      message: "the busy node to hold a request",
+    });
+    const res = await chat("busy");
+    const body = (await res.json()) as ErrorEnvelope;
+    releaseBusy();
+    expect((await held).status).toBe(200);
+    expect(res.status).toBe(503);
+    expect(body.error.code).toBe("saturated");
+    expect(body.error.saturation).toMatchObject({ considered: 1, full: 1, cooling: 0 });
+    expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(nodes.get("busy")!.received()).toBe(1);
+  });
+
+  it("no node active: 503 no_usable_node, counted as inactive, with Retry-After", async () => {
+    const res = await chat("down");
+    const body = (await res.json()) as ErrorEnvelope;
+    expect(res.status).toBe(503);
+    expect(body.error.code).toBe("no_usable_node");
+    expect(body.error.saturation).toMatchObject({ considered: 1, inactive: 1, full: 0 });
+    expect(res.headers.get("retry-after")).toBe("5");
+  });
+
+  it("no node serves the model: 503 no_node_available, nothing considered, with Retry-After", async () => {
+    const res = await chat("unserved");
+    const body = (await res.json()) as ErrorEnvelope;
+    expect(res.status).toBe(503);
+    expect(body.error.code).toBe("no_node_available");
+    expect(body.error.saturation).toMatchObject({ considered: 0 });
+    expect(res.headers.get("retry-after")).toBe("5");
   });
 });

@@ -1,4 +1,4 @@
-import type { ErrorCode, NodeSpec, Tier } from "@zml/contracts";
+import type { ErrorCode, NodeSpec, SaturationDetail, Tier } from "@zml/contracts";
 
 /** How candidates are ordered: the policy's `cost_priority`, or the client's `provider.sort`. */
 export type RankingMode = "latency" | "cost" | "balanced" | "quality" | "fastest";
@@ -89,8 +89,10 @@ export interface Decision {
 export type RejectionReason =
   | "unknown_model"
   | "unknown_policy"
-  /** No node serves the model at this tier in the policy's families, or none is usable. */
+  /** No node serves the model at this tier in the policy's families. */
   | "no_node_for_model_tier"
+  /** Nodes serve it, but none is active (and, for tiers 3–4, attested). */
+  | "no_usable_node"
   /** Nodes exist but every one is full, cooling down or already failed in this request. */
   | "saturated";
 
@@ -103,6 +105,8 @@ export interface Rejection {
   retryAfterS?: number;
   detail: string;
   readonly passedOver: PassedOver[];
+  /** How many nodes were considered and why each was out (all zero for `unknown_*`). */
+  saturation: SaturationDetail;
   /** How long the dispatcher may queue the request (policy `queue_on_saturation`); 0 = fail fast. */
   queueForMs: number;
 }

@@ -241,7 +241,12 @@ describe("decide properties", () => {
             if (c.costUsd !== null) expect(Number.isFinite(c.costUsd)).toBe(true);
           }
         } else {
-          expect(["unknown_model", "no_node_for_model_tier", "saturated"]).toContain(d.reason);
+          expect([
+            "unknown_model",
+            "no_node_for_model_tier",
+            "no_usable_node",
+            "saturated",
+          ]).toContain(d.reason);
           if (d.reason !== "unknown_model") expect(d.retryAfterS).toBeGreaterThanOrEqual(1);
           if (d.reason !== "saturated") expect(d.queueForMs).toBe(0);
         }

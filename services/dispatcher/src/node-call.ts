@@ -76,7 +76,7 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
     return relayBody(call, response, status, contentType, ttftMs, retryAfterS);
   }
 
-  call.writer.head(status, contentType, call.routing, ttftMs);
+  call.writer.head(status, contentType, call.routing, { nodeMs: ttftMs });
   return relayEvents(call, response, status, ttftMs);
 }
 
@@ -145,7 +145,10 @@ async function relayBody(
       held.push(chunk);
       if (size > HELD_ANSWER_BYTES) {
         relaying = true;
-        call.writer.head(status, contentType, call.routing, call.clock() - call.startedAt);
+        call.writer.head(status, contentType, call.routing, {
+          nodeMs: call.clock() - call.startedAt,
+          retryAfterS: retryAfterS ?? undefined,
+        });
         for (const c of held.splice(0)) call.writer.chunk(c);
       }
     }
@@ -155,13 +158,10 @@ async function relayBody(
   }
   if (relaying) call.writer.end();
   else
-    call.writer.full(
-      status,
-      contentType,
-      call.routing,
-      Buffer.concat(held, size),
-      call.clock() - call.startedAt,
-    );
+    call.writer.full(status, contentType, call.routing, Buffer.concat(held, size), {
+      nodeMs: call.clock() - call.startedAt,
+      retryAfterS: retryAfterS ?? undefined,
+    });
   return { kind: "relayed", status, ttftMs, retryAfterS };
 }
 

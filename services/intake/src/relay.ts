@@ -118,6 +118,8 @@ export function relay(
           if (frame.routing) reply.header(ROUTING_HTTP_HEADER, frame.routing);
           if (frame.kind === "full") {
             const status = frame.status ?? 502;
+            if (frame.retryAfterS !== undefined)
+              reply.header("retry-after", String(frame.retryAfterS));
             reply.code(status).header("content-type", frame.contentType ?? "application/json");
             done(status);
             resolve(
@@ -180,6 +182,9 @@ interface PiecesContext {
 function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): void {
   if (res.destroyed) return;
   const routing = frame.routing ? { [ROUTING_HTTP_HEADER]: frame.routing } : {};
+  // A node's Retry-After (e.g. on its 429) reaches the caller.
+  const retryAfter =
+    frame.retryAfterS !== undefined ? { "retry-after": String(frame.retryAfterS) } : {};
   // The same as the onSend hook adds to answers that fastify sends itself.
   const ownHeaders = { "x-request-id": ctx.requestId, "x-content-type-options": "nosniff" };
   switch (frame.kind) {
@@ -189,6 +194,7 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
           frame.contentType ?? (ctx.stream ? "text/event-stream" : "application/json"),
         "cache-control": "no-cache",
         ...ownHeaders,
+        ...retryAfter,
         ...routing,
       });
       return;
@@ -207,6 +213,7 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
       res.writeHead(frame.status ?? 502, {
         "content-type": frame.contentType ?? "application/json",
         ...ownHeaders,
+        ...retryAfter,
         ...routing,
       });
       res.end(frame.data);
