@@ -1,6 +1,8 @@
 // The failover details the seeds name, observed at nodes of our own (test/support/
 // hostile-node.ts) and at clients we write: how streams end, what a refusal tells the caller,
 // what the node is told, and what intake counts.
+import type { IncomingHttpHeaders } from "node:http";
+import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import OpenAI from "openai";
@@ -24,6 +26,8 @@ const PARTIAL =
 
 let stack: Stack;
 const nodes = new Map<string, HostileNode>();
+/** Headers of the last inference request the `echo` node received. */
+let echoed: IncomingHttpHeaders = {};
 /** Releases the request the `busy` node holds. */
 let releaseBusy: () => void = () => undefined;
 
@@ -71,6 +75,15 @@ beforeAll(async () => {
     "busy",
     await startHostileNode((_req, res) => {
       releaseBusy = () => res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    }),
+  );
+  nodes.set(
+    "echo",
+    await startHostileNode((req, res) => {
+      echoed = req.headers;
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end('{"object":"chat.completion"}');
     }),
   );
   // A node that is down: its address answers nothing, so it is never Active.
@@ -240,5 +253,23 @@ describe("refusals tell the caller why and when to come back", () => {
     expect(body.error.code).toBe("no_node_available");
     expect(body.error.saturation).toMatchObject({ considered: 0 });
     expect(res.headers.get("retry-after")).toBe("5");
+  });
+});
+
+describe("what the node is told", () => {
+  it("the node gets the same x-zml-routing dictionary as the caller, and trace context", async () => {
+    const res = await chat("echo");
+    expect(res.status).toBe(200);
+    const toCaller = res.headers.get(ROUTING_HTTP_HEADER)!;
+    const toNode = echoed[ROUTING_HTTP_HEADER];
+    expect(typeof toNode).toBe("string");
+    expect(toNode).toBe(toCaller);
+    expect(parseRoutingHeader(toNode as string)).toMatchObject({
+      node: "echo",
+      family: "L4",
+      tier: 1,
+      attempts: 1,
+    });
+    expect(echoed.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
   });
 });
