@@ -1,6 +1,7 @@
 // The failover details the seeds name, observed at nodes of our own (test/support/
 // hostile-node.ts) and at clients we write: how streams end, what a refusal tells the caller,
 // what the node is told, and what intake counts.
+import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
@@ -24,6 +25,7 @@ const WITH_DONE = WITHOUT_DONE + "data: [DONE]\n\n";
 const PARTIAL =
   'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"par';
 
+const METERED_KEY = "e2e-metered-key-0123456789";
 let stack: Stack;
 const nodes = new Map<string, HostileNode>();
 /** Headers of the last inference request the `echo` node received. */
@@ -95,6 +97,16 @@ beforeAll(async () => {
   });
   await stack.apply({
     ...stack.fleet,
+    // One request a minute: the second is refused with 429 before routing.
+    accounts: [
+      ...stack.fleet.accounts,
+      {
+        id: "metered",
+        api_key_sha256: [createHash("sha256").update(METERED_KEY).digest("hex")],
+        allowed_tiers: [1],
+        rate_limit: { requests_per_minute: 1, burst: 1 },
+      },
+    ],
     nodes: [...[...nodes].map(([id, node], i) => spec(id, node, i)), spec("down", down, 99)],
   });
   await waitForStatus(stack, "Active", [...nodes.keys()]);
@@ -105,11 +117,14 @@ afterAll(async () => {
   await Promise.all([...nodes.values()].map((n) => n.close()));
 });
 
-const chat = (model: string, stream = false) =>
+const chat = (model: string, stream = false, key = API_KEY) =>
+  post(JSON.stringify({ model, stream, messages: [{ role: "user", content: "x" }] }), key);
+
+const post = (body: string, key = API_KEY) =>
   fetch(`${stack.intakeUrl}/v1/chat/completions`, {
     method: "POST",
-    headers: authHeaders(),
-    body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "x" }] }),
+    headers: authHeaders(key),
+    body,
   });
 
 async function metric(line: RegExp): Promise<number> {
@@ -271,5 +286,47 @@ describe("what the node is told", () => {
       attempts: 1,
     });
     expect(echoed.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+  });
+});
+
+describe("intake counts every request by its final status", () => {
+  const counted = (status: number, code: string) =>
+    metric(
+      new RegExp(
+        `^zml_intake_requests_total\\{route="/v1/chat/completions",status="${status}",code="${code}"[,}]`,
+      ),
+    );
+
+  it.each([
+    ["unknown key", 401, "unauthorized", () => chat("echo", false, "not-a-key-0123456789")],
+    ["body not JSON", 400, "invalid_json", () => post("{not json")],
+    ["unknown model", 404, "unknown_model", () => chat("no-such-model")],
+  ])("%s: %i %s, refused before routing", async (_what, status, code, send) => {
+    const before = await counted(status, code);
+    const res = await send();
+    await res.text();
+    expect(res.status).toBe(status);
+    expect(await counted(status, code)).toBe(before + 1);
+  });
+
+  it("an account over its rate limit: 429 rate_limited, and the answered one as 200", async () => {
+    const okBefore = await counted(200, "none");
+    const limitedBefore = await counted(429, "rate_limited");
+    expect((await chat("echo", false, METERED_KEY)).status).toBe(200);
+    const res = await chat("echo", false, METERED_KEY);
+    expect(res.status).toBe(429);
+    expect(await counted(200, "none")).toBe(okBefore + 1);
+    expect(await counted(429, "rate_limited")).toBe(limitedBefore + 1);
+  });
+
+  // Last: it throttles this address for the rest of the file.
+  it("an address throttled after failed authentications: 429 auth_throttled", async () => {
+    let res: Response | undefined;
+    for (let i = 0; i < 40 && res?.status !== 429; i++) {
+      res = await chat("echo", false, "not-a-key-0123456789");
+      await res.text();
+    }
+    expect(res?.status).toBe(429);
+    expect(await counted(429, "auth_throttled")).toBeGreaterThanOrEqual(1);
   });
 });
