@@ -5,6 +5,7 @@ import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
+import { createClient } from "@zml/client";
 import { pollUntil } from "@zml/harness";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -141,13 +142,25 @@ const completedLines = (model: string) =>
     .filter((l) => l.includes('"msg":"request completed"') && l.includes(`"model":"${model}"`));
 
 describe("streams", () => {
-  it("a stream that ends cleanly after finish_reason, without [DONE], is complete as sent", async () => {
+  it("a stream that ends cleanly after finish_reason, without [DONE], is complete: every byte, then [DONE]", async () => {
     const res = await chat("no-done", true);
     expect(res.status).toBe(200);
-    expect(await res.text()).toBe(WITHOUT_DONE);
+    expect(await res.text()).toBe(WITHOUT_DONE + "data: [DONE]\n\n");
   });
 
-  it("[DONE] passes through when the node sends it", async () => {
+  it("ZML's own SDK takes that stream as complete", async () => {
+    const zml = createClient({ baseUrl: stack.intakeUrl, apiKey: API_KEY });
+    const stream = await zml.infer({
+      model: "no-done",
+      messages: [{ role: "user", content: "x" }],
+      stream: true,
+    });
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    expect(text).toBe("Hello");
+  });
+
+  it("[DONE] passes through when the node sends it, once", async () => {
     const res = await chat("with-done", true);
     expect(await res.text()).toBe(WITH_DONE);
   });

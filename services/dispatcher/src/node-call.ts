@@ -1,7 +1,7 @@
 import type { ReplyWriter } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
 import type { Dispatcher } from "undici";
-import { SseEventCutter } from "./sse-events.ts";
+import { DONE_EVENT, SseEventCutter } from "./sse-events.ts";
 
 /** How one attempt against a node ended. */
 export type AttemptOutcome =
@@ -111,6 +111,9 @@ async function relayEvents(
     call.writer.error(new ZmlError("stream_interrupted", error).toBody(), call.routing);
     return { kind: "broken", status, error, ttftMs };
   }
+  // Every complete stream ZML answers ends with `[DONE]`, as OpenAI's do (and as clients,
+  // ZML's SDKs among them, expect); a node's own is passed through, never doubled.
+  if (!cutter.endedWithDone()) call.writer.chunk(DONE_EVENT);
   call.writer.end();
   return { kind: "relayed", status, ttftMs, retryAfterS: null };
 }

@@ -7,6 +7,8 @@ const LF_LF = Buffer.from("\n\n");
 /** The end of `\r\n\r\n` (or `\n\r\n`): a CRLF blank line after a line end. */
 const LF_CRLF = Buffer.from("\n\r\n");
 const DONE = Buffer.from("data: [DONE]");
+/** The terminal event, for a complete stream whose node sent none. */
+export const DONE_EVENT = Buffer.from("data: [DONE]\n\n");
 const FINISH_REASON = Buffer.from('"finish_reason"');
 
 /**
@@ -75,6 +77,11 @@ export class SseEventCutter {
   /** Bytes of an unfinished event held back. */
   get pending(): number {
     return this.heldBytes;
+  }
+
+  /** Whether the last event sent was `data: [DONE]`. */
+  endedWithDone(): boolean {
+    return this.last !== undefined && isDoneEvent(this.last);
   }
 
   complete(): boolean {
