@@ -4,12 +4,11 @@
 import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
-import type { NodeSpec } from "@zml/contracts";
 import { createClient } from "@zml/client";
 import { pollUntil } from "@zml/harness";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHostileNode } from "../support/hostile-node.ts";
+import { hostileNodeSpec, startHostileNode } from "../support/hostile-node.ts";
 import type { HostileNode } from "../support/hostile-node.ts";
 import { API_KEY, authHeaders, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
@@ -33,21 +32,6 @@ const nodes = new Map<string, HostileNode>();
 let echoed: IncomingHttpHeaders = {};
 /** Releases the request the `busy` node holds. */
 let releaseBusy: () => void = () => undefined;
-
-function spec(id: string, node: HostileNode, index: number): NodeSpec {
-  return {
-    id,
-    endpoint: node.url,
-    framework: "vllm",
-    accelerator_family: "L4",
-    tier: 1,
-    models: [id],
-    max_concurrency: id === "busy" ? 1 : 4,
-    health_path: "/health",
-    metrics_path: "/metrics",
-    registered_at: index,
-  };
-}
 
 const sse = (body: string) =>
   startHostileNode((_req, res) => {
@@ -108,7 +92,10 @@ beforeAll(async () => {
         rate_limit: { requests_per_minute: 1, burst: 1 },
       },
     ],
-    nodes: [...[...nodes].map(([id, node], i) => spec(id, node, i)), spec("down", down, 99)],
+    nodes: [
+      ...[...nodes].map(([id, node], i) => hostileNodeSpec(id, node, id, i, id === "busy" ? 1 : 4)),
+      hostileNodeSpec("down", down, "down", 99),
+    ],
   });
   await waitForStatus(stack, "Active", [...nodes.keys()]);
 });
