@@ -6,11 +6,10 @@ import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pour, startHostileNode } from "../support/hostile-node.ts";
+import { hostileNodeSpec, pour, startHostileNode } from "../support/hostile-node.ts";
 import type { HostileNode } from "../support/hostile-node.ts";
 import { authHeaders, nodeStatus, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
-import type { NodeSpec } from "@zml/contracts";
 
 const MiB = 1024 * 1024;
 let stack: Stack;
@@ -29,22 +28,6 @@ function rssMiB(service: string): number {
   const pid = stack.services.get(service)!.pid;
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
-}
-
-function hostileSpec(id: string, node: HostileNode, model: string, index: number): NodeSpec {
-  return {
-    id,
-    endpoint: node.url,
-    framework: "vllm",
-    accelerator_family: "L4",
-    tier: 1,
-    models: [model],
-    apis: ["chat", "completions"],
-    max_concurrency: 4,
-    health_path: "/health",
-    metrics_path: "/metrics",
-    registered_at: index,
-  };
 }
 
 beforeAll(async () => {
@@ -98,11 +81,11 @@ beforeAll(async () => {
     ...stack.fleet,
     nodes: [
       ...stack.fleet.nodes,
-      hostileSpec("big-node", big, "big", 1),
-      hostileSpec("firehose-node", firehose, "firehose", 2),
-      hostileSpec("bomb-node", metricsBomb, "bomb", 3),
-      hostileSpec("denied-node", denied, "denied", 4),
-      hostileSpec("stall-node", stall, "stall", 5),
+      hostileNodeSpec("big-node", big, "big", 1),
+      hostileNodeSpec("firehose-node", firehose, "firehose", 2),
+      hostileNodeSpec("bomb-node", metricsBomb, "bomb", 3),
+      hostileNodeSpec("denied-node", denied, "denied", 4),
+      hostileNodeSpec("stall-node", stall, "stall", 5),
     ],
   });
   await waitForStatus(stack, "Active", ["big-node", "firehose-node", "stall-node"]);

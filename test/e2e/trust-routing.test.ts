@@ -113,7 +113,7 @@ describe("tier 3 routing", () => {
     for (let i = 0; i < 5; i++) {
       const res = await tier3();
       expect(res.status).toBe(503);
-      expect(JSON.parse(res.text).error.code, res.text).toBe("no_node_available");
+      expect(JSON.parse(res.text).error.code, res.text).toBe("no_usable_node");
     }
     expect(payloads("t3-b")).toBe(before);
     for (const id of UNTRUSTED) expect(payloads(id), id).toBe(0);

@@ -4,6 +4,7 @@
 import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { NodeSpec } from "@zml/contracts";
 
 export type InferenceHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -83,4 +84,27 @@ export function pour(res: ServerResponse, block: Buffer, totalBytes: number): vo
   };
   res.once("close", () => (sent = totalBytes));
   more();
+}
+
+/** The spec an operator would register for a hostile node: a tier-1 vLLM L4 serving `model`. */
+export function hostileNodeSpec(
+  id: string,
+  node: Pick<HostileNode, "url">,
+  model: string,
+  index: number,
+  maxConcurrency = 4,
+): NodeSpec {
+  return {
+    id,
+    endpoint: node.url,
+    framework: "vllm",
+    accelerator_family: "L4",
+    tier: 1,
+    models: [model],
+    apis: ["chat", "completions"],
+    max_concurrency: maxConcurrency,
+    health_path: "/health",
+    metrics_path: "/metrics",
+    registered_at: index,
+  };
 }

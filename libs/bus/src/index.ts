@@ -28,6 +28,7 @@ export type {
 export { createReplyWriter, createReplyMux, errorOfFrame } from "./route-reply.ts";
 export type {
   RouteFrame,
+  AnswerMeta,
   ReplyWriter,
   ReplyMux,
   PendingReply,

@@ -20,7 +20,17 @@ export interface RouteFrame {
   nodeMs: number | undefined;
   contentType: string | undefined;
   routing: string | undefined;
+  /** The node's `Retry-After` in seconds, on `full` and `head` frames of an answer with one. */
+  retryAfterS: number | undefined;
   data: Uint8Array;
+}
+
+/** What `full` and `head` frames say about the node's answer besides its status and type. */
+export interface AnswerMeta {
+  /** Node time in ms (see `HEADERS.nodeMs`). */
+  nodeMs?: number | undefined;
+  /** The node's `Retry-After`, in seconds, passed on to the caller. */
+  retryAfterS?: number | undefined;
 }
 
 const encoder = new TextEncoder();
@@ -34,9 +44,9 @@ export interface ReplyWriter {
     contentType: string,
     routing: string,
     body: Uint8Array,
-    nodeMs?: number,
+    meta?: AnswerMeta,
   ): void;
-  head(status: number, contentType: string, routing: string, nodeMs?: number): void;
+  head(status: number, contentType: string, routing: string, meta?: AnswerMeta): void;
   chunk(data: Uint8Array): void;
   end(): void;
   error(body: ErrorBody, routing?: string): void;
@@ -64,12 +74,13 @@ export function createReplyWriter(bus: Bus, replySubject: string): ReplyWriter {
     hdrs.set(HEADERS.seq, String(seq++));
     nc.publish(replySubject, data, { headers: hdrs });
   };
-  const described = (status: number, contentType: string, routing: string, nodeMs?: number) => {
+  const described = (status: number, contentType: string, routing: string, meta?: AnswerMeta) => {
     const h = natsHeaders();
     h.set(HEADERS.status, String(status));
     h.set(HEADERS.contentType, contentType);
     if (routing) h.set(HEADERS.routing, routing);
-    if (nodeMs !== undefined) h.set(HEADERS.nodeMs, nodeMs.toFixed(3));
+    if (meta?.nodeMs !== undefined) h.set(HEADERS.nodeMs, meta.nodeMs.toFixed(3));
+    if (meta?.retryAfterS !== undefined) h.set(HEADERS.retryAfter, String(meta.retryAfterS));
     return h;
   };
   const chunks = (data: Uint8Array) => {
@@ -78,17 +89,17 @@ export function createReplyWriter(bus: Bus, replySubject: string): ReplyWriter {
     }
   };
   return {
-    full: (status, contentType, routing, body, nodeMs) => {
+    full: (status, contentType, routing, body, meta) => {
       if (body.byteLength <= limit) {
-        frame(REPLY_KINDS.full, body, described(status, contentType, routing, nodeMs));
+        frame(REPLY_KINDS.full, body, described(status, contentType, routing, meta));
         return;
       }
-      frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing, nodeMs));
+      frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing, meta));
       chunks(body);
       frame(REPLY_KINDS.end, new Uint8Array(0));
     },
-    head: (status, contentType, routing, nodeMs) =>
-      frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing, nodeMs)),
+    head: (status, contentType, routing, meta) =>
+      frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing, meta)),
     chunk: chunks,
     end: () => frame(REPLY_KINDS.end, new Uint8Array(0)),
     error: (body, routing) => {
@@ -238,6 +249,7 @@ function decodeFrame(msg: Msg): RouteFrame | null {
   if (!h || !kind || !KINDS.has(kind) || !Number.isInteger(seq)) return null;
   const status = h.get(HEADERS.status);
   const nodeMs = h.get(HEADERS.nodeMs);
+  const retryAfter = h.get(HEADERS.retryAfter);
   return {
     kind: kind as ReplyKind,
     seq,
@@ -245,6 +257,7 @@ function decodeFrame(msg: Msg): RouteFrame | null {
     nodeMs: nodeMs ? Number(nodeMs) : undefined,
     contentType: h.get(HEADERS.contentType) || undefined,
     routing: h.get(HEADERS.routing) || undefined,
+    retryAfterS: /^\d{1,9}$/.test(retryAfter) ? Number(retryAfter) : undefined,
     data: msg.data,
   };
 }
@@ -257,6 +270,7 @@ function errorFrame(error: ZmlError, seq: number): RouteFrame {
     nodeMs: undefined,
     contentType: "application/json",
     routing: undefined,
+    retryAfterS: undefined,
     data: encoder.encode(JSON.stringify(error.toBody())),
   };
 }

@@ -22,7 +22,11 @@ export const ERROR_CODES = {
   rate_limited: { status: 429, retryable: false },
   /** Too many failed authentications from this client address; wait `Retry-After`. */
   auth_throttled: { status: 429, retryable: false },
+  /** No node of the policy's families serves the model at the tier. */
   no_node_available: { status: 503, retryable: true },
+  /** Nodes serve the model at the tier, but none is active (and, for tiers 3–4, attested). */
+  no_usable_node: { status: 503, retryable: true },
+  /** Nodes are usable but every one is full, cooling down or already failed this request. */
   saturated: { status: 503, retryable: true },
   upstream_unavailable: { status: 502, retryable: true },
   upstream_timeout: { status: 504, retryable: true },
@@ -43,6 +47,25 @@ export type ErrorCode = keyof typeof ERROR_CODES;
 
 export const ErrorCodeSchema = z.enum(Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]]);
 
+/**
+ * Why no node could take a request (on every "no viable node" 503): how many nodes of the
+ * policy's families serve the model at the tier, and how many of them were out for each
+ * reason.
+ */
+export const SaturationDetailSchema = z.object({
+  considered: z.number().int().nonnegative(),
+  /** At `max_concurrency`. */
+  full: z.number().int().nonnegative(),
+  cooling: z.number().int().nonnegative(),
+  /** Not `Active` (or not reported on yet). */
+  inactive: z.number().int().nonnegative(),
+  /** Tier 3/4 nodes without a valid attestation for the model. */
+  unattested: z.number().int().nonnegative(),
+  /** Already failed earlier in this request. */
+  failed: z.number().int().nonnegative(),
+});
+export type SaturationDetail = z.infer<typeof SaturationDetailSchema>;
+
 /** The error document sent over the bus and, wrapped OpenAI-style, to HTTP clients. */
 export const ErrorBodySchema = z.object({
   code: ErrorCodeSchema,
@@ -51,6 +74,7 @@ export const ErrorBodySchema = z.object({
   param: z.string().nullable().default(null),
   /** Seconds a client should wait before retrying, for 503s. */
   retry_after_s: z.number().int().positive().optional(),
+  saturation: SaturationDetailSchema.optional(),
 });
 export type ErrorBody = z.infer<typeof ErrorBodySchema>;
 
@@ -61,8 +85,16 @@ export class ZmlError extends Error {
   readonly retryable: boolean;
   readonly param: string | null;
   readonly retryAfterS: number | undefined;
-  constructor(code: ErrorCode, message: string, param: string | null = null, retryAfterS?: number) {
+  readonly saturation: SaturationDetail | undefined;
+  constructor(
+    code: ErrorCode,
+    message: string,
+    param: string | null = null,
+    retryAfterS?: number,
+    saturation?: SaturationDetail,
+  ) {
     super(message);
+    this.saturation = saturation;
     this.name = "ZmlError";
     this.code = code;
     this.param = param;
@@ -74,11 +106,12 @@ export class ZmlError extends Error {
   toBody(): ErrorBody {
     const body: ErrorBody = { code: this.code, message: this.message, param: this.param };
     if (this.retryAfterS !== undefined) body.retry_after_s = this.retryAfterS;
+    if (this.saturation !== undefined) body.saturation = this.saturation;
     return body;
   }
 
   static fromBody(body: ErrorBody): ZmlError {
-    return new ZmlError(body.code, body.message, body.param, body.retry_after_s);
+    return new ZmlError(body.code, body.message, body.param, body.retry_after_s, body.saturation);
   }
 }
 
@@ -92,16 +125,24 @@ export function openAiErrorType(status: number): string {
   return "api_error";
 }
 
-/** The OpenAI error envelope: `{ error: { message, type, param, code } }`. */
+/**
+ * The OpenAI error envelope: `{ error: { message, type, param, code } }`, plus `saturation`
+ * on a "no viable node" 503 (SDKs keep unknown fields).
+ */
 export function toOpenAiError(body: ErrorBody): {
-  error: { message: string; type: string; param: string | null; code: string };
-} {
-  return {
-    error: {
-      message: body.message,
-      type: openAiErrorType(ERROR_CODES[body.code].status),
-      param: body.param,
-      code: body.code,
-    },
+  error: {
+    message: string;
+    type: string;
+    param: string | null;
+    code: string;
+    saturation?: SaturationDetail;
   };
+} {
+  const error = {
+    message: body.message,
+    type: openAiErrorType(ERROR_CODES[body.code].status),
+    param: body.param,
+    code: body.code,
+  };
+  return { error: body.saturation ? { ...error, saturation: body.saturation } : error };
 }

@@ -40,6 +40,8 @@ export const HEADERS = {
   nodeMs: "Zml-Node-Ms",
   /** RFC 8941 dictionary describing the routing decision (see `routing-header.ts`). */
   routing: "Zml-Routing",
+  /** On `full` and `head` frames: the node's `Retry-After` in seconds, for the caller. */
+  retryAfter: "Zml-Retry-After",
 } as const;
 
 /** W3C trace context header names, carried on every NATS message. */

@@ -27,11 +27,12 @@ export {
   ERROR_CODES,
   ErrorCodeSchema,
   ErrorBodySchema,
+  SaturationDetailSchema,
   ZmlError,
   openAiErrorType,
   toOpenAiError,
 } from "./errors.ts";
-export type { ErrorCode, ErrorBody } from "./errors.ts";
+export type { ErrorCode, ErrorBody, SaturationDetail } from "./errors.ts";
 export {
   TierSchema,
   NODE_APIS,

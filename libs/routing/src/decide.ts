@@ -2,7 +2,7 @@ import type { NodeApi, Tier } from "@zml/contracts";
 import { RoutingError, ROUTING_ERROR_CODES } from "./errors.ts";
 import { costUsdFrom, responseMsFrom } from "./estimate.ts";
 import { LIVE_STATUS, type LiveTable } from "./live-table.ts";
-import { expandPassedOver, pack, R } from "./passed-over.ts";
+import { expandPassedOver, pack, R, saturationOf } from "./passed-over.ts";
 import type { ResolvedPolicy } from "./policy.ts";
 import { apiBit } from "./snapshot.ts";
 import type { ModelTierBucket, NodeEntry, RoutingSnapshot } from "./snapshot.ts";
@@ -355,15 +355,32 @@ function rankingOf(request: RouteRequest, policy: ResolvedPolicy): RankingMode {
   }
 }
 
+const REJECTION_CODES = {
+  unknown_model: "unknown_model",
+  api_not_served: "api_not_served",
+  no_node_for_model_tier: "no_node_available",
+  no_usable_node: "no_usable_node",
+  saturated: "saturated",
+} as const;
+
 function reject(
-  reason: "unknown_model" | "api_not_served" | "no_node_for_model_tier" | "saturated",
+  reason: keyof typeof REJECTION_CODES,
   detail: string,
   passedOver: PassedOver[],
   retryAfterS: number | undefined,
   queueForMs: number,
 ): Rejection {
-  const code = reason === "no_node_for_model_tier" ? "no_node_available" : reason;
-  const rejection: Rejection = { ok: false, reason, code, detail, passedOver, queueForMs };
+  const code = REJECTION_CODES[reason];
+  const saturation = saturationOf(passedOver);
+  const rejection: Rejection = {
+    ok: false,
+    reason,
+    code,
+    detail,
+    passedOver,
+    saturation,
+    queueForMs,
+  };
   if (retryAfterS !== undefined) rejection.retryAfterS = retryAfterS;
   return rejection;
 }
@@ -405,7 +422,7 @@ function rejectNone(sc: Scratch, cx: Context, policy: ResolvedPolicy): Rejection
     );
   }
   return reject(
-    "no_node_for_model_tier",
+    "no_usable_node",
     `none of the ${sc.considered} nodes for "${model}" at tier ${tier} is active${tier >= 3 ? " and attested" : ""}`,
     passedOver,
     opts.noNodeRetryAfterS,

@@ -1,3 +1,4 @@
+import type { SaturationDetail } from "@zml/contracts";
 import type { NodeEntry } from "./snapshot.ts";
 import type { PassedOver, PassOverReason } from "./types.ts";
 
@@ -45,4 +46,27 @@ export function expandPassedOver(
     out[p] = { nodeId: spec.id, family: spec.accelerator_family, reason: REASONS[code & 7]! };
   }
   return out;
+}
+
+/**
+ * The counts of a rejection: every node considered was passed over (none was viable), so
+ * `considered` is the length of the list.
+ */
+export function saturationOf(passedOver: readonly PassedOver[]): SaturationDetail {
+  const detail = {
+    considered: passedOver.length,
+    full: 0,
+    cooling: 0,
+    inactive: 0,
+    unattested: 0,
+    failed: 0,
+  };
+  for (const { reason } of passedOver) {
+    if (reason === "at_capacity") detail.full++;
+    else if (reason === "cooling_down") detail.cooling++;
+    else if (reason === "not_active" || reason === "no_state") detail.inactive++;
+    else if (reason === "not_attested") detail.unattested++;
+    else if (reason === "excluded") detail.failed++;
+  }
+  return detail;
 }

@@ -1,5 +1,6 @@
 import type { CostPriority, PolicySpec } from "@zml/contracts";
 import type { Rejection } from "./types.ts";
+import { saturationOf } from "./passed-over.ts";
 
 /** A policy ready for {@link decide}: the preference chain sorted by priority. */
 export interface ResolvedPolicy {
@@ -97,6 +98,7 @@ export function resolvePolicy<P extends { name: string } = ResolvedPolicy>(
       code: "unknown_policy",
       detail: `policy "${request.policy}" is not registered`,
       passedOver: [],
+      saturation: saturationOf([]),
       queueForMs: 0,
     };
   }

@@ -1,4 +1,4 @@
-import type { ErrorCode, NodeApi, NodeSpec, Tier } from "@zml/contracts";
+import type { ErrorCode, NodeApi, NodeSpec, SaturationDetail, Tier } from "@zml/contracts";
 
 /** How candidates are ordered: the policy's `cost_priority`, or the client's `provider.sort`. */
 export type RankingMode = "latency" | "cost" | "balanced" | "quality" | "fastest";
@@ -96,8 +96,10 @@ export type RejectionReason =
   | "unknown_policy"
   /** Nodes serve the model at this tier, but none of them offers the request's API. */
   | "api_not_served"
-  /** No node serves the model at this tier in the policy's families, or none is usable. */
+  /** No node serves the model at this tier in the policy's families,  */
   | "no_node_for_model_tier"
+  /** Nodes serve it, but none is active (and, for tiers 3–4, attested). */
+  | "no_usable_node"
   /** Nodes exist but every one is full, cooling down or already failed in this request. */
   | "saturated";
 
@@ -110,6 +112,8 @@ export interface Rejection {
   retryAfterS?: number;
   detail: string;
   readonly passedOver: PassedOver[];
+  /** How many nodes were considered and why each was out (all zero for `unknown_*`). */
+  saturation: SaturationDetail;
   /** How long the dispatcher may queue the request (policy `queue_on_saturation`); 0 = fail fast. */
   queueForMs: number;
 }

@@ -122,7 +122,8 @@ describe("availability", () => {
     expect(ids(t3)).toEqual(["t3"]);
     expect(reasonOf(t3, "t3-expired")).toBe("not_attested");
     const t4 = rejected(decide(snapshot, live, { model: MODEL, tier: 4 }, policy(), NOW));
-    expect(t4.reason).toBe("no_node_for_model_tier");
+    expect(t4).toMatchObject({ reason: "no_usable_node", code: "no_usable_node" });
+    expect(t4.saturation).toMatchObject({ considered: 1, unattested: 1 });
     expect(reasonOf(t4, "t4-none")).toBe("not_attested");
     expect(
       ok(decide(snapshot, live, { model: MODEL, tier: 2 }, policy(), NOW)).candidates[0]!.node.id,
@@ -134,7 +135,7 @@ describe("availability", () => {
       states: [{}, { status: "Isolated" }],
     });
     const r = rejected(decide(snapshot, live, { model: MODEL, tier: 3 }, policy(), NOW));
-    expect(r.reason).toBe("no_node_for_model_tier");
+    expect(r.reason).toBe("no_usable_node");
     expect(r.passedOver.map((p) => p.nodeId)).toEqual(["t3"]);
   });
 
@@ -177,6 +178,14 @@ describe("rejections", () => {
     const queueing = policy({ queue_on_saturation: true, max_queue_ms: 2000 });
     const r = rejected(decide(snapshot, live, { model: MODEL, tier: 1 }, queueing, NOW));
     expect(r).toMatchObject({ reason: "saturated", code: "saturated", queueForMs: 2000 });
+    expect(r.saturation).toEqual({
+      considered: 2,
+      full: 1,
+      cooling: 1,
+      inactive: 0,
+      unattested: 0,
+      failed: 0,
+    });
     // b frees a slot after one request: 256 tokens at 1000 tok/s, rounded up to 1 s.
     expect(r.retryAfterS).toBe(1);
     live.applyState(state("b", { queue_depth: 0, status: "Degraded" }));
@@ -184,10 +193,13 @@ describe("rejections", () => {
     expect(cooling).toMatchObject({ reason: "saturated", retryAfterS: 13, queueForMs: 0 });
   });
 
-  it("all nodes inactive is 'no node', not saturation", () => {
-    const { snapshot, live } = fleet([node("a")], { states: [{ status: "Degraded" }] });
+  it("all nodes inactive is 'no usable node', not saturation nor 'no node'", () => {
+    const { snapshot, live } = fleet([node("a"), node("b")], {
+      states: [{ status: "Degraded" }, { status: "Isolated" }],
+    });
     const r = rejected(decide(snapshot, live, { model: MODEL, tier: 1 }, policy(), NOW));
-    expect(r).toMatchObject({ reason: "no_node_for_model_tier", retryAfterS: 5 });
+    expect(r).toMatchObject({ reason: "no_usable_node", code: "no_usable_node", retryAfterS: 5 });
+    expect(r.saturation).toMatchObject({ considered: 2, inactive: 2, full: 0, cooling: 0 });
   });
 
   it("refuses a live table of another snapshot", () => {

@@ -250,6 +250,7 @@ describe("decide properties", () => {
             "unknown_model",
             "api_not_served",
             "no_node_for_model_tier",
+            "no_usable_node",
             "saturated",
           ]).toContain(d.reason);
           if (d.reason !== "unknown_model" && d.reason !== "api_not_served")

@@ -1,8 +1,8 @@
 import type { ReplyWriter } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
-import type { NodeApi } from "@zml/contracts";
 import type { Dispatcher } from "undici";
-import { createSseFramer, isFinalEvent } from "./sse-events.ts";
+import type { NodeApi } from "@zml/contracts";
+import { DONE_EVENT, isDoneEvent, isResponsesFinalEvent, SseEventCutter } from "./sse-events.ts";
 
 /** How one attempt against a node ended. */
 export type AttemptOutcome =
@@ -21,13 +21,13 @@ export type AttemptOutcome =
 
 export interface NodeCall {
   pool: Dispatcher;
+  /** The API called, which says how a complete stream ends. */
+  api: NodeApi;
   /** Path on the node, including any base path of its endpoint. */
   path: string;
   body: Uint8Array;
   headers: Record<string, string>;
   stream: boolean;
-  /** The API called, which says how a complete stream ends. */
-  api: NodeApi;
   signal: AbortSignal;
   headersTimeoutMs: number;
   bodyIdleTimeoutMs: number;
@@ -40,11 +40,10 @@ export interface NodeCall {
 }
 
 /**
- * Sends the client's bytes to a node unchanged and relays the answer as reply frames, a
- * stream one whole event at a time. Nothing is retried once a frame has gone out; a stream
- * that ends without its API's final event (`[DONE]`, or `response.completed` and its
- * kin), breaks or stalls ends with an explicit error frame, never as a clean, truncated
- * success.
+ * Sends the client's bytes to a node unchanged and relays the answer as reply frames.
+ * Nothing is retried once a frame has gone out; a stream that ends unfinished (no
+ * `finish_reason`, no `[DONE]`), breaks or stalls ends with an explicit error frame, never as
+ * a clean, truncated success.
  */
 export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   let response: Dispatcher.ResponseData;
@@ -80,31 +79,59 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
     return relayBody(call, response, status, contentType, ttftMs, retryAfterS);
   }
 
-  call.writer.head(status, contentType, call.routing, ttftMs);
-  const framer = createSseFramer();
+  call.writer.head(status, contentType, call.routing, { nodeMs: ttftMs });
+  return relayEvents(call, response, status, ttftMs);
+}
+
+/**
+ * Relays an SSE answer event by event: a client never sees half an event, so the error event
+ * that ends a broken stream always starts on a clean line. A stream that closes cleanly is
+ * complete when it ended with `[DONE]` or a `finish_reason` (many servers send no `[DONE]`).
+ */
+async function relayEvents(
+  call: NodeCall,
+  response: Dispatcher.ResponseData,
+  status: number,
+  ttftMs: number,
+): Promise<AttemptOutcome> {
+  const cutter = new SseEventCutter();
   let size = 0;
   try {
     for await (const chunk of response.body as AsyncIterable<Buffer>) {
       size += chunk.length;
       if (size > call.maxAnswerBytes) return tooLarge(call, response, status, ttftMs);
-      const events = framer.push(chunk);
-      if (events !== null) call.writer.chunk(events);
+      const events = cutter.push(chunk);
+      if (events) call.writer.chunk(events);
     }
-    // A last event without its blank line still counts when it is the final one; any other
-    // fragment is dropped, so the error event that follows starts on a boundary.
-    const unterminated = framer.flush();
-    if (isFinalEvent(call.api, unterminated)) call.writer.chunk(unterminated!);
   } catch (err) {
     return broke(call, status, ttftMs, err);
   }
-  if (!isFinalEvent(call.api, framer.lastEvent())) {
+  const responses = call.api === "responses";
+  // A last event without its blank line still counts when it is the final one; any other
+  // fragment is dropped, so the error event that follows starts on a boundary.
+  const unterminated = cutter.takePending();
+  const finalUnterminated =
+    unterminated !== undefined &&
+    (responses ? isResponsesFinalEvent(unterminated) : isDoneEvent(unterminated));
+  if (finalUnterminated) call.writer.chunk(unterminated);
+  // The Responses API ends with its own terminal event and sends no `[DONE]`.
+  const complete =
+    finalUnterminated ||
+    (responses ? isResponsesFinalEvent(cutter.lastEvent()) : cutter.complete());
+  if (!complete) {
     const error =
-      call.api === "responses"
-        ? "stream ended without response.completed"
-        : "stream ended without [DONE]";
+      unterminated !== undefined
+        ? "stream ended in the middle of an event"
+        : responses
+          ? "stream ended without response.completed"
+          : "stream ended without finish_reason or [DONE]";
     call.writer.error(new ZmlError("stream_interrupted", error).toBody(), call.routing);
     return { kind: "broken", status, error, ttftMs };
   }
+  // Every complete chat or completions stream ZML answers ends with `[DONE]`, as OpenAI's do
+  // (and as clients, ZML's SDKs among them, expect); a node's own is passed through, never
+  // doubled.
+  if (!responses && !finalUnterminated && !cutter.endedWithDone()) call.writer.chunk(DONE_EVENT);
   call.writer.end();
   return { kind: "relayed", status, ttftMs, retryAfterS: null };
 }
@@ -139,7 +166,10 @@ async function relayBody(
       held.push(chunk);
       if (size > HELD_ANSWER_BYTES) {
         relaying = true;
-        call.writer.head(status, contentType, call.routing, call.clock() - call.startedAt);
+        call.writer.head(status, contentType, call.routing, {
+          nodeMs: call.clock() - call.startedAt,
+          retryAfterS: retryAfterS ?? undefined,
+        });
         for (const c of held.splice(0)) call.writer.chunk(c);
       }
     }
@@ -149,13 +179,10 @@ async function relayBody(
   }
   if (relaying) call.writer.end();
   else
-    call.writer.full(
-      status,
-      contentType,
-      call.routing,
-      Buffer.concat(held, size),
-      call.clock() - call.startedAt,
-    );
+    call.writer.full(status, contentType, call.routing, Buffer.concat(held, size), {
+      nodeMs: call.clock() - call.startedAt,
+      retryAfterS: retryAfterS ?? undefined,
+    });
   return { kind: "relayed", status, ttftMs, retryAfterS };
 }
 

@@ -1,77 +1,147 @@
-import type { NodeApi } from "@zml/contracts";
+// Server-sent events relayed whole: bytes go out only up to the last blank line, so a client
+// never receives half an event, and a stream's last events tell whether it is complete.
+// Nothing here parses JSON: it scans bytes for the blank line and, at the end, for a
+// `finish_reason` in the last two events.
+
+const LF_LF = Buffer.from("\n\n");
+/** The end of `\r\n\r\n` (or `\n\r\n`): a CRLF blank line after a line end. */
+const LF_CRLF = Buffer.from("\n\r\n");
+const DONE = Buffer.from("data: [DONE]");
+/** The terminal event, for a complete stream whose node sent none. */
+export const DONE_EVENT = Buffer.from("data: [DONE]\n\n");
+const FINISH_REASON = Buffer.from('"finish_reason"');
 
 /**
- * Server-sent events from a node are relayed one whole event at a time: a chunk sent on
- * never ends inside an event. If the stream then breaks, the explicit error event intake
- * appends starts on an event boundary, where a client parses it, instead of being glued
- * onto half an event.
+ * Index just past the last blank line that ends at or before `limit`, or -1. Blank lines end
+ * in LF or CRLF (every serving framework's); CR-only line ends are not recognised.
  */
-export interface SseFramer {
-  /**
-   * Takes the next bytes from the node; returns the complete events they finish (one
-   * buffer, the node's bytes unchanged) or null while the current event is unfinished.
-   */
-  push(chunk: Buffer): Buffer | null;
-  /** At the end of the stream: the bytes of an event the node never terminated, or null. */
-  flush(): Buffer | null;
-  /** The last complete (or flushed) event, with its trailing blank line; null before one. */
-  lastEvent(): Buffer | null;
+export function lastBoundaryEnd(buf: Uint8Array, limit = buf.length): number {
+  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  const lf = limit >= 2 ? b.lastIndexOf(LF_LF, limit - 2) : -1;
+  const crlf = limit >= 3 ? b.lastIndexOf(LF_CRLF, limit - 3) : -1;
+  return Math.max(lf === -1 ? -1 : lf + 2, crlf === -1 ? -1 : crlf + 3);
+}
+
+/** Whether an event is `data: [DONE]`. */
+export function isDoneEvent(event: Buffer): boolean {
+  return event.indexOf(DONE) !== -1 && event.length <= DONE.length + 4;
+}
+
+/** Whether an event carries a `finish_reason` that is a string (not `null`). */
+export function hasFinishReason(event: Buffer): boolean {
+  for (let at = event.indexOf(FINISH_REASON); at !== -1;) {
+    let i = at + FINISH_REASON.length;
+    while (event[i] === 0x20) i++;
+    if (event[i] === 0x3a /* : */) {
+      i++;
+      while (event[i] === 0x20) i++;
+      if (event[i] === 0x22 /* " */) return true;
+    }
+    at = event.indexOf(FINISH_REASON, at + 1);
+  }
+  return false;
 }
 
 /**
- * An event held back longer than this is passed on unfinished: memory stays bounded and a
- * bus frame stays far below NATS's `max_payload`. Real events are a few hundred bytes; only
- * a Responses API `response.completed`, which repeats the whole answer, gets large.
+ * Cuts a byte stream into runs of whole SSE events. `push` returns the bytes that end on an
+ * event boundary (or null) and keeps the rest until its blank line arrives; what is held when
+ * the stream breaks is dropped, never sent. `complete` says whether the events sent so far
+ * make a finished answer: `[DONE]`, or a `finish_reason` in one of the last two events (the
+ * last one may be the usage chunk that follows it).
+ */
+/**
+ * An event held back longer than this is passed on unfinished, so memory stays bounded. Real
+ * events are a few hundred bytes; only a Responses API `response.completed`, which repeats
+ * the whole answer, gets large.
  */
 export const MAX_HELD_EVENT_BYTES = 256 * 1024;
 
-const LF_LF = Buffer.from("\n\n");
-const LF_CRLF = Buffer.from("\n\r\n");
+export class SseEventCutter {
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  /** The last two events sent (the second may be missing). */
+  private last: Buffer | undefined;
+  private beforeLast: Buffer | undefined;
 
-/** Index just past the last blank line (`\n\n` or `\r\n\r\n`) in `buf`, or 0 without one. */
-function endOfLastEvent(buf: Buffer, before = buf.length): number {
-  const lf = buf.lastIndexOf(LF_LF, before - LF_LF.length);
-  const crlf = buf.lastIndexOf(LF_CRLF, before - LF_CRLF.length);
-  return Math.max(lf === -1 ? 0 : lf + LF_LF.length, crlf === -1 ? 0 : crlf + LF_CRLF.length);
-}
+  push(chunk: Buffer): Buffer | null {
+    let end = lastBoundaryEnd(chunk);
+    if (end === -1 && this.heldBytes > 0) end = this.straddlingEnd(chunk);
+    if (end === -1) {
+      this.hold(chunk);
+      if (this.heldBytes <= MAX_HELD_EVENT_BYTES) return null;
+      // An "event" this long is no event: pass it on rather than hold it without bound.
+      return this.takePending() ?? null;
+    }
+    const out =
+      this.heldBytes === 0
+        ? chunk.subarray(0, end)
+        : Buffer.concat([...this.held, chunk.subarray(0, end)], this.heldBytes + end);
+    this.held = [];
+    this.heldBytes = 0;
+    if (end < chunk.length) this.hold(chunk.subarray(end));
+    this.remember(out);
+    return out;
+  }
 
-/** The last event in `events`, a slice that starts on an event boundary and ends on one. */
-function lastEventIn(events: Buffer): Buffer {
-  // Skip the slice's own final blank line, then look for the boundary before it.
-  const start = endOfLastEvent(events, events.length - 1);
-  return events.subarray(start);
-}
+  /** Takes the bytes of an unfinished event held back (at the end of a stream). */
+  takePending(): Buffer | undefined {
+    if (this.heldBytes === 0) return undefined;
+    const rest = Buffer.concat(this.held, this.heldBytes);
+    this.held = [];
+    this.heldBytes = 0;
+    return rest;
+  }
 
-export function createSseFramer(maxHeldBytes = MAX_HELD_EVENT_BYTES): SseFramer {
-  let held: Buffer = Buffer.alloc(0);
-  let last: Buffer | null = null;
-  return {
-    push(chunk) {
-      const buf = held.length === 0 ? chunk : Buffer.concat([held, chunk]);
-      const end = endOfLastEvent(buf);
-      if (end === 0) {
-        if (buf.length <= maxHeldBytes) {
-          held = buf;
-          return null;
-        }
-        held = Buffer.alloc(0);
-        last = buf;
-        return buf;
-      }
-      held = end === buf.length ? Buffer.alloc(0) : Buffer.from(buf.subarray(end));
-      const events = end === buf.length ? buf : buf.subarray(0, end);
-      last = lastEventIn(events);
-      return events;
-    },
-    flush() {
-      if (held.length === 0) return null;
-      const rest = held;
-      held = Buffer.alloc(0);
-      last = rest;
-      return rest;
-    },
-    lastEvent: () => last,
-  };
+  /** Bytes of an unfinished event held back. */
+  get pending(): number {
+    return this.heldBytes;
+  }
+
+  /** The last whole event sent, if any. */
+  lastEvent(): Buffer | undefined {
+    return this.last;
+  }
+
+  /** Whether the last event sent was `data: [DONE]`. */
+  endedWithDone(): boolean {
+    return this.last !== undefined && isDoneEvent(this.last);
+  }
+
+  complete(): boolean {
+    const events = [this.last, this.beforeLast];
+    return events.some((e) => e !== undefined && (isDoneEvent(e) || hasFinishReason(e)));
+  }
+
+  private hold(bytes: Buffer): void {
+    this.held.push(bytes);
+    this.heldBytes += bytes.length;
+  }
+
+  /** A blank line split across the held bytes and the new chunk (at most 3 + 3 bytes). */
+  private straddlingEnd(chunk: Buffer): number {
+    const tailParts: Buffer[] = [];
+    let tailBytes = 0;
+    for (let i = this.held.length - 1; i >= 0 && tailBytes < 3; i--) {
+      tailParts.unshift(this.held[i]!);
+      tailBytes += this.held[i]!.length;
+    }
+    const heldTail = Buffer.concat(tailParts).subarray(-3);
+    const seam = Buffer.concat([heldTail, chunk.subarray(0, 3)]);
+    const end = lastBoundaryEnd(seam);
+    return end > heldTail.length ? end - heldTail.length : -1;
+  }
+
+  /** Keeps the last two events of `run` (a run of whole events). */
+  private remember(run: Buffer): void {
+    const start = Math.max(0, lastBoundaryEnd(run, run.length - 2));
+    const lastEvent = run.subarray(start);
+    if (start > 0) {
+      this.beforeLast = run.subarray(Math.max(0, lastBoundaryEnd(run, start - 2)), start);
+    } else {
+      this.beforeLast = this.last;
+    }
+    this.last = lastEvent;
+  }
 }
 
 /** Responses API events after which the stream is complete, whatever the outcome. */
@@ -82,22 +152,19 @@ const RESPONSES_TERMINAL = new Set([
 ]);
 
 /**
- * Whether `event` is the one a complete stream of `api` ends with: `data: [DONE]` for chat
- * and text completions; `response.completed`, `response.incomplete` or `response.failed`
- * for the Responses API (which sends no `[DONE]`). A stream whose last event is anything
- * else was cut short.
+ * Whether `event` ends a Responses API stream (which sends no `[DONE]`): its `event:` line,
+ * or the `type` its JSON names, is `response.completed`, `response.incomplete` or
+ * `response.failed`. Read only for the last event of a stream.
  */
-export function isFinalEvent(api: NodeApi, event: Buffer | null): boolean {
-  if (event === null) return false;
+export function isResponsesFinalEvent(event: Buffer | undefined): boolean {
+  if (event === undefined) return false;
   let name: string | undefined;
   let data = "";
   for (const line of event.toString("utf8").split(/\r?\n/)) {
     if (line.startsWith("event:")) name = line.slice(6).trim();
     else if (line.startsWith("data:")) data += (data ? "\n" : "") + line.slice(5).trimStart();
   }
-  if (api !== "responses") return data === "[DONE]";
   if (name !== undefined) return RESPONSES_TERMINAL.has(name);
-  // An event without an `event:` line names its type in the JSON.
   try {
     const type = (JSON.parse(data) as { type?: unknown }).type;
     return typeof type === "string" && RESPONSES_TERMINAL.has(type);

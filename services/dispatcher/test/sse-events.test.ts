@@ -1,61 +1,122 @@
+// The SSE event cutter: only whole events go out, however the bytes are split.
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { createSseFramer, isFinalEvent } from "../src/sse-events.ts";
+import {
+  hasFinishReason,
+  isDoneEvent,
+  isResponsesFinalEvent,
+  lastBoundaryEnd,
+  MAX_HELD_EVENT_BYTES,
+  SseEventCutter,
+} from "../src/sse-events.ts";
 
 const b = (s: string) => Buffer.from(s);
-const text = (buf: Buffer | null) => (buf === null ? null : buf.toString("utf8"));
+const token = (t: string) =>
+  `data: {"choices":[{"delta":{"content":"${t}"},"finish_reason":null}]}\n\n`;
+const finish = 'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n';
+const usage = 'data: {"choices":[],"usage":{"completion_tokens":2}}\n\n';
 
-describe("SSE framer", () => {
-  it("passes whole events on and holds a split one back until it is complete", () => {
-    const f = createSseFramer();
-    expect(text(f.push(b('data: {"a":1}\n\ndata: {"b"')))).toBe('data: {"a":1}\n\n');
-    expect(f.push(b(":2"))).toBeNull();
-    expect(text(f.push(b("}\n\nevent: x\r\ndata: 3\r\n\r\n")))).toBe(
-      'data: {"b":2}\n\nevent: x\r\ndata: 3\r\n\r\n',
-    );
-    expect(text(f.lastEvent())).toBe("event: x\r\ndata: 3\r\n\r\n");
-    expect(f.flush()).toBeNull();
-  });
+function run(chunks: string[]) {
+  const cutter = new SseEventCutter();
+  const out = chunks.map((c) => cutter.push(b(c))?.toString() ?? "").join("");
+  return { out, cutter };
+}
 
-  it("keeps the node's bytes: a chunk of whole events is the same buffer", () => {
-    const f = createSseFramer();
-    const chunk = b("data: 1\n\ndata: 2\n\n");
-    expect(f.push(chunk)).toBe(chunk);
-    expect(text(f.lastEvent())).toBe("data: 2\n\n");
-  });
-
-  it("lets an oversized event through unfinished rather than hold it without bound", () => {
-    const f = createSseFramer(8);
-    expect(f.push(b("data: 12"))).toBeNull();
-    expect(text(f.push(b("345")))).toBe("data: 12345");
-  });
-
-  it("returns an unterminated tail at the end", () => {
-    const f = createSseFramer();
-    f.push(b("data: 1\n\ndata: [DONE]"));
-    expect(text(f.flush())).toBe("data: [DONE]");
-    expect(text(f.lastEvent())).toBe("data: [DONE]");
+describe("lastBoundaryEnd", () => {
+  it("finds the end of the last LF or CRLF blank line", () => {
+    expect(lastBoundaryEnd(b("data: a\n\ndata: b"))).toBe(9);
+    expect(lastBoundaryEnd(b("data: a\r\n\r\ndata: b"))).toBe(11);
+    expect(lastBoundaryEnd(b("data: a\ndata: b\n"))).toBe(-1);
+    expect(lastBoundaryEnd(b("data: a\n\ndata: b\n\n"), 17)).toBe(9);
   });
 });
 
-describe("final events", () => {
-  it("chat and completions end with [DONE]", () => {
-    expect(isFinalEvent("chat", b("data: [DONE]\n\n"))).toBe(true);
-    expect(isFinalEvent("completions", b("data: [DONE]"))).toBe(true);
-    expect(isFinalEvent("chat", b('data: {"choices":[]}\n\n'))).toBe(false);
-    expect(isFinalEvent("chat", null)).toBe(false);
+describe("SseEventCutter", () => {
+  it("sends whole events at once and holds a partial one until its blank line", () => {
+    const cutter = new SseEventCutter();
+    expect(cutter.push(b(token("a") + 'data: {"cho'))?.toString()).toBe(token("a"));
+    expect(cutter.pending).toBeGreaterThan(0);
+    expect(cutter.push(b('ices":[]}\n'))).toBeNull();
+    expect(cutter.push(b("\n"))?.toString()).toBe('data: {"choices":[]}\n\n');
+    expect(cutter.pending).toBe(0);
   });
 
-  it("the Responses API ends with response.completed, .incomplete or .failed", () => {
+  it("sends every byte of whole events, in order, however the stream is split", () => {
+    const stream = token("a") + token("b") + finish + usage + "data: [DONE]\n\n";
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: stream.length - 1 }), { maxLength: 12 }),
+        (cuts) => {
+          const at = [...new Set(cuts)].sort((x, y) => x - y);
+          const pieces = [0, ...at].map((from, i) => stream.slice(from, at[i] ?? stream.length));
+          const { out, cutter } = run(pieces);
+          expect(out).toBe(stream);
+          expect(cutter.complete()).toBe(true);
+        },
+      ),
+    );
+  });
+
+  it("never sends the unfinished last event of a stream cut short", () => {
+    const { out, cutter } = run([token("a"), token("b").slice(0, 20)]);
+    expect(out).toBe(token("a"));
+    expect(cutter.pending).toBe(20);
+    expect(cutter.complete()).toBe(false);
+  });
+
+  it("is complete after a finish_reason, with the usage chunk after it and no [DONE]", () => {
+    expect(run([token("a"), finish]).cutter.complete()).toBe(true);
+    expect(run([token("a"), finish, usage]).cutter.complete()).toBe(true);
+    expect(run([token("a") + finish + usage]).cutter.complete()).toBe(true);
+    expect(run([token("a"), token("b")]).cutter.complete()).toBe(false);
+  });
+
+  it("is complete with [DONE], and CRLF events work the same", () => {
+    expect(run([token("a"), "data: [DONE]\n\n"]).cutter.complete()).toBe(true);
+    const crlf = 'data: {"finish_reason":"length"}\r\n\r\n';
+    const { out, cutter } = run([crlf.slice(0, 30), crlf.slice(30)]);
+    expect(out).toBe(crlf);
+    expect(cutter.complete()).toBe(true);
+  });
+});
+
+describe("event tests", () => {
+  it("reads finish_reason as set only when it is a string", () => {
+    expect(hasFinishReason(b(finish))).toBe(true);
+    expect(hasFinishReason(b('data: {"finish_reason" : "length"}\n\n'))).toBe(true);
+    expect(hasFinishReason(b(token("x")))).toBe(false);
+    // Text that mentions it, as a model's JSON output would (escaped), does not count.
+    expect(hasFinishReason(b(token('\\"finish_reason\\":\\"stop\\"')))).toBe(false);
+    expect(isDoneEvent(b("data: [DONE]\n\n"))).toBe(true);
+    expect(isDoneEvent(b(token("[DONE]")))).toBe(false);
+  });
+});
+
+describe("isResponsesFinalEvent", () => {
+  const bytes = (s: string) => Buffer.from(s);
+  it("is true for response.completed, .incomplete and .failed, by event line or JSON type", () => {
     for (const type of ["response.completed", "response.incomplete", "response.failed"]) {
-      expect(isFinalEvent("responses", b(`event: ${type}\ndata: {"type":"${type}"}\n\n`))).toBe(
+      expect(isResponsesFinalEvent(bytes(`event: ${type}\ndata: {"type":"${type}"}\n\n`))).toBe(
         true,
       );
-      // Without an `event:` line the JSON's type says it.
-      expect(isFinalEvent("responses", b(`data: {"type":"${type}"}\n\n`))).toBe(true);
+      expect(isResponsesFinalEvent(bytes(`data: {"type":"${type}"}\n\n`))).toBe(true);
     }
+  });
+
+  it("is false for any other event, [DONE], broken JSON or no event", () => {
     const delta = 'event: response.output_text.delta\ndata: {"type":"response.output_text.delta"}';
-    expect(isFinalEvent("responses", b(delta))).toBe(false);
-    expect(isFinalEvent("responses", b("data: [DONE]\n\n"))).toBe(false);
-    expect(isFinalEvent("responses", b("data: {broken\n\n"))).toBe(false);
+    expect(isResponsesFinalEvent(bytes(delta))).toBe(false);
+    expect(isResponsesFinalEvent(bytes("data: [DONE]\n\n"))).toBe(false);
+    expect(isResponsesFinalEvent(bytes("data: {broken\n\n"))).toBe(false);
+    expect(isResponsesFinalEvent(undefined)).toBe(false);
+  });
+});
+
+describe("SseEventCutter bound", () => {
+  it("passes an event longer than MAX_HELD_EVENT_BYTES on rather than hold it", () => {
+    const cutter = new SseEventCutter();
+    const big = Buffer.alloc(MAX_HELD_EVENT_BYTES + 1, "x");
+    expect(cutter.push(big)?.length).toBe(big.length);
+    expect(cutter.pending).toBe(0);
   });
 });

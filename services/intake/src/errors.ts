@@ -1,4 +1,5 @@
 import { ZmlError, toOpenAiError } from "@zml/contracts";
+import type { ErrorCode } from "@zml/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
 
 /** Raised by the body deadline (see `body-deadline.ts`) through the body stream. */
@@ -40,8 +41,17 @@ export function toZmlError(err: unknown): ZmlError {
   return new ZmlError("internal_error", "internal error");
 }
 
+/** The code of the error each reply was answered with, for the metrics of its response. */
+const sentCodes = new WeakMap<FastifyReply, ErrorCode>();
+
+/** The code of the error `sendError` answered this reply with, if it did. */
+export function errorCodeSent(reply: FastifyReply): ErrorCode | undefined {
+  return sentCodes.get(reply);
+}
+
 /** Sends the OpenAI error envelope with the error's status (and Retry-After). */
 export function sendError(reply: FastifyReply, error: ZmlError): FastifyReply {
+  sentCodes.set(reply, error.code);
   if (error.retryAfterS) reply.header("retry-after", String(error.retryAfterS));
   return reply.code(error.status).send(toOpenAiError(error.toBody()));
 }

@@ -7,8 +7,8 @@ export function createIntakeMetrics(registry: Registry) {
   return {
     requests: new Counter({
       name: "zml_intake_requests_total",
-      help: "Inference requests by route and HTTP status (499: the client went away)",
-      labelNames: ["route", "status"] as const,
+      help: "Every inference request, also those refused before routing, by route, final status and error code (499: the client went away; a stream that broke after its headers counts with its error's status and code)",
+      labelNames: ["route", "status", "code"] as const,
       registers: [registry],
     }),
     duration: new Histogram({

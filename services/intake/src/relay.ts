@@ -10,6 +10,7 @@ import {
   toOpenAiError,
 } from "@zml/contracts";
 import type { NodeApi } from "@zml/contracts";
+import type { ErrorCode } from "@zml/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { sendError } from "./errors.ts";
 import { countSseEvents, sseErrorEvent } from "./sse.ts";
@@ -21,6 +22,11 @@ export interface RelayOutcome {
   /** Node time reported with the first answer frame, and when that frame arrived here. */
   nodeMs: number | undefined;
   firstFrameAt: number | undefined;
+  /**
+   * The error that ended the request, also when it came after the answer's first bytes (a
+   * broken stream): then the client saw status 200, but the request failed.
+   */
+  errorCode: ErrorCode | undefined;
 }
 
 export interface RelayDeps {
@@ -41,9 +47,10 @@ export interface RelayDeps {
  * Sends one routed request over the bus and relays its reply frames to the client. A
  * client that goes away before the reply is complete stops the relay and publishes
  * `route.cancel` with the request's inbox, so the dispatcher can abort the node call and
- * free its slot. `done` is called once with the status the client got. `streamApi` is the
- * API of a streamed request (it says how a broken stream's error event looks), null when
- * the answer is one JSON body.
+ * free its slot. `finish` is called once with the request's final status: the status the
+ * client got, or for an answer that broke after its first bytes, the status of the error
+ * that ended it (`outcome.errorCode` names it). `streamApi` is the API of a streamed request
+ * (it says how a broken stream's error event looks), null when the answer is one JSON body.
  */
 export function relay(
   deps: RelayDeps,
@@ -56,8 +63,16 @@ export function relay(
 ): Promise<unknown> | FastifyReply {
   const stream = streamApi !== null;
   let complete = false;
-  const outcome: RelayOutcome = { routing: undefined, nodeMs: undefined, firstFrameAt: undefined };
-  const done = (status: number) => finish(status, outcome);
+  const outcome: RelayOutcome = {
+    routing: undefined,
+    nodeMs: undefined,
+    firstFrameAt: undefined,
+    errorCode: undefined,
+  };
+  const done = (status: number, error?: ZmlError) => {
+    outcome.errorCode = error?.code;
+    finish(error?.status ?? status, outcome);
+  };
   const send = (onFrame: (frame: RouteFrame) => void, onAbort: () => void) => {
     const pending = deps.mux.request(
       ROUTE_REQUEST_SUBJECT,
@@ -107,6 +122,8 @@ export function relay(
           if (frame.routing) reply.header(ROUTING_HTTP_HEADER, frame.routing);
           if (frame.kind === "full") {
             const status = frame.status ?? 502;
+            if (frame.retryAfterS !== undefined)
+              reply.header("retry-after", String(frame.retryAfterS));
             reply.code(status).header("content-type", frame.contentType ?? "application/json");
             done(status);
             resolve(
@@ -128,7 +145,7 @@ export function relay(
             frame.kind === "error"
               ? errorOfFrame(frame)
               : new ZmlError("internal_error", `unexpected ${frame.kind} frame`);
-          done(error.status);
+          done(error.status, error);
           resolve(sendError(reply, error));
         },
         () => resolve(undefined),
@@ -162,7 +179,8 @@ interface PiecesContext {
   /** The streamed API, and the events relayed so far (Responses events are numbered). */
   events: { api: NodeApi | null; relayed: number };
   maxBufferedBytes: number;
-  done: (status: number) => void;
+  /** Called once: the status the client got, or the error that ended the answer. */
+  done: (status: number, error?: ZmlError) => void;
   onOverflow: (bufferedBytes: number) => void;
 }
 
@@ -170,6 +188,9 @@ interface PiecesContext {
 function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): void {
   if (res.destroyed) return;
   const routing = frame.routing ? { [ROUTING_HTTP_HEADER]: frame.routing } : {};
+  // A node's Retry-After (e.g. on its 429) reaches the caller.
+  const retryAfter =
+    frame.retryAfterS !== undefined ? { "retry-after": String(frame.retryAfterS) } : {};
   // The same as the onSend hook adds to answers that fastify sends itself.
   const ownHeaders = { "x-request-id": ctx.requestId, "x-content-type-options": "nosniff" };
   switch (frame.kind) {
@@ -179,6 +200,7 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
           frame.contentType ?? (ctx.stream ? "text/event-stream" : "application/json"),
         "cache-control": "no-cache",
         ...ownHeaders,
+        ...retryAfter,
         ...routing,
       });
       return;
@@ -199,6 +221,7 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
       res.writeHead(frame.status ?? 502, {
         "content-type": frame.contentType ?? "application/json",
         ...ownHeaders,
+        ...retryAfter,
         ...routing,
       });
       res.end(frame.data);
@@ -212,7 +235,7 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
         if (ctx.events.api !== null) {
           res.end(sseErrorEvent(error.toBody(), ctx.events.api, ctx.events.relayed));
         } else res.destroy();
-        ctx.done(res.statusCode);
+        ctx.done(res.statusCode, error);
       } else {
         res.writeHead(error.status, {
           "content-type": "application/json",
@@ -221,7 +244,7 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
           ...routing,
         });
         res.end(JSON.stringify(toOpenAiError(error.toBody())));
-        ctx.done(error.status);
+        ctx.done(error.status, error);
       }
       return;
     }

@@ -284,3 +284,35 @@ describe("accounts", () => {
     });
   });
 });
+
+describe("zml_intake_requests_total", () => {
+  const counted = async (status: number, code: string) => {
+    const text = await (await fetch(`${h.url}/metrics`)).text();
+    const line = text
+      .split("\n")
+      .find((l) =>
+        l.startsWith(
+          `zml_intake_requests_total{route="/v1/chat/completions",status="${status}",code="${code}",`,
+        ),
+      );
+    return line === undefined ? 0 : Number(line.split(" ").at(-1));
+  };
+
+  it("counts requests refused before routing by status and code, and routed ones", async () => {
+    const cases: Array<[number, string, () => Promise<unknown>]> = [
+      [
+        401,
+        "unauthorized",
+        () => post("/v1/chat/completions", chat(), auth("wrong-key-0123456789")),
+      ],
+      [400, "invalid_json", () => post("/v1/chat/completions", "{nope")],
+      [404, "unknown_model", () => post("/v1/chat/completions", chat({ model: "nope" }))],
+      [200, "none", () => post("/v1/chat/completions", chat())],
+    ];
+    for (const [status, code, send] of cases) {
+      const before = await counted(status, code);
+      await send();
+      expect(await counted(status, code), `${status} ${code}`).toBe(before + 1);
+    }
+  });
+});

@@ -20,7 +20,11 @@ export type JobFinish = FinalOutcome | (JobAnswer & { kind: "retry" });
 
 /** No capacity now, or no usable node now: the job waits, up to its policy's limit. */
 export function waitsForCapacity(error: ZmlError): boolean {
-  return error.code === "saturated" || error.code === "no_node_available";
+  return (
+    error.code === "saturated" ||
+    error.code === "no_node_available" ||
+    error.code === "no_usable_node"
+  );
 }
 
 /** A finished execution as a job outcome; a rejection is recorded as `rejectedAs`. */

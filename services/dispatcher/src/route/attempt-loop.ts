@@ -87,8 +87,11 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
       const verdict = deps.attestation.verdict(node.id, model, now);
       if (!verdict.usable) {
         const error = new ZmlError(
-          "no_node_available",
+          "no_usable_node",
           `attestation not usable: ${verdict.detail}`,
+          "model",
+          deps.routing.current().snapshot.options.noNodeRetryAfterS,
+          { considered: 1, full: 0, cooling: 0, inactive: 0, unattested: 1, failed: 0 },
         );
         log.error({ node: node.id, reason: verdict.reason }, "attestation gate refused a dispatch");
         writer.error(error.toBody());

@@ -1,6 +1,7 @@
 // One attempt: the client's bytes to one node, its answer relayed to the writer. The caller
 // judges the outcome (retry, fall back, or done).
 import { context, propagation, trace } from "@opentelemetry/api";
+import { ROUTING_HTTP_HEADER } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import type { AttemptFailure } from "@zml/routing";
 import { attemptSignal } from "../attempt-signal.ts";
@@ -15,7 +16,7 @@ export interface AttemptPlan {
   model: string;
   attempt: number;
   kind: "first" | "retry" | "fallback";
-  /** The routing header the answer carries. */
+  /** The routing header the node's request and the answer carry. */
   routing: string;
 }
 
@@ -33,9 +34,10 @@ export async function dispatchAttempt(
   const { node, model, attempt } = plan;
   const path = deps.pools.pathFor(node, request.path);
   const attemptSpan = startAttemptSpan(node, path, attempt, plan.kind, model);
-  // The node receives `traceparent` of its attempt span.
+  // The node receives `traceparent` of its attempt span, and the routing header the answer
+  // will carry, for the serving framework to log (seed step 4).
   const headers = context.with(trace.setSpan(context.active(), attemptSpan), () =>
-    nodeHeaders(deps.secrets, node, request.stream),
+    nodeHeaders(deps.secrets, node, request.stream, plan.routing),
   );
   deps.routing.current().live.dispatched(node.id);
   if (attempt === 1) exec.onDispatched?.();
@@ -79,10 +81,12 @@ function nodeHeaders(
   secrets: ReadonlyMap<string, string>,
   node: NodeSpec,
   stream: boolean,
+  routing: string,
 ): Record<string, string> {
   const headers: Record<string, string> = {
     "content-type": "application/json",
     accept: stream ? "text/event-stream" : "application/json",
+    [ROUTING_HTTP_HEADER]: routing,
   };
   if (node.auth) {
     const secret = secrets.get(node.auth.secret_ref);

@@ -4,6 +4,7 @@
 import { hostname } from "node:os";
 import { publishJson } from "@zml/bus";
 import {
+  ERROR_CODES,
   NODE_COOLDOWN_MAX_MS,
   NODE_COOLDOWN_SUBJECT,
   NodeCooldownSchema,
@@ -96,15 +97,27 @@ export function createRouteReport(deps: ReportDeps, decisionId: string, log: Log
     rejected(rejection, policy) {
       deps.metrics.decisions.inc({ outcome: rejection.reason });
       const saturated = rejection.code === "saturated";
-      if (saturated || rejection.code === "no_node_available") {
+      if (
+        saturated ||
+        rejection.code === "no_node_available" ||
+        rejection.code === "no_usable_node"
+      ) {
         deps.metrics.saturation.inc({ reason: rejection.reason });
       }
       log.info(
-        { outcome: rejection.reason, passed_over: rejection.passedOver.length },
+        { outcome: rejection.reason, saturation: rejection.saturation },
         "request not routed",
       );
       const param = rejection.reason === "unknown_policy" ? "policy" : "model";
-      const error = new ZmlError(rejection.code, rejection.detail, param, rejection.retryAfterS);
+      // A 503 tells the caller why (the counts) and when to come back.
+      const unavailable = ERROR_CODES[rejection.code].status === 503;
+      const error = new ZmlError(
+        rejection.code,
+        rejection.detail,
+        param,
+        rejection.retryAfterS,
+        unavailable ? rejection.saturation : undefined,
+      );
       return { kind: "rejected", error, saturated, policy };
     },
   };

@@ -11,6 +11,7 @@ import {
 } from "@zml/contracts";
 import type { AccountSpec, InferencePath } from "@zml/contracts";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { errorCodeSent } from "../errors.ts";
 import type { IntakeMetrics } from "../metrics.ts";
 import { relay } from "../relay.ts";
 import type { RelayOutcome } from "../relay.ts";
@@ -38,27 +39,42 @@ export interface InferenceRouteDeps extends ClientRouteDeps {
  */
 export function inferenceRoutes(deps: InferenceRouteDeps) {
   return (app: FastifyInstance) => {
+    // A relayed request is counted when its answer ends (`finish`, which knows how it ended);
+    // every other one, refused before routing (401, 429, 400, 404, 413…), when its response
+    // is sent.
+    const relayed = new WeakSet<FastifyRequest>();
+    app.addHook("onResponse", (req, reply, done) => {
+      if (!relayed.has(req)) {
+        const route = req.routeOptions.url ?? req.url;
+        const code = errorCodeSent(reply) ?? "none";
+        deps.metrics.requests.inc({ route, status: String(reply.statusCode), code });
+        deps.metrics.duration.observe({ route }, reply.elapsedTime / 1000);
+      }
+      done();
+    });
     for (const path of Object.keys(INFERENCE_PATHS) as InferencePath[]) {
       app.post(path, (req, reply) => {
         const startedAt = deps.clock();
         const account = admit(deps, req.headers.authorization, startedAt);
         const body = requireBody(req);
         const fields = extractRouteFields(path, body);
-        return forward(deps, req, reply, { account, fields, path, body, startedAt, route: path });
+        const f = { account, fields, path, body, startedAt, route: path };
+        return forward(deps, req, reply, f, relayed);
       });
     }
     app.post("/v1/infer", (req, reply) => {
       const startedAt = deps.clock();
       const account = admit(deps, req.headers.authorization, startedAt);
       const call = parseNativeCall(requireBody(req));
-      return forward(deps, req, reply, {
+      const f = {
         account,
         fields: call.fields,
         path: call.path,
         body: call.body,
         startedAt,
         route: "/v1/infer",
-      });
+      };
+      return forward(deps, req, reply, f, relayed);
     });
   };
 }
@@ -86,6 +102,7 @@ function forward(
   req: FastifyRequest,
   reply: FastifyReply,
   f: Forward,
+  relayed: WeakSet<FastifyRequest>,
 ): Promise<unknown> | FastifyReply {
   const plan = planRoute(
     f.fields,
@@ -99,9 +116,11 @@ function forward(
   }
   checkFitsBus(deps.bus, f.body.length);
   const span = startServerSpan(req, f.route);
+  relayed.add(req);
   const finish = (status: number, outcome: RelayOutcome) => {
     const now = deps.clock();
-    deps.metrics.requests.inc({ route: f.route, status: String(status) });
+    const code = outcome.errorCode ?? "none";
+    deps.metrics.requests.inc({ route: f.route, status: String(status), code });
     deps.metrics.duration.observe({ route: f.route }, (now - f.startedAt) / 1000);
     // What ZML added: time to the first answer frame here, minus the node's own time.
     const addedMs =
@@ -123,6 +142,7 @@ function forward(
           decision_id: decisionId,
           route: f.route,
           status,
+          code: outcome.errorCode,
           account: f.account.id,
           model: plan.model,
           duration_ms: now - f.startedAt,
