@@ -171,7 +171,8 @@ describe("the packed CLI", () => {
     const outputs: string[] = [];
     for (const line of lines) {
       const { stdout } = await sh(["bash", "-c", line], project, {
-        NATS_URL: stack.nats.url,
+        // The CLI connects as the admin identity (libs/cli/README.md), over TLS.
+        ...stack.nats.serviceEnv("admin"),
         // The installed bin runs on whatever `node` the user has: here the workspace's.
         PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ""}`,
       });
