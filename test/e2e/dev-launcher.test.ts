@@ -145,9 +145,15 @@ function readmeBlocks(lang: string): string[] {
 
 const README_URL = "http://127.0.0.1:8080";
 
-function run(command: string, args: string[], cwd: string): Promise<string> {
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  env: Record<string, string> = {},
+): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(command, args, { cwd, timeout: 30_000 }, (error, stdout, stderr) => {
+    const options = { cwd, timeout: 30_000, env: { ...process.env, ...env } };
+    execFile(command, args, options, (error, stdout, stderr) => {
       if (error) reject(new Error(`${command} failed: ${error.message}\n${stdout}${stderr}`));
       else resolve(stdout);
     });
@@ -170,6 +176,13 @@ async function runReadmeTs(snippet: string, url: string): Promise<string> {
   } finally {
     await rm(file, { force: true });
   }
+}
+
+/** Runs a README Python example on Debian's Python with the SDK from libs/python-sdk. */
+async function runReadmePython(snippet: string, url: string): Promise<string> {
+  expect(snippet).toContain(README_URL);
+  const env = { PYTHONPATH: join(root, "libs/python-sdk/src") };
+  return run("/usr/bin/python3", ["-c", snippet.replaceAll(README_URL, url)], root, env);
 }
 
 async function ctrlC(l: Launcher) {
@@ -214,6 +227,9 @@ describe("the README's run command (./deploy/dev/up.sh)", { timeout: 120_000 }, 
     expect(openaiOut).toMatch(/ decision-id="[^"]+", node="/);
     const sdkOut = await runReadmeTs(sdkExample!, url);
     expect(sdkOut).toMatch(/ (h100|mi300x)-\w+ 1\n$/);
+    const [pythonExample] = readmeBlocks("python");
+    const pythonOut = await runReadmePython(pythonExample!, url);
+    expect(pythonOut).toMatch(/ (h100|mi300x)-\w+ 1\n$/);
     const cli = /fleet CLI\s+((?:NATS_\w+=\S+ )*npm run zml -- get nodes --nats \S+)/.exec(
       l.output(),
     )![1]!;

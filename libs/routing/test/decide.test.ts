@@ -82,12 +82,12 @@ describe("availability", () => {
     expect(r).toMatchObject({ reason: "api_not_served", code: "api_not_served", queueForMs: 0 });
     expect(r.retryAfterS).toBeUndefined();
     expect(r.detail).toContain("embeddings API");
-    // A node of the API that is merely down is the usual 503, not a permanent refusal.
+    // A node of the API that is merely down is the usual 503 (no usable node), not a refusal.
     const both = fleet([node("a", { apis: ["embeddings"] })], { states: [{ status: "Degraded" }] });
     const down = rejected(
       decide(both.snapshot, both.live, { model: MODEL, tier: 1, api: "embeddings" }, policy(), NOW),
     );
-    expect(down.reason).toBe("no_node_for_model_tier");
+    expect(down.reason).toBe("no_usable_node");
   });
 
   it("counts requests dispatched since the last poll towards capacity", () => {
