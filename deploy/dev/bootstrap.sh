@@ -27,6 +27,11 @@ if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ] &&
   apt_install "or set NATS_URL" nats-server
 fi
 
+# The local CA and server certificate of the bus (libs/bus-auth) are made with openssl.
+if ! command -v openssl >/dev/null 2>&1; then
+  apt_install "the bus's local TLS certificates" openssl
+fi
+
 if $for_tests; then
   # The Python SDK (libs/python-sdk) is tested on Debian's Python with Debian's httpx, pytest
   # and mypy, so no Python package index is needed.

@@ -18,6 +18,20 @@ function isFree(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * A free port for a service that binds it later. It is taken below Linux's ephemeral range
+ * (32768 and up), where `listen(0)` draws from: a simulator or nats-server started in the
+ * meantime on port 0 can then never be handed the same port. Never one of `taken`.
+ */
+export async function pickFreePort(taken: Set<number>): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (taken.has(port) || !(await isFree(port))) continue;
+    taken.add(port);
+    return port;
+  }
+}
+
 export async function assertPortsFree(wanted: WantedPort[]): Promise<void> {
   const taken: WantedPort[] = [];
   for (const w of wanted) if (!(await isFree(w.port))) taken.push(w);

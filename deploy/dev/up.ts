@@ -6,7 +6,6 @@ import { connectBus, ensureBusResources } from "@zml/bus";
 import { applyFleet } from "@zml/fleet";
 import type { FleetDocument } from "@zml/contracts";
 import {
-  findFreePort,
   pollUntil,
   ProcessExitedError,
   repoRoot,
@@ -18,7 +17,7 @@ import { ConfigError, formatConfigError, CONFIG_ERROR_EXIT_CODE } from "@zml/run
 import { loadLauncherFleet, splitLocalNodes, withDemoAccount } from "./launcher-fleet.ts";
 import type { LocalNode } from "./launcher-fleet.ts";
 import { loadLauncherConfig } from "./launcher-config.ts";
-import { assertPortsFree } from "./ports.ts";
+import { assertPortsFree, pickFreePort } from "./ports.ts";
 
 const root = repoRoot();
 const quietLog = { info() {}, warn() {}, error() {} };
@@ -39,8 +38,9 @@ async function stopAll(): Promise<void> {
 }
 
 /** 0 means "any free port": pick one now, since readiness checks need to know it. */
+const pickedPorts = new Set<number>();
 async function resolvePort(port: number): Promise<number> {
-  return port === 0 ? findFreePort() : port;
+  return port === 0 ? pickFreePort(pickedPorts) : port;
 }
 
 async function startSimNodes(local: LocalNode[], simPortBase: number | undefined) {
