@@ -1,30 +1,18 @@
 // The fleet the launcher applies: the user's file (ZML_FLEET_FILE) or the demo fleet, with the
 // demo API key's hash added, and its nodes split into those the launcher simulates and the rest.
 import { createHash } from "node:crypto";
-import { readFile } from "node:fs/promises";
 import { relative } from "node:path";
 import { FleetDocumentError, parseFleetDocument } from "@zml/fleet";
 import type { FleetDocument, NodeSpec } from "@zml/contracts";
-import { configProblem } from "@zml/runtime";
+import { configProblem, readConfigFile } from "@zml/runtime";
 
 export const DEMO_ACCOUNT = "demo";
 
 /** Reads and validates the fleet file; every problem becomes a `ConfigError` on ZML_FLEET_FILE. */
-export async function loadLauncherFleet(
-  path: string,
-): Promise<{ fleet: FleetDocument; fileLabel: string }> {
+export function loadLauncherFleet(path: string): { fleet: FleetDocument; fileLabel: string } {
   const fileLabel = relative(process.cwd(), path) || path;
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code ?? String(error);
-    throw configProblem(
-      "ZML_FLEET_FILE",
-      `cannot read ${path} (${reason})`,
-      "point ZML_FLEET_FILE at a fleet YAML file (see deploy/config/dev-fleet.yaml), or unset it for the demo fleet",
-    );
-  }
+  const what = "fleet YAML file (see deploy/config/dev-fleet.yaml)";
+  const text = readConfigFile("ZML_FLEET_FILE", path, what).toString("utf8");
   try {
     return { fleet: parseFleetDocument(text), fileLabel };
   } catch (error) {

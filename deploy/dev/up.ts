@@ -83,7 +83,7 @@ function probeModel(local: LocalNode[], fleet: FleetDocument, account: string): 
 
 async function main(): Promise<void> {
   const config = loadLauncherConfig(process.env, root);
-  const { fleet: loaded, fileLabel } = await loadLauncherFleet(config.fleetFile);
+  const { fleet: loaded, fileLabel } = loadLauncherFleet(config.fleetFile);
   const { fleet, addedAccount } = withDemoAccount(loaded, config.apiKey);
   const { local, remote } = splitLocalNodes(fleet);
 
