@@ -5,7 +5,7 @@
 import { pollUntil } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
 import type { SimNode } from "@zml/node-sim";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { chat, postChat } from "../support/http.ts";
 import { MODEL, nodeSpec, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
@@ -101,7 +101,9 @@ describe("channel binding", () => {
     await sendTier3(10, "MI300X");
     expect(node.stats().payloads_by_tls_key?.[swapped] ?? 0).toBe(0);
     expect(node.stats().payloads_by_tls_key?.[attested]).toBe(onAttestedKey);
-    expect(stack.logs()).toMatch(/TLS key differs from the attested one; re-attesting/);
+    await vi.waitFor(() =>
+      expect(stack.logs()).toMatch(/TLS key differs from the attested one; re-attesting/),
+    );
   });
 
   it("sends nothing to a node's new endpoint until it is attested there", async () => {
