@@ -5,6 +5,7 @@ import {
   ATTESTATION_RESULTS_BUCKET,
   ATTESTATION_VERIFY_SUBJECT,
   BATCH_IDENTITY_PREFIX,
+  DISPATCHER_IN_FLIGHT_ALL,
   JOB_DEAD_PREFIX,
   JOB_RESULT_PREFIX,
   JOB_STATUS_BUCKET,
@@ -168,10 +169,13 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
           SESSION_CREATE_SUBJECT,
           SESSION_DELETE_SUBJECT,
           NODE_COOLDOWN_SUBJECT,
+          // Replicas share their per-node in-flight counts with each other only.
+          DISPATCHER_IN_FLIGHT_ALL,
         ],
         // Route and session replies go to intake's inbox, and nowhere else.
         publish: [
           `${inboxPrefixOf("intake")}.>`,
+          DISPATCHER_IN_FLIGHT_ALL,
           NODE_OBSERVATION_ALL,
           NODE_COOLDOWN_SUBJECT,
           ATTESTATION_VERIFY_SUBJECT,

@@ -233,3 +233,12 @@ export {
 } from "./identities.ts";
 export type { ServiceIdentity } from "./identities.ts";
 export { CONFIG_BUCKETS, ALL_KV_BUCKETS } from "./bus-resources.ts";
+export {
+  DISPATCHER_IN_FLIGHT_PREFIX,
+  DISPATCHER_IN_FLIGHT_ALL,
+  dispatcherInFlightSubject,
+  DISPATCHER_IN_FLIGHT_MAX_NODES,
+  DISPATCHER_MAX_REPLICAS,
+  DispatcherInFlightSchema,
+} from "./dispatcher-in-flight.ts";
+export type { DispatcherInFlight } from "./dispatcher-in-flight.ts";

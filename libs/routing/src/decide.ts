@@ -123,7 +123,9 @@ function collect(sc: Scratch, cx: Context): void {
   const attestedUntil = live.attestedUntil;
   const polledDepth = live.polledDepth;
   const inFlight = live.inFlight;
+  const peerInFlight = live.peerInFlight;
   const inFlightAtPoll = live.inFlightAtPoll;
+  const burstAllowance = live.burstAllowance;
   const liveTps = live.tokensPerSecond;
   const latencyEwma = live.latencyEwmaMs;
   const maxConcurrency = snapshot.maxConcurrency;
@@ -181,17 +183,18 @@ function collect(sc: Scratch, cx: Context): void {
         soonest = Math.min(soonest, cooldownUntil[i]! - now);
       } else if (isTier34 && !(attestedUntil[i]! > now)) reason = R.not_attested;
       else {
-        // Never below this dispatcher's own in-flight count: requests still in transit when
-        // the node was polled are in neither the polled depth nor the since-poll delta.
-        depth = Math.max(
-          inFlight[i]!,
-          polledDepth[i]! + Math.max(0, inFlight[i]! - inFlightAtPoll[i]!),
-        );
+        // effectiveDepth(), inlined: the polled depth corrected by every replica's dispatches
+        // and completions since, never below what all replicas have in flight (requests in
+        // transit when the node was polled are in neither).
+        const total = inFlight[i]! + peerInFlight[i]!;
+        depth = Math.max(total, polledDepth[i]! + total - inFlightAtPoll[i]!);
         const limit = maxConcurrency[i]!;
-        if (!(depth < limit)) {
+        // The burst allowance is this replica's share of the free slots until its peers
+        // are heard from again (shared in-flight accounting, docs/capacity.md).
+        if (!(depth < limit) || !(burstAllowance[i]! >= 1)) {
           reason = R.at_capacity;
           // Time for the node to get one slot back at its throughput.
-          const excess = Number.isFinite(depth) ? depth - limit + 1 : 1;
+          const excess = Number.isFinite(depth) ? Math.max(1, depth - limit + 1) : 1;
           soonest = Math.min(soonest, (excess * tokensMs) / tps);
         }
       }

@@ -24,6 +24,8 @@ export {
 export type { ResolvedPolicy, PolicyResolution, PolicySource, PolicyCatalog } from "./policy.ts";
 export { createLiveTable, LIVE_STATUS } from "./live-table.ts";
 export type { LiveTable } from "./live-table.ts";
+export { createPeerInFlightTable } from "./peer-in-flight.ts";
+export type { PeerInFlightTable } from "./peer-in-flight.ts";
 export { estimateResponseMs, estimateCostUsd } from "./estimate.ts";
 export { decide } from "./decide.ts";
 export { MAX_ATTEMPTS, nextAttempt, classifyFailure, shouldCoolDown } from "./attempts.ts";

@@ -19,8 +19,19 @@ export interface LiveTable {
   readonly polledDepth: Float64Array;
   /** Requests this dispatcher has sent and not yet finished. */
   readonly inFlight: Float64Array;
-  /** `inFlight` when the last poll arrived; requests sent since are not in `polledDepth`. */
+  /** Requests the other dispatcher replicas have in flight, as they last reported them. */
+  readonly peerInFlight: Float64Array;
+  /**
+   * `inFlight + peerInFlight` when the last poll arrived: the difference to the current sum
+   * is what every replica dispatched minus what finished since that poll.
+   */
   readonly inFlightAtPoll: Float64Array;
+  /**
+   * Requests this replica may still send the node before it hears from its peers again:
+   * its share of the free slots it saw at that moment (see {@link LiveTable.setPeerInFlight}).
+   * Infinity while it knows of no peer.
+   */
+  readonly burstAllowance: Float64Array;
   readonly healthScore: Float64Array;
   /** Epoch ms until which the node is cooling down; 0 when it is not. */
   readonly cooldownUntil: Float64Array;
@@ -43,6 +54,15 @@ export interface LiveTable {
   dispatched(nodeId: string): boolean;
   /** Counts a request to the node as finished, however it ended. */
   completed(nodeId: string): boolean;
+  /**
+   * Replaces what the other replicas have in flight (node id → their summed count; nodes
+   * missing are at 0) after hearing from a peer. With `fresh` (every peer's latest count was
+   * sent after it saw this replica's latest one) each node's burst allowance is reset to
+   * `ceil(free / replicas)`: replicas deciding from the same view each take their share, so
+   * together at most `replicas - 1` more than there are. Otherwise an allowance can only
+   * shrink. `replicas` counts this one.
+   */
+  setPeerInFlight(counts: ReadonlyMap<string, number>, replicas: number, fresh: boolean): void;
   coolDown(nodeId: string, untilMs: number): boolean;
   /** Records a verified attestation valid until `untilMs`; 0 (or a past time) revokes it. */
   setAttestedUntil(nodeId: string, untilMs: number): boolean;
@@ -59,7 +79,9 @@ const FIELDS = [
   "status",
   "polledDepth",
   "inFlight",
+  "peerInFlight",
   "inFlightAtPoll",
+  "burstAllowance",
   "healthScore",
   "cooldownUntil",
   "attestedUntil",
@@ -75,7 +97,9 @@ class Table implements LiveTable {
   status: Uint8Array;
   polledDepth: Float64Array;
   inFlight: Float64Array;
+  peerInFlight: Float64Array;
   inFlightAtPoll: Float64Array;
+  burstAllowance: Float64Array;
   healthScore: Float64Array;
   cooldownUntil: Float64Array;
   attestedUntil: Float64Array;
@@ -89,7 +113,9 @@ class Table implements LiveTable {
     this.status = new Uint8Array(n);
     this.polledDepth = new Float64Array(n);
     this.inFlight = new Float64Array(n);
+    this.peerInFlight = new Float64Array(n);
     this.inFlightAtPoll = new Float64Array(n);
+    this.burstAllowance = new Float64Array(n).fill(Number.POSITIVE_INFINITY);
     this.healthScore = new Float64Array(n);
     this.cooldownUntil = new Float64Array(n);
     this.attestedUntil = new Float64Array(n);
@@ -109,7 +135,7 @@ class Table implements LiveTable {
     this.status[i] = usable ? LIVE_STATUS.active : LIVE_STATUS.inactive;
     this.polledDepth[i] = Math.max(0, finiteOr(state.queue_depth, 0));
     this.healthScore[i] = Math.min(100, Math.max(0, finiteOr(state.health_score, 0)));
-    this.inFlightAtPoll[i] = this.inFlight[i]!;
+    this.inFlightAtPoll[i] = this.inFlight[i]! + this.peerInFlight[i]!;
     if (state.instance_id !== null && state.instance_id !== this.instanceIds[i]) {
       if (this.instanceIds[i] !== null) {
         this.tokensPerSecond[i] = Number.NaN;
@@ -139,17 +165,40 @@ class Table implements LiveTable {
     const i = this.at(nodeId);
     if (i < 0) return false;
     this.inFlight[i]! += 1;
+    this.burstAllowance[i]! -= 1;
     return true;
   }
 
   completed(nodeId: string): boolean {
     const i = this.at(nodeId);
     if (i < 0) return false;
-    this.inFlight[i] = Math.max(0, this.inFlight[i]! - 1);
-    // Requests finish roughly in the order they were sent, so the one that ended is taken
-    // to be one the last poll already counted: requests sent after the poll stay visible.
-    this.inFlightAtPoll[i] = Math.max(0, this.inFlightAtPoll[i]! - 1);
+    if (this.inFlight[i]! <= 0) return true;
+    // The slot is free now, before the next poll says so: the effective depth drops at
+    // once (a node that finished is routable at once), and the slot was this replica's,
+    // so taking it again cannot collide with a peer.
+    this.inFlight[i]! -= 1;
+    this.burstAllowance[i]! += 1;
     return true;
+  }
+
+  setPeerInFlight(counts: ReadonlyMap<string, number>, replicas: number, fresh: boolean): void {
+    const n = this.snapshot.nodes.length;
+    const peer = this.peerInFlight;
+    peer.fill(0);
+    for (const [nodeId, count] of counts) {
+      const i = this.at(nodeId);
+      if (i >= 0 && count > 0 && Number.isFinite(count)) peer[i] = count;
+    }
+    const limits = this.snapshot.maxConcurrency;
+    const allowance = this.burstAllowance;
+    for (let i = 0; i < n; i++) {
+      if (replicas <= 1) {
+        allowance[i] = Number.POSITIVE_INFINITY;
+        continue;
+      }
+      const share = Math.ceil(Math.max(0, limits[i]! - effectiveDepth(this, i)) / replicas);
+      allowance[i] = fresh ? share : Math.min(allowance[i]!, share);
+    }
   }
 
   coolDown(nodeId: string, untilMs: number): boolean {
@@ -205,14 +254,13 @@ class Table implements LiveTable {
 }
 
 /**
- * Polled depth plus the requests this dispatcher sent after that poll, and never below this
- * dispatcher's own in-flight count (requests in transit at poll time are in neither).
+ * The node's depth now: the polled depth corrected by what every replica dispatched and
+ * completed since that poll, and never below what all replicas have in flight (requests in
+ * transit at poll time are in neither). A completion lowers it at once.
  */
 export function effectiveDepth(live: LiveTable, i: number): number {
-  return Math.max(
-    live.inFlight[i]!,
-    live.polledDepth[i]! + Math.max(0, live.inFlight[i]! - live.inFlightAtPoll[i]!),
-  );
+  const total = live.inFlight[i]! + live.peerInFlight[i]!;
+  return Math.max(total, live.polledDepth[i]! + total - live.inFlightAtPoll[i]!);
 }
 
 /** Creates an empty live table for `snapshot`: no node has state, attestation or history. */

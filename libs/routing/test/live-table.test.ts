@@ -32,14 +32,77 @@ describe("live table", () => {
     expect(live.queueDepth("a")).toBe(5);
     live.dispatched("a");
     expect(live.queueDepth("a")).toBe(6);
-    // One of the older requests ends: the one sent after the poll still counts.
-    live.completed("a");
-    expect(live.queueDepth("a")).toBe(6);
-    live.completed("a");
-    live.completed("a");
+    // A request ends: the node has a free slot now, not at the next poll.
     live.completed("a");
     expect(live.queueDepth("a")).toBe(5);
+    live.completed("a");
+    live.completed("a");
+    // Ours are all done; the 3 the first poll saw from elsewhere are still there.
+    expect(live.queueDepth("a")).toBe(3);
     expect(live.inFlight[0]).toBe(0);
+    live.completed("a");
+    expect(live.inFlight[0]).toBe(0);
+    expect(live.queueDepth("a")).toBe(3);
+  });
+
+  it("a node that finished its only request is free at once (no phantom saturation)", () => {
+    const live = createLiveTable(snapshot);
+    live.dispatched("a");
+    // The poll saw the request running.
+    live.applyState(state("a", { queue_depth: 1 }));
+    expect(live.queueDepth("a")).toBe(1);
+    live.completed("a");
+    expect(live.queueDepth("a")).toBe(0);
+  });
+
+  it("counts what the peer replicas have in flight, before and after a poll", () => {
+    const live = createLiveTable(snapshot);
+    live.applyState(state("a", { queue_depth: 0 }));
+    live.dispatched("a");
+    live.setPeerInFlight(
+      new Map([
+        ["a", 2],
+        ["ghost", 9],
+      ]),
+      2,
+      true,
+    );
+    expect(live.queueDepth("a")).toBe(3);
+    expect(live.queueDepth("b")).toBe(0);
+    // The poll sees all three; a peer's completion frees its slot at once.
+    live.applyState(state("a", { queue_depth: 3 }));
+    expect(live.queueDepth("a")).toBe(3);
+    live.setPeerInFlight(new Map([["a", 1]]), 2, true);
+    expect(live.queueDepth("a")).toBe(2);
+    // A peer that is forgotten takes its requests with it.
+    live.setPeerInFlight(new Map(), 1, true);
+    expect(live.queueDepth("a")).toBe(1);
+  });
+
+  it("a burst allowance is this replica's share of the free slots until peers are heard", () => {
+    const limited = buildSnapshot({ nodes: [node("a", { max_concurrency: 5 })] });
+    const live = createLiveTable(limited);
+    expect(live.burstAllowance[0]).toBe(Infinity);
+    live.applyState(state("a", { queue_depth: 0 }));
+    live.setPeerInFlight(new Map(), 2, true);
+    expect(live.burstAllowance[0]).toBe(3);
+    live.dispatched("a");
+    live.dispatched("a");
+    expect(live.burstAllowance[0]).toBe(1);
+    // Our own completion is a slot no peer counted on.
+    live.completed("a");
+    expect(live.burstAllowance[0]).toBe(2);
+    live.setPeerInFlight(new Map([["a", 4]]), 2, true);
+    expect(live.burstAllowance[0]).toBe(0);
+    // A view the peers built before seeing our latest count can only shrink a share.
+    live.completed("a");
+    live.setPeerInFlight(new Map([["a", 1]]), 2, false);
+    expect(live.burstAllowance[0]).toBe(1);
+    live.setPeerInFlight(new Map([["a", 1]]), 2, true);
+    expect(live.burstAllowance[0]).toBe(2);
+    // Alone again: no share to respect.
+    live.setPeerInFlight(new Map(), 1, true);
+    expect(live.burstAllowance[0]).toBe(Infinity);
   });
 
   it("takes throughput and latency history from the state, keeping its own when absent", () => {

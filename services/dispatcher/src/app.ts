@@ -1,6 +1,7 @@
 // The dispatcher, built from injected parts: config in memory, the routing state, the route
 // and cancel subscriptions, tier-4 sessions and the batch workers. `main.ts` hands it a
 // connected bus and the real clock; tests hand it the same against a test nats-server.
+import { hostname } from "node:os";
 import { publishJson, subscribeJson, subscribeMessages, watchKvIntoMap, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
@@ -25,6 +26,7 @@ import { createCapacitySignal } from "./capacity-signal.ts";
 import type { DispatcherConfig } from "./config.ts";
 import { watchDispatcherState } from "./dispatcher-state.ts";
 import { createRouteHandler } from "./handle-route.ts";
+import { startInFlightShare } from "./in-flight-share.ts";
 import { createDispatcherMetrics } from "./metrics.ts";
 import { createNodePools } from "./node-pools.ts";
 import { createObservationBatcher } from "./observation-batcher.ts";
@@ -120,11 +122,22 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
         observations: list,
       }),
   });
+  const replicaToken = deps.randomHex(8);
+  const inFlightShare = startInFlightShare({
+    bus,
+    routing,
+    capacity,
+    log,
+    clock,
+    replicaToken,
+    replica: `dispatcher@${hostname()}:${process.pid}/${replicaToken}`,
+  });
   const executeDeps = {
     bus,
     routing,
     pools,
     capacity,
+    inFlightShare,
     attestation,
     observations,
     sessions,
@@ -196,6 +209,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
       observations.flush();
       cancels.unsubscribe();
       cooldowns.unsubscribe();
+      inFlightShare.stop();
       state.stop();
       sessionMap.stop();
       await pools.close();

@@ -7,6 +7,7 @@ import type { Logger } from "@zml/telemetry";
 import type { AttestationGate } from "./attestation-gate.ts";
 import type { CapacitySignal } from "./capacity-signal.ts";
 import type { DispatcherConfig } from "./config.ts";
+import type { InFlightShare } from "./in-flight-share.ts";
 import type { DispatcherMetrics } from "./metrics.ts";
 import type { NodePools } from "./node-pools.ts";
 import type { ObservationBatcher } from "./observation-batcher.ts";
@@ -23,6 +24,8 @@ export interface ExecuteDeps {
   routing: RoutingState;
   pools: NodePools;
   capacity: CapacitySignal;
+  /** Tells the other replicas of each dispatch and completion; absent when alone. */
+  inFlightShare?: InFlightShare;
   attestation: AttestationGate;
   /** Dispatch outcomes for the health aggregator, sent in per-node batches. */
   observations: ObservationBatcher;

@@ -40,6 +40,7 @@ export async function dispatchAttempt(
     nodeHeaders(deps.secrets, node, request.stream, plan.routing),
   );
   deps.routing.current().live.dispatched(node.id);
+  deps.inFlightShare?.changed();
   if (attempt === 1) exec.onDispatched?.();
   const startedAt = deps.clock();
   let outcome: AttemptOutcome;
@@ -64,6 +65,7 @@ export async function dispatchAttempt(
   } finally {
     abort.dispose();
     deps.routing.current().live.completed(node.id);
+    deps.inFlightShare?.changed();
     deps.capacity.notify();
   }
   endAttemptSpan(attemptSpan, outcome.status, outcome.kind === "relayed" ? null : outcome.error);
