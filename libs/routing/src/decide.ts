@@ -42,6 +42,8 @@ class Scratch {
   tieBreakKey: Float64Array;
   healthKey: Float64Array;
   inTop: Uint8Array;
+  /** Viable slots whose node has no throughput measured yet. */
+  unmeasured: Int32Array;
   /** Packed (node, reason) of every filtered node. */
   passed: Int32Array;
   top: Int32Array;
@@ -68,6 +70,7 @@ class Scratch {
     this.tieBreakKey = new Float64Array(size);
     this.healthKey = new Float64Array(size);
     this.inTop = new Uint8Array(size);
+    this.unmeasured = new Int32Array(size);
     this.passed = new Int32Array(size);
     this.top = new Int32Array(64);
   }
@@ -127,6 +130,7 @@ function collect(sc: Scratch, cx: Context): void {
   const inFlightAtPoll = live.inFlightAtPoll;
   const burstAllowance = live.burstAllowance;
   const liveTps = live.tokensPerSecond;
+  const capacityTps = live.capacityTps;
   const latencyEwma = live.latencyEwmaMs;
   const maxConcurrency = snapshot.maxConcurrency;
   const apiMask = snapshot.apiMask;
@@ -152,6 +156,10 @@ function collect(sc: Scratch, cx: Context): void {
   let otherApi = 0;
   let transient = 0;
   let soonest = Number.POSITIVE_INFINITY;
+  /** Best throughput among the viable measured nodes, and the idle viable slots never measured. */
+  let bestTps = 0;
+  let u = 0;
+  const unmeasured = sc.unmeasured;
 
   for (let f = -1; f < chain.length; f++) {
     // Position -1 visits the hinted family first; its own position is then skipped.
@@ -172,7 +180,10 @@ function collect(sc: Scratch, cx: Context): void {
       considered++;
       let reason = -1;
       let depth = 0;
-      let tps = liveTps[i]!;
+      // Capacity first (what the node sustains when full); the served rate only when no
+      // poll has found it generating yet; the default when neither is known.
+      const capacity = capacityTps[i]!;
+      let tps = capacity > 0 && capacity < Infinity ? capacity : liveTps[i]!;
       const tpsKnown = tps > 0 && tps < Infinity;
       tps = tpsKnown ? Math.max(tps, MIN_TPS) : defaultTps;
       if (exclude !== undefined && exclude.has(snapshot.nodes[i]!.spec.id)) reason = R.excluded;
@@ -205,6 +216,8 @@ function collect(sc: Scratch, cx: Context): void {
         passed[p++] = pack(i, reason);
         continue;
       }
+      if (tpsKnown) bestTps = Math.max(bestTps, tps);
+      else if (depth === 0) unmeasured[u++] = n;
       // serviceMs(tokens, tps), inlined: this division is the loop's most expensive step.
       const ms = tokensMs / tps;
       const resp = responseMsFrom(depth, ms, latencyEwma[i]!, bias);
@@ -221,6 +234,19 @@ function collect(sc: Scratch, cx: Context): void {
       // NaN unless quality routing is on and the score is fresh (a missing one is NaN).
       quality[n] = wantQuality && qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
       n++;
+    }
+  }
+  // Exploration: an idle node never measured is assumed as fast as the best measured one,
+  // not the default guess, so it gets traffic and is measured instead of starved. Once it
+  // has a queue the default applies again: one request at a time is all it risks.
+  if (bestTps > defaultTps) {
+    for (let k = 0; k < u; k++) {
+      const s = unmeasured[k]!;
+      const i = idx[s]!;
+      const ms = tokensMs / bestTps;
+      service[s] = ms;
+      sResp[s] = responseMsFrom(sDepth[s]!, ms, latencyEwma[i]!, bias);
+      if (overTarget[s] === 1 && sResp[s] <= target) overTarget[s] = 0;
     }
   }
   sc.viable = n;

@@ -39,8 +39,15 @@ export interface LiveTable {
   readonly attestedUntil: Float64Array;
   /** Observed response-time EWMA; NaN before the first observation. */
   readonly latencyEwmaMs: Float64Array;
-  /** Historical tokens per second; NaN when unknown. */
+  /** Historical tokens per second the node served; NaN when unknown. */
   readonly tokensPerSecond: Float64Array;
+  /**
+   * Tokens per second the node can sustain when full: its per-request speed (served rate ÷
+   * requests running at the poll) × `max_concurrency`, smoothed. Unlike the served rate it
+   * does not shrink when the node gets little traffic, so an idle twin of a busy node is not
+   * judged slow. NaN until a poll finds the node generating.
+   */
+  readonly capacityTps: Float64Array;
 
   /**
    * Records a `node.state` broadcast. Its throughput and latency EWMAs replace the table's
@@ -87,7 +94,11 @@ const FIELDS = [
   "attestedUntil",
   "latencyEwmaMs",
   "tokensPerSecond",
+  "capacityTps",
 ] as const;
+
+/** Weight of the newest capacity sample. */
+const CAPACITY_ALPHA = 0.3;
 
 const finiteOr = (value: number, fallback: number): number =>
   Number.isFinite(value) ? value : fallback;
@@ -105,6 +116,7 @@ class Table implements LiveTable {
   attestedUntil: Float64Array;
   latencyEwmaMs: Float64Array;
   tokensPerSecond: Float64Array;
+  capacityTps: Float64Array;
   instanceIds: (string | null)[];
 
   constructor(snapshot: RoutingSnapshot) {
@@ -121,6 +133,7 @@ class Table implements LiveTable {
     this.attestedUntil = new Float64Array(n);
     this.latencyEwmaMs = new Float64Array(n).fill(Number.NaN);
     this.tokensPerSecond = new Float64Array(n).fill(Number.NaN);
+    this.capacityTps = new Float64Array(n).fill(Number.NaN);
     this.instanceIds = new Array<string | null>(n).fill(null);
   }
 
@@ -139,12 +152,23 @@ class Table implements LiveTable {
     if (state.instance_id !== null && state.instance_id !== this.instanceIds[i]) {
       if (this.instanceIds[i] !== null) {
         this.tokensPerSecond[i] = Number.NaN;
+        this.capacityTps[i] = Number.NaN;
         this.latencyEwmaMs[i] = Number.NaN;
       }
       this.instanceIds[i] = state.instance_id;
     }
     const tps = state.tokens_per_second;
-    if (tps !== null && tps > 0 && Number.isFinite(tps)) this.tokensPerSecond[i] = tps;
+    if (tps !== null && tps > 0 && Number.isFinite(tps)) {
+      this.tokensPerSecond[i] = tps;
+      const running = finiteOr(state.running, 0);
+      if (running > 0) {
+        const sample = (tps / running) * Math.max(1, this.snapshot.maxConcurrency[i]!);
+        const prior = this.capacityTps[i]!;
+        this.capacityTps[i] = Number.isNaN(prior)
+          ? sample
+          : prior + CAPACITY_ALPHA * (sample - prior);
+      }
+    }
     const latency = state.latency_ewma_ms;
     if (latency !== null && latency >= 0 && Number.isFinite(latency)) {
       this.latencyEwmaMs[i] = latency;
