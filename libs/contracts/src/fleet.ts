@@ -102,6 +102,13 @@ export const PolicySpecSchema = z.strictObject({
   cost_priority: CostPrioritySchema,
   queue_on_saturation: z.boolean().default(false),
   max_queue_ms: z.number().int().nonnegative().default(0),
+  /**
+   * Longest wait for a node's first byte (its response headers) per attempt, overriding the
+   * limit derived from `latency_target_ms` (docs/capacity.md, "Time to first byte"). Also
+   * applies to requests that are not streamed, which keep the dispatcher's
+   * `DISPATCH_HEADERS_TIMEOUT_MS` otherwise.
+   */
+  first_byte_timeout_ms: z.number().int().min(100).max(600_000).optional(),
 });
 export type PolicySpec = z.infer<typeof PolicySpecSchema>;
 

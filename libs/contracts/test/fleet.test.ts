@@ -14,6 +14,24 @@ describe("fleet schemas", () => {
     });
     expect(policy.queue_on_saturation).toBe(false);
     expect(policy.max_queue_ms).toBe(0);
+    expect(policy.first_byte_timeout_ms).toBeUndefined();
+  });
+
+  it("a policy's first_byte_timeout_ms is whole milliseconds between 100 and 600000", () => {
+    const base = {
+      name: "p",
+      accelerator_preference: [{ family: "H100", priority: 1 }],
+      latency_target_ms: 500,
+      cost_priority: "latency",
+    };
+    expect(PolicySpecSchema.parse({ ...base, first_byte_timeout_ms: 4_000 })).toMatchObject({
+      first_byte_timeout_ms: 4_000,
+    });
+    for (const bad of [0, 99, 600_001, 1.5, "4000"]) {
+      const result = PolicySpecSchema.safeParse({ ...base, first_byte_timeout_ms: bad });
+      expect(result.success).toBe(false);
+      expect(result.error?.issues[0]?.path).toEqual(["first_byte_timeout_ms"]);
+    }
   });
 
   it("name the offending field", () => {

@@ -28,6 +28,8 @@ export { createPeerInFlightTable } from "./peer-in-flight.ts";
 export type { PeerInFlightTable } from "./peer-in-flight.ts";
 export { estimateResponseMs, estimateCostUsd } from "./estimate.ts";
 export { decide } from "./decide.ts";
+export { firstByteTimeoutMs, FIRST_BYTE_FLOOR_MS } from "./first-byte.ts";
+export type { FirstByteInput } from "./first-byte.ts";
 export { MAX_ATTEMPTS, nextAttempt, classifyFailure, shouldCoolDown } from "./attempts.ts";
 export type {
   AttemptFailure,

@@ -11,6 +11,8 @@ export interface ResolvedPolicy {
   readonly costPriority: CostPriority;
   readonly queueOnSaturation: boolean;
   readonly maxQueueMs: number;
+  /** The policy's explicit `first_byte_timeout_ms`, if any. */
+  readonly firstByteTimeoutMs: number | undefined;
   readonly spec: PolicySpec;
 }
 
@@ -40,6 +42,7 @@ export function compilePolicy(spec: PolicySpec): ResolvedPolicy {
     costPriority: spec.cost_priority,
     queueOnSaturation: spec.queue_on_saturation,
     maxQueueMs: spec.queue_on_saturation ? spec.max_queue_ms : 0,
+    firstByteTimeoutMs: spec.first_byte_timeout_ms,
     spec,
   });
 }

@@ -1,7 +1,13 @@
 // The loop over attempts: decide, dispatch, judge, and retry or fall back within the
 // budget while nothing has reached the client; or wait for capacity, or give up.
 import { isTeeTier, serializeRoutingHeader, ZmlError } from "@zml/contracts";
-import { decide, nextAttempt, resolvePolicy, shouldCoolDown } from "@zml/routing";
+import {
+  decide,
+  firstByteTimeoutMs,
+  nextAttempt,
+  resolvePolicy,
+  shouldCoolDown,
+} from "@zml/routing";
 import type { AttemptFailure, FailedAttempt } from "@zml/routing";
 import type { ExecuteDeps, Execution, ExecutionResult } from "../execute-route.ts";
 import { recordDecision, startQueueWaitSpan } from "../tracing.ts";
@@ -110,7 +116,13 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
     const kind = attempt === 1 ? "first" : model === request.model ? "retry" : "fallback";
     if (kind !== "first") deps.metrics.retries.inc({ kind });
 
-    const plan = { node, model, attempt, kind, routing } as const;
+    const firstByteMs = firstByteTimeoutMs(policy, {
+      attempt,
+      remainingMs: request.deadline - deps.clock(),
+      stream: request.stream,
+      headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
+    });
+    const plan = { node, model, attempt, kind, routing, firstByteMs } as const;
     const { outcome, latencyMs } = await dispatchAttempt(deps, exec, plan);
     if (cancelled.aborted) {
       report.outcome("cancelled");

@@ -18,6 +18,8 @@ export interface AttemptPlan {
   kind: "first" | "retry" | "fallback";
   /** The routing header the node's request and the answer carry. */
   routing: string;
+  /** How long the node has to start answering; `DISPATCH_HEADERS_TIMEOUT_MS` when absent. */
+  firstByteMs?: number;
 }
 
 /**
@@ -54,7 +56,7 @@ export async function dispatchAttempt(
       stream: request.stream,
       api: request.api,
       signal: abort.signal,
-      headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
+      headersTimeoutMs: plan.firstByteMs ?? deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
       bodyIdleTimeoutMs: deps.config.DISPATCH_BODY_IDLE_TIMEOUT_MS,
       maxAnswerBytes: deps.config.DISPATCH_MAX_ANSWER_BYTES,
       writer: exec.writer,
