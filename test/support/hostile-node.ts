@@ -3,7 +3,10 @@
 // says. Not the project's simulator, so nothing it does is tuned to ZML.
 import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer as createH2cServer, createSecureServer } from "node:http2";
+import { createServer as createNetServer } from "node:net";
+import type { AddressInfo, Server, Socket } from "node:net";
+import { Duplex } from "node:stream";
 import type { NodeSpec } from "@zml/contracts";
 
 export type InferenceHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -14,6 +17,8 @@ export interface HostileNode {
   received(): number;
   /** Health checks received. */
   probes(): number;
+  /** HTTP version of each inference request received (`1.1`, `2.0`), in order. */
+  httpVersions(): string[];
   /** Inference requests whose connection closed before the answer was complete. */
   abandoned(): number;
   /** Replaces how inference requests are answered. */
@@ -29,47 +34,114 @@ const IDLE_VLLM_METRICS = [
   "",
 ].join("\n");
 
+export interface HostileNodeOptions {
+  metrics?: (res: ServerResponse) => void;
+  host?: string;
+  /**
+   * `h2c`: HTTP/2 without TLS by prior knowledge, and HTTP/1.1 on the same port (told apart
+   * by the connection preface, as h2c servers do: health probes speak HTTP/1.1). `h2`: TLS
+   * with `tls`'s key and certificate, HTTP/2 or HTTP/1.1 by ALPN. Default HTTP/1.1 only.
+   */
+  protocol?: "http1" | "h2" | "h2c";
+  tls?: { key: string; cert: string };
+}
+
 export async function startHostileNode(
   handler: InferenceHandler,
-  options: { metrics?: (res: ServerResponse) => void; host?: string } = {},
+  options: HostileNodeOptions = {},
 ): Promise<HostileNode> {
   let answer = handler;
   let received = 0;
   let abandoned = 0;
-  const server = createServer((req, res) => {
-    if (req.url === "/health") return void res.writeHead(200).end();
+  const versions: string[] = [];
+  const http1 = createServer((req, res) => handle(req, res));
+  const protocol = options.protocol ?? "http1";
+  const sockets = new Set<Socket>();
+  let server: Server;
+  if (protocol === "h2c") {
+    // The compatibility API hands out objects shaped like node:http's.
+    const h2 = createH2cServer((req, res) => handle(req as never, res as never));
+    server = createNetServer((socket) => {
+      socket.once("data", (first: Buffer) => {
+        const target = first.subarray(0, 3).toString("latin1") === "PRI" ? h2 : http1;
+        target.emit("connection", replaying(socket, first));
+      });
+    });
+  } else if (protocol === "h2") {
+    if (!options.tls) throw new Error("an h2 node needs tls: { key, cert }");
+    server = createSecureServer({ ...options.tls, allowHTTP1: true }, (req, res) =>
+      handle(req as never, res as never),
+    );
+  } else {
+    server = http1;
+  }
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
+  let probes = 0;
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
+    if (req.url === "/health") {
+      probes++;
+      return void res.writeHead(200).end();
+    }
     if (req.url === "/metrics") {
       if (options.metrics) return options.metrics(res);
       res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
       return void res.end(IDLE_VLLM_METRICS);
     }
     received++;
+    versions.push(req.httpVersion);
     res.once("close", () => {
-      if (!res.writableFinished) abandoned++;
+      // HTTP/2's compatibility response says "finished" once its stream closes, even
+      // when it was reset: an answer never ended is abandoned too.
+      if (!res.writableFinished || !res.writableEnded) abandoned++;
     });
     // Read the request fully before answering, as a real server does.
     req.resume();
     req.once("end", () => answer(req, res));
-  });
+  };
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
-  let probes = 0;
-  server.on("request", (req: IncomingMessage) => {
-    if (req.url === "/health") probes++;
-  });
   return {
-    url: `http://${host}:${port}`,
+    url: `${protocol === "h2" ? "https" : "http"}://${host}:${port}`,
     probes: () => probes,
+    httpVersions: () => [...versions],
     received: () => received,
     abandoned: () => abandoned,
     answer: (h) => (answer = h),
     close: () =>
       new Promise((resolve) => {
-        server.closeAllConnections();
+        http1.closeAllConnections();
+        for (const socket of sockets) socket.destroy();
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * The socket as a stream that first yields `first` (already read to tell the protocols
+ * apart) and then the rest: node's HTTP servers read a real socket's handle directly, so
+ * bytes put back with `unshift` would be lost to them.
+ */
+function replaying(socket: Socket, first: Buffer): Duplex {
+  const duplex = new Duplex({
+    read: () => void socket.resume(),
+    write: (chunk: Buffer, _enc, done) => void socket.write(chunk, done),
+    final: (done) => void socket.end(done),
+    destroy: (err, done) => {
+      socket.destroy(err ?? undefined);
+      done(err);
+    },
+  });
+  duplex.push(first);
+  socket.on("data", (chunk) => {
+    if (!duplex.push(chunk)) socket.pause();
+  });
+  socket.once("end", () => duplex.push(null));
+  socket.once("close", () => duplex.destroy());
+  return duplex;
 }
 
 /** Writes `block` to `res` until `totalBytes` are out or the connection closes, honouring drain. */

@@ -29,48 +29,77 @@ export const COST_PRIORITIES = ["cost", "balanced", "latency"] as const;
 export const CostPrioritySchema = z.enum(COST_PRIORITIES);
 export type CostPriority = z.infer<typeof CostPrioritySchema>;
 
-export const NodeSpecSchema = z.strictObject({
-  id: Id,
-  /** Base URL of the serving framework, e.g. `http://10.0.0.5:8000`. */
-  endpoint: z.url({ protocol: /^https?$/ }).refine(
-    // Runs even when the URL check above failed: a string that is no URL passes here.
-    (u) => !URL.canParse(u) || (new URL(u).username === "" && new URL(u).password === ""),
-    "must not carry credentials: put them in the secrets file and name them in auth.secret_ref",
-  ),
-  framework: FrameworkSchema,
-  /** Accelerator family, e.g. `H100`, `MI300X`. */
-  accelerator_family: z.string().min(1).max(64),
-  tier: TierSchema,
-  /** Model ids this node serves. */
-  models: z.array(z.string().min(1)).min(1),
-  /** The APIs the node serves; a request of another API never reaches it. */
-  apis: z
-    .array(NodeApiSchema)
-    .min(1)
-    .default(() => [...DEFAULT_NODE_APIS]),
-  /** In-flight requests above which the node counts as full. */
-  max_concurrency: z.number().int().positive().default(16),
-  health_path: z.string().regex(/^\//, "a path starting with '/'").default("/health"),
-  metrics_path: z.string().regex(/^\//, "a path starting with '/'").default("/metrics"),
-  /**
-   * Credential the dispatcher adds when calling the node (tier 1/2 providers). Only a
-   * reference is stored here: the secret itself comes from the dispatcher's secrets file
-   * and is never returned by the API or logged.
-   */
-  auth: z
-    .strictObject({
-      header: z
-        .string()
-        .regex(/^[A-Za-z0-9-]{1,64}$/)
-        .default("authorization"),
-      scheme: z.string().max(32).default("Bearer"),
-      secret_ref: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/),
-    })
-    .optional(),
-  /** Registration order tie-breaker; set by `apply` from the order in the fleet file. */
-  registered_at: z.number().int().nonnegative().default(0),
-});
+export const NODE_PROTOCOLS = ["http1", "h2", "h2c"] as const;
+
+export const NodeSpecSchema = z
+  .strictObject({
+    id: Id,
+    /** Base URL of the serving framework, e.g. `http://10.0.0.5:8000`. */
+    endpoint: z.url({ protocol: /^https?$/ }).refine(
+      // Runs even when the URL check above failed: a string that is no URL passes here.
+      (u) => !URL.canParse(u) || (new URL(u).username === "" && new URL(u).password === ""),
+      "must not carry credentials: put them in the secrets file and name them in auth.secret_ref",
+    ),
+    framework: FrameworkSchema,
+    /** Accelerator family, e.g. `H100`, `MI300X`. */
+    accelerator_family: z.string().min(1).max(64),
+    tier: TierSchema,
+    /** Model ids this node serves. */
+    models: z.array(z.string().min(1)).min(1),
+    /** The APIs the node serves; a request of another API never reaches it. */
+    apis: z
+      .array(NodeApiSchema)
+      .min(1)
+      .default(() => [...DEFAULT_NODE_APIS]),
+    /** In-flight requests above which the node counts as full. */
+    max_concurrency: z.number().int().positive().default(16),
+    health_path: z.string().regex(/^\//, "a path starting with '/'").default("/health"),
+    metrics_path: z.string().regex(/^\//, "a path starting with '/'").default("/metrics"),
+    /**
+     * Credential the dispatcher adds when calling the node (tier 1/2 providers). Only a
+     * reference is stored here: the secret itself comes from the dispatcher's secrets file
+     * and is never returned by the API or logged.
+     */
+    auth: z
+      .strictObject({
+        header: z
+          .string()
+          .regex(/^[A-Za-z0-9-]{1,64}$/)
+          .default("authorization"),
+        scheme: z.string().max(32).default("Bearer"),
+        secret_ref: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/),
+      })
+      .optional(),
+    /**
+     * How the dispatcher speaks to the node: `http1` (absent means this; vLLM's default
+     * server), `h2` (HTTP/2 negotiated by ALPN over TLS: an `https` endpoint) or `h2c` (HTTP/2
+     * without TLS, prior knowledge: an `http` endpoint).
+     */
+    protocol: z.enum(NODE_PROTOCOLS).optional(),
+    /** Registration order tie-breaker; set by `apply` from the order in the fleet file. */
+    registered_at: z.number().int().nonnegative().default(0),
+  })
+  .superRefine((node, ctx) => {
+    const scheme = URL.canParse(node.endpoint) ? new URL(node.endpoint).protocol : undefined;
+    if (node.protocol === "h2" && scheme === "http:") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["protocol"],
+        message: "h2 is negotiated over TLS: use an https endpoint, or h2c for plain http",
+      });
+    }
+    if (node.protocol === "h2c" && scheme === "https:") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["protocol"],
+        message: "h2c is HTTP/2 without TLS: use an http endpoint, or h2 for https",
+      });
+    }
+  });
 export type NodeSpec = z.infer<typeof NodeSpecSchema>;
+
+/** Values of {@link NodeSpec.protocol}. */
+export type NodeProtocol = (typeof NODE_PROTOCOLS)[number];
 
 /**
  * Model ids are KV keys: letters, digits, `-`, `_`, `=`, `/` and inner dots (so

@@ -17,6 +17,31 @@ describe("fleet schemas", () => {
     expect(policy.first_byte_timeout_ms).toBeUndefined();
   });
 
+  it("a node's protocol is http1, h2 over https or h2c over http", async () => {
+    const { NodeSpecSchema } = await import("../src/index.ts");
+    const node = (endpoint: string, protocol?: string) => ({
+      id: "n1",
+      endpoint,
+      framework: "vllm",
+      accelerator_family: "H100",
+      tier: 1,
+      models: ["m"],
+      ...(protocol === undefined ? {} : { protocol }),
+    });
+    expect(NodeSpecSchema.parse(node("http://10.0.0.5:8000")).protocol).toBeUndefined();
+    expect(NodeSpecSchema.parse(node("https://10.0.0.5:8000", "h2")).protocol).toBe("h2");
+    expect(NodeSpecSchema.parse(node("http://10.0.0.5:8000", "h2c")).protocol).toBe("h2c");
+    for (const [endpoint, protocol] of [
+      ["http://10.0.0.5:8000", "h2"],
+      ["https://10.0.0.5:8000", "h2c"],
+      ["http://10.0.0.5:8000", "http2"],
+    ] as const) {
+      const result = NodeSpecSchema.safeParse(node(endpoint, protocol));
+      expect(result.success).toBe(false);
+      expect(result.error?.issues[0]?.path).toEqual(["protocol"]);
+    }
+  });
+
   it("a policy's first_byte_timeout_ms is whole milliseconds between 100 and 600000", () => {
     const base = {
       name: "p",

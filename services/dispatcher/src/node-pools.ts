@@ -2,6 +2,7 @@ import { isTeeTier } from "@zml/contracts";
 import type { NodeAddressPolicy, NodeSpec } from "@zml/contracts";
 import { guardedConnector } from "@zml/runtime";
 import { Pool } from "undici";
+import type { buildConnector } from "undici";
 import { pinnedConnector } from "./pinned-connector.ts";
 
 /** Where tier 3/4 pools learn the attested TLS key to pin, and report one that differs. */
@@ -36,23 +37,40 @@ export function createNodePools(options: {
   nodeAddresses: NodeAddressPolicy;
 }): NodePools {
   const timeout = options.connectTimeoutMs;
-  const plain = guardedConnector(options.nodeAddresses, { timeout });
+  const addresses = options.nodeAddresses;
+  // Every connector goes through the node address policy. `h2` offers HTTP/2 by ALPN (the
+  // node may still pick HTTP/1.1); `h2c` speaks HTTP/2 on a plain socket from the start.
+  const plain = {
+    http1: guardedConnector(addresses, { timeout }),
+    h2: guardedConnector(addresses, { timeout, allowH2: true }),
+    h2c: guardedConnector(addresses, withH2c({ timeout })),
+  };
   // Tier 3/4: any certificate (the quote vouches for the key) and no session resumption, so
   // every connection shows the key the pinned connector checks.
-  const tls = guardedConnector(options.nodeAddresses, {
-    timeout,
-    rejectUnauthorized: false,
-    maxCachedSessions: 0,
-  });
-  const pools = new Map<string, { endpoint: string; size: number; pin: string; pool: Pool }>();
+  const teeOptions = { timeout, rejectUnauthorized: false, maxCachedSessions: 0 };
+  const tls = {
+    http1: guardedConnector(addresses, teeOptions),
+    h2: guardedConnector(addresses, { ...teeOptions, allowH2: true }),
+    h2c: guardedConnector(addresses, withH2c(teeOptions)),
+  };
+  const pools = new Map<
+    string,
+    { endpoint: string; size: number; pin: string; protocol: string; pool: Pool }
+  >();
   const basePaths = new Map<string, string>();
   return {
     get(node) {
       const size = Math.max(options.connections, node.max_concurrency);
       const tee = isTeeTier(node.tier);
       const pin = tee ? (options.pins.pinFor(node) ?? "none") : "";
+      const protocol = node.protocol ?? "http1";
       const existing = pools.get(node.id);
-      if (existing?.endpoint === node.endpoint && existing.size === size && existing.pin === pin) {
+      if (
+        existing?.endpoint === node.endpoint &&
+        existing.size === size &&
+        existing.pin === pin &&
+        existing.protocol === protocol
+      ) {
         return existing.pool;
       }
       if (existing) void existing.pool.close();
@@ -66,15 +84,19 @@ export function createNodePools(options: {
             },
             onMismatch: (nodeId, seen) => options.pins.onMismatch(nodeId, seen),
             timeoutMs: timeout,
-            base: tls,
+            base: tls[protocol],
           })
-        : plain;
+        : plain[protocol];
       const pool = new Pool(new URL(node.endpoint).origin, {
         connections: size,
         connect,
         keepAliveTimeout: 30_000,
+        // HTTP/1.1 nodes are never offered h2: an operator declares what a node speaks.
+        allowH2: protocol !== "http1",
+        // One stream per request the node takes at once, as HTTP/1.1 has one socket each.
+        ...(protocol === "http1" ? {} : { maxConcurrentStreams: node.max_concurrency }),
       });
-      pools.set(node.id, { endpoint: node.endpoint, size, pin, pool });
+      pools.set(node.id, { endpoint: node.endpoint, size, pin, protocol, pool });
       return pool;
     },
     pathFor(node, clientPath) {
@@ -90,4 +112,10 @@ export function createNodePools(options: {
       pools.clear();
     },
   };
+}
+
+/** undici's connector option for h2c (prior knowledge), missing from its type definitions. */
+function withH2c(options: buildConnector.BuildOptions): buildConnector.BuildOptions {
+  const h2c: Record<string, unknown> = { ...options, useH2c: true };
+  return h2c;
 }
