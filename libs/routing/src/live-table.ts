@@ -54,13 +54,16 @@ export interface LiveTable {
    * when present; a `null` keeps what the table has, unless the node reports a new
    * `instance_id` (a restarted node inherits no history).
    */
-  applyState(state: NodeState): boolean;
+  applyState(state: NodeState, now?: number): boolean;
   /** Forgets the node's state (e.g. its KV entry was deleted). */
   clearState(nodeId: string): boolean;
   /** Counts a request sent to the node; call before the payload goes out. */
   dispatched(nodeId: string): boolean;
-  /** Counts a request to the node as finished, however it ended. */
-  completed(nodeId: string): boolean;
+  /**
+   * Counts a request to the node as finished, however it ended. With `now`, the total just
+   * before is remembered for a while: a poll that arrives shortly after may still count it.
+   */
+  completed(nodeId: string, now?: number): boolean;
   /**
    * Replaces what the other replicas have in flight (node id → their summed count; nodes
    * missing are at 0) after hearing from a peer. With `fresh` (every peer's latest count was
@@ -69,7 +72,12 @@ export interface LiveTable {
    * together at most `replicas - 1` more than there are. Otherwise an allowance can only
    * shrink. `replicas` counts this one.
    */
-  setPeerInFlight(counts: ReadonlyMap<string, number>, replicas: number, fresh: boolean): void;
+  setPeerInFlight(
+    counts: ReadonlyMap<string, number>,
+    replicas: number,
+    fresh: boolean,
+    now?: number,
+  ): void;
   coolDown(nodeId: string, untilMs: number): boolean;
   /** Records a verified attestation valid until `untilMs`; 0 (or a past time) revokes it. */
   setAttestedUntil(nodeId: string, untilMs: number): boolean;
@@ -95,10 +103,19 @@ const FIELDS = [
   "latencyEwmaMs",
   "tokensPerSecond",
   "capacityTps",
+  "recentPeak",
+  "recentPeakAt",
 ] as const;
 
 /** Weight of the newest capacity sample. */
 const CAPACITY_ALPHA = 0.3;
+
+/**
+ * How long the in-flight total before a completion is remembered: a poll taken before the
+ * completion can arrive this much later (probe, aggregation, KV delivery) and still count
+ * the finished request, which must not keep the node full until the next poll.
+ */
+export const POLL_LAG_MS = 500;
 
 const finiteOr = (value: number, fallback: number): number =>
   Number.isFinite(value) ? value : fallback;
@@ -117,6 +134,9 @@ class Table implements LiveTable {
   latencyEwmaMs: Float64Array;
   tokensPerSecond: Float64Array;
   capacityTps: Float64Array;
+  /** Highest in-flight total just before a recent completion, and when it was last raised. */
+  recentPeak: Float64Array;
+  recentPeakAt: Float64Array;
   instanceIds: (string | null)[];
 
   constructor(snapshot: RoutingSnapshot) {
@@ -134,6 +154,8 @@ class Table implements LiveTable {
     this.latencyEwmaMs = new Float64Array(n).fill(Number.NaN);
     this.tokensPerSecond = new Float64Array(n).fill(Number.NaN);
     this.capacityTps = new Float64Array(n).fill(Number.NaN);
+    this.recentPeak = new Float64Array(n);
+    this.recentPeakAt = new Float64Array(n).fill(Number.NEGATIVE_INFINITY);
     this.instanceIds = new Array<string | null>(n).fill(null);
   }
 
@@ -141,14 +163,18 @@ class Table implements LiveTable {
     return this.snapshot.nodeIndex.get(nodeId) ?? -1;
   }
 
-  applyState(state: NodeState): boolean {
+  applyState(state: NodeState, now = Number.NaN): boolean {
     const i = this.at(state.node_id);
     if (i < 0) return false;
     const usable = state.status === "Active" && !state.probe_pending;
     this.status[i] = usable ? LIVE_STATUS.active : LIVE_STATUS.inactive;
     this.polledDepth[i] = Math.max(0, finiteOr(state.queue_depth, 0));
     this.healthScore[i] = Math.min(100, Math.max(0, finiteOr(state.health_score, 0)));
-    this.inFlightAtPoll[i] = this.inFlight[i]! + this.peerInFlight[i]!;
+    // The poll saw the node at some moment of the last POLL_LAG_MS: requests that finished
+    // since may be in its depth, so the baseline is the highest total of that time.
+    const total = this.inFlight[i]! + this.peerInFlight[i]!;
+    this.inFlightAtPoll[i] =
+      now - this.recentPeakAt[i]! <= POLL_LAG_MS ? Math.max(total, this.recentPeak[i]!) : total;
     if (state.instance_id !== null && state.instance_id !== this.instanceIds[i]) {
       if (this.instanceIds[i] !== null) {
         this.tokensPerSecond[i] = Number.NaN;
@@ -193,10 +219,11 @@ class Table implements LiveTable {
     return true;
   }
 
-  completed(nodeId: string): boolean {
+  completed(nodeId: string, now = Number.NaN): boolean {
     const i = this.at(nodeId);
     if (i < 0) return false;
     if (this.inFlight[i]! <= 0) return true;
+    this.notePeak(i, this.inFlight[i]! + this.peerInFlight[i]!, now);
     // The slot is free now, before the next poll says so: the effective depth drops at
     // once (a node that finished is routable at once), and the slot was this replica's,
     // so taking it again cannot collide with a peer.
@@ -205,13 +232,23 @@ class Table implements LiveTable {
     return true;
   }
 
-  setPeerInFlight(counts: ReadonlyMap<string, number>, replicas: number, fresh: boolean): void {
+  setPeerInFlight(
+    counts: ReadonlyMap<string, number>,
+    replicas: number,
+    fresh: boolean,
+    now = Number.NaN,
+  ): void {
     const n = this.snapshot.nodes.length;
     const peer = this.peerInFlight;
+    const before = Float64Array.from(peer);
     peer.fill(0);
     for (const [nodeId, count] of counts) {
       const i = this.at(nodeId);
       if (i >= 0 && count > 0 && Number.isFinite(count)) peer[i] = count;
+    }
+    // A peer's completions, like ours, may still be in the next poll.
+    for (let i = 0; i < n; i++) {
+      if (peer[i]! < before[i]!) this.notePeak(i, this.inFlight[i]! + before[i]!, now);
     }
     const limits = this.snapshot.maxConcurrency;
     const allowance = this.burstAllowance;
@@ -222,6 +259,14 @@ class Table implements LiveTable {
       }
       const share = Math.ceil(Math.max(0, limits[i]! - effectiveDepth(this, i)) / replicas);
       allowance[i] = fresh ? share : Math.min(allowance[i]!, share);
+    }
+  }
+
+  private notePeak(i: number, totalBefore: number, now: number): void {
+    if (Number.isNaN(now)) return;
+    if (now - this.recentPeakAt[i]! > POLL_LAG_MS || totalBefore >= this.recentPeak[i]!) {
+      this.recentPeak[i] = totalBefore;
+      this.recentPeakAt[i] = now;
     }
   }
 

@@ -55,6 +55,24 @@ describe("live table", () => {
     expect(live.queueDepth("a")).toBe(0);
   });
 
+  it("a poll taken before a completion but arriving after it does not fill the node again", () => {
+    const live = createLiveTable(snapshot);
+    live.applyState(state("a", { queue_depth: 0 }), 1_000);
+    live.dispatched("a");
+    live.completed("a", 2_000);
+    // The probe ran while the request was running; its answer lands 40 ms after the end.
+    live.applyState(state("a", { queue_depth: 1 }), 2_040);
+    expect(live.queueDepth("a")).toBe(0);
+    // A peer's completion alike.
+    live.setPeerInFlight(new Map([["a", 1]]), 2, true, 3_000);
+    live.setPeerInFlight(new Map(), 2, true, 3_010);
+    live.applyState(state("a", { queue_depth: 1 }), 3_050);
+    expect(live.queueDepth("a")).toBe(0);
+    // Long after, a depth the poll reports is load from elsewhere.
+    live.applyState(state("a", { queue_depth: 1 }), 9_000);
+    expect(live.queueDepth("a")).toBe(1);
+  });
+
   it("counts what the peer replicas have in flight, before and after a poll", () => {
     const live = createLiveTable(snapshot);
     live.applyState(state("a", { queue_depth: 0 }));

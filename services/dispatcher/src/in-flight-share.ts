@@ -97,7 +97,8 @@ export function startInFlightShare(options: InFlightShareOptions): InFlightShare
     else timer = setTimeout(send, wait);
   };
   const refresh = () => {
-    routing.current().live.setPeerInFlight(peers.totals(), peers.peers() + 1, peers.fresh());
+    const live = routing.current().live;
+    live.setPeerInFlight(peers.totals(), peers.peers() + 1, peers.fresh(), clock());
     // Peers' completions (or a peer gone) may have freed capacity for queued requests.
     capacity.notify();
   };

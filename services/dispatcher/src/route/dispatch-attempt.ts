@@ -66,7 +66,7 @@ export async function dispatchAttempt(
     });
   } finally {
     abort.dispose();
-    deps.routing.current().live.completed(node.id);
+    deps.routing.current().live.completed(node.id, deps.clock());
     deps.inFlightShare?.changed();
     deps.capacity.notify();
   }
