@@ -54,14 +54,15 @@ export interface LiveTable {
    * when present; a `null` keeps what the table has, unless the node reports a new
    * `instance_id` (a restarted node inherits no history).
    */
-  applyState(state: NodeState, now?: number): boolean;
+  applyState(state: NodeState): boolean;
   /** Forgets the node's state (e.g. its KV entry was deleted). */
   clearState(nodeId: string): boolean;
   /** Counts a request sent to the node; call before the payload goes out. */
   dispatched(nodeId: string): boolean;
   /**
-   * Counts a request to the node as finished, however it ended. With `now`, the total just
-   * before is remembered for a while: a poll that arrives shortly after may still count it.
+   * Counts a request to the node as finished, however it ended. With `now` (epoch ms), the
+   * total just before is remembered: a poll probed before `now` that arrives after it still
+   * counts the finished request, which must not keep the node full until the next poll.
    */
   completed(nodeId: string, now?: number): boolean;
   /**
@@ -104,18 +105,23 @@ const FIELDS = [
   "tokensPerSecond",
   "capacityTps",
   "recentPeak",
-  "recentPeakAt",
+  "lastCompletionAt",
 ] as const;
 
 /** Weight of the newest capacity sample. */
 const CAPACITY_ALPHA = 0.3;
 
 /**
- * How long the in-flight total before a completion is remembered: a poll taken before the
- * completion can arrive this much later (probe, aggregation, KV delivery) and still count
- * the finished request, which must not keep the node full until the next poll.
+ * Completions closer together than this form one busy spell whose highest in-flight total
+ * is remembered (see {@link LiveTable.completed}).
  */
-export const POLL_LAG_MS = 500;
+export const COMPLETION_SPELL_MS = 5_000;
+/**
+ * `checked_at` is stamped when a probe ends, after the node's metrics were read: a completion
+ * up to this long before it may not be in the depth (probe time, and clock difference
+ * between the health aggregator and this process).
+ */
+export const POLL_SLACK_MS = 1_000;
 
 const finiteOr = (value: number, fallback: number): number =>
   Number.isFinite(value) ? value : fallback;
@@ -134,9 +140,9 @@ class Table implements LiveTable {
   latencyEwmaMs: Float64Array;
   tokensPerSecond: Float64Array;
   capacityTps: Float64Array;
-  /** Highest in-flight total just before a recent completion, and when it was last raised. */
+  /** Highest in-flight total just before a completion of the current spell, and the last one's time. */
   recentPeak: Float64Array;
-  recentPeakAt: Float64Array;
+  lastCompletionAt: Float64Array;
   instanceIds: (string | null)[];
 
   constructor(snapshot: RoutingSnapshot) {
@@ -155,7 +161,7 @@ class Table implements LiveTable {
     this.tokensPerSecond = new Float64Array(n).fill(Number.NaN);
     this.capacityTps = new Float64Array(n).fill(Number.NaN);
     this.recentPeak = new Float64Array(n);
-    this.recentPeakAt = new Float64Array(n).fill(Number.NEGATIVE_INFINITY);
+    this.lastCompletionAt = new Float64Array(n).fill(Number.NEGATIVE_INFINITY);
     this.instanceIds = new Array<string | null>(n).fill(null);
   }
 
@@ -163,18 +169,19 @@ class Table implements LiveTable {
     return this.snapshot.nodeIndex.get(nodeId) ?? -1;
   }
 
-  applyState(state: NodeState, now = Number.NaN): boolean {
+  applyState(state: NodeState): boolean {
     const i = this.at(state.node_id);
     if (i < 0) return false;
     const usable = state.status === "Active" && !state.probe_pending;
     this.status[i] = usable ? LIVE_STATUS.active : LIVE_STATUS.inactive;
     this.polledDepth[i] = Math.max(0, finiteOr(state.queue_depth, 0));
     this.healthScore[i] = Math.min(100, Math.max(0, finiteOr(state.health_score, 0)));
-    // The poll saw the node at some moment of the last POLL_LAG_MS: requests that finished
-    // since may be in its depth, so the baseline is the highest total of that time.
+    // A request that finished after the probe ran (`checked_at`) may still be in its depth:
+    // then the baseline is the highest total of the spell, not the total now.
     const total = this.inFlight[i]! + this.peerInFlight[i]!;
-    this.inFlightAtPoll[i] =
-      now - this.recentPeakAt[i]! <= POLL_LAG_MS ? Math.max(total, this.recentPeak[i]!) : total;
+    const finishedSinceProbe =
+      this.lastCompletionAt[i]! >= finiteOr(state.checked_at, 0) - POLL_SLACK_MS;
+    this.inFlightAtPoll[i] = finishedSinceProbe ? Math.max(total, this.recentPeak[i]!) : total;
     if (state.instance_id !== null && state.instance_id !== this.instanceIds[i]) {
       if (this.instanceIds[i] !== null) {
         this.tokensPerSecond[i] = Number.NaN;
@@ -264,10 +271,9 @@ class Table implements LiveTable {
 
   private notePeak(i: number, totalBefore: number, now: number): void {
     if (Number.isNaN(now)) return;
-    if (now - this.recentPeakAt[i]! > POLL_LAG_MS || totalBefore >= this.recentPeak[i]!) {
-      this.recentPeak[i] = totalBefore;
-      this.recentPeakAt[i] = now;
-    }
+    const sameSpell = now - this.lastCompletionAt[i]! <= COMPLETION_SPELL_MS;
+    this.recentPeak[i] = sameSpell ? Math.max(this.recentPeak[i]!, totalBefore) : totalBefore;
+    this.lastCompletionAt[i] = now;
   }
 
   coolDown(nodeId: string, untilMs: number): boolean {

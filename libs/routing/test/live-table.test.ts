@@ -57,19 +57,19 @@ describe("live table", () => {
 
   it("a poll taken before a completion but arriving after it does not fill the node again", () => {
     const live = createLiveTable(snapshot);
-    live.applyState(state("a", { queue_depth: 0 }), 1_000);
+    live.applyState(state("a", { queue_depth: 0, checked_at: 1_000 }));
     live.dispatched("a");
     live.completed("a", 2_000);
-    // The probe ran while the request was running; its answer lands 40 ms after the end.
-    live.applyState(state("a", { queue_depth: 1 }), 2_040);
+    // The probe ran while the request was running; its answer lands after the end.
+    live.applyState(state("a", { queue_depth: 1, checked_at: 1_990 }));
     expect(live.queueDepth("a")).toBe(0);
     // A peer's completion alike.
     live.setPeerInFlight(new Map([["a", 1]]), 2, true, 3_000);
     live.setPeerInFlight(new Map(), 2, true, 3_010);
-    live.applyState(state("a", { queue_depth: 1 }), 3_050);
+    live.applyState(state("a", { queue_depth: 1, checked_at: 2_950 }));
     expect(live.queueDepth("a")).toBe(0);
-    // Long after, a depth the poll reports is load from elsewhere.
-    live.applyState(state("a", { queue_depth: 1 }), 9_000);
+    // A probe after the last completion: the depth it reports is load from elsewhere.
+    live.applyState(state("a", { queue_depth: 1, checked_at: 4_100 }));
     expect(live.queueDepth("a")).toBe(1);
   });
 

@@ -99,7 +99,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     source.onChange(() => attestation.refresh(clock()));
   }
   state.states.onChange((key, value) => {
-    if (routing.stateChanged(key, value, clock())) capacity.notify();
+    if (routing.stateChanged(key, value)) capacity.notify();
   });
 
   const pools = createNodePools({

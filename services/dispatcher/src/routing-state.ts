@@ -21,8 +21,8 @@ export interface RoutingState {
   /** Current snapshot and live table, rebuilding the snapshot first if config changed. */
   current(): { snapshot: RoutingSnapshot; live: LiveTable };
   configChanged(): void;
-  /** Applies a node state arriving at `now`; true when it may have freed capacity. */
-  stateChanged(nodeId: string, state: NodeState | undefined, now?: number): boolean;
+  /** Applies a node state; true when it may have freed capacity. */
+  stateChanged(nodeId: string, state: NodeState | undefined): boolean;
 }
 
 export function createRoutingState(sources: ConfigSources): RoutingState {
@@ -46,9 +46,9 @@ export function createRoutingState(sources: ConfigSources): RoutingState {
     configChanged() {
       dirty = true;
     },
-    stateChanged(nodeId, state, now) {
+    stateChanged(nodeId, state) {
       const { live: table } = current();
-      return state ? table.applyState(state, now) : table.clearState(nodeId);
+      return state ? table.applyState(state) : table.clearState(nodeId);
     },
   };
 }
