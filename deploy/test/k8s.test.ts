@@ -528,3 +528,16 @@ describe("the network policies", () => {
     expect(allows(policies, { from: stranger, to: nats, port: 8222 })).toBe(false);
   });
 });
+
+describe("docs/operations.md", { timeout: 60_000 }, () => {
+  const doc = readFileSync(join(root, "docs/operations.md"), "utf8");
+
+  it("gives the commands that deploy this tree and names every Secret they make", async () => {
+    expect(doc).toContain("kubectl apply -f deploy/k8s/namespace.yaml\n");
+    expect(doc).toContain("deploy/k8s/make-secrets.sh ~/zml-bus-creds | kubectl apply -f -\n");
+    expect(doc).toContain("kubectl apply -k deploy/k8s\n");
+    for (const name of (await madeSecrets()).keys()) expect(doc).toContain(`\`${name}\``);
+    expect(doc).toContain("kubectl -n zml rollout restart deployment/dispatcher");
+    expect(doc).toContain("kubectl -n zml rollout restart statefulset/nats");
+  });
+});
