@@ -11,7 +11,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { parseFleetDocument } from "@zml/fleet";
-import { findNatsServerBinary, repoRoot } from "@zml/harness";
+import { busOptionsOf, connectBus } from "@zml/bus";
+import {
+  findFreePort,
+  findNatsServerBinary,
+  pollUntil,
+  repoRoot,
+  startProcess,
+} from "@zml/harness";
+import type { ManagedProcess } from "@zml/harness";
+import { createLogger } from "@zml/telemetry";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { describeObject, validateObjects } from "./k8s-schema.ts";
@@ -403,6 +412,127 @@ describe("the NATS cluster", { timeout: 60_000 }, () => {
     const intake = named<Workload>("Deployment", "intake").spec.template.spec.containers[0]!;
     const config = await loadServiceConfig("intake", envOf(intake));
     expect(maxPayload).toBeGreaterThanOrEqual((config.ZML_BODY_LIMIT_BYTES as number) + 64 * 1024);
+  });
+});
+
+/** A Secret's files written into a fresh directory, as its volume would mount them. */
+function mountSecret(files: Record<string, string>, dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  for (const [file, text] of Object.entries(files)) writeFileSync(join(dir, file), text);
+  return dir;
+}
+
+// The rendered nats.conf run for real: three nats-servers on loopback, each with the file as
+// its pod gets it, only the mount paths, the route names and the ports mapped to this
+// machine. (Tests run Debian's nats-server 2.9.10; the pods run 2.11.1.)
+describe("the NATS cluster, run from the rendered config", { timeout: 120_000 }, () => {
+  const sts = named<Workload>("StatefulSet", "nats");
+  const conf = configMap("nats-config").data["nats.conf"]!;
+
+  it("forms a JetStream cluster over its TLS routes, admitting `zml apply` and each service's identity", async () => {
+    const secrets = await madeSecrets();
+    const base = join(scratch, "cluster");
+    const etc = join(base, "etc-nats");
+    mountSecret(secrets.get("zml-nats-server")!, join(etc, "creds"));
+    mkdirSync(join(etc, "config"), { recursive: true });
+    const ports: Array<{ client: number; cluster: number; monitor: number }> = [];
+    for (let i = 0; i < 3; i++) {
+      ports.push({
+        client: await findFreePort(),
+        cluster: await findFreePort(),
+        monitor: await findFreePort(),
+      });
+    }
+    const servers: ManagedProcess[] = [];
+    try {
+      for (const [i, p] of ports.entries()) {
+        let text = conf
+          .replaceAll("/etc/nats/", `${etc}/`)
+          .replace('"/data/jetstream"', JSON.stringify(join(base, `data-${i}`)))
+          .replace('"/var/run/nats/nats.pid"', JSON.stringify(join(base, `nats-${i}.pid`)))
+          .replace(/^port: 4222$/m, `port: ${p.client}`)
+          .replace(/^http: 8222$/m, `http: ${p.monitor}`)
+          .replace(/^(\s+)port: 6222$/m, `$1port: ${p.cluster}`);
+        for (const [j, q] of ports.entries()) {
+          const route = `nats-route://nats-${j}.${sts.spec.serviceName}.${NAMESPACE}.svc.cluster.local:6222`;
+          expect(text).toContain(route);
+          text = text.replace(route, `nats-route://127.0.0.1:${q.cluster}`);
+        }
+        const file = join(etc, "config", `nats-${i}.conf`);
+        writeFileSync(file, text);
+        servers.push(
+          await startProcess({
+            name: `nats-${i}`,
+            command: findNatsServerBinary()!,
+            args: ["-c", file],
+            env: { POD_NAME: `nats-${i}` },
+            readyLine: /Server is ready/,
+          }),
+        );
+      }
+      // Ready as the readiness probe sees it: JetStream current with the cluster, on all three.
+      const healthy = async (p: (typeof ports)[number]) =>
+        (await fetch(`http://127.0.0.1:${p.monitor}/healthz`).catch(() => undefined))?.status ===
+        200;
+      await pollUntil(async () => (await Promise.all(ports.map(healthy))).every(Boolean), {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+        message: "all three servers healthy",
+      });
+      for (const p of ports) {
+        const routez = (await (await fetch(`http://127.0.0.1:${p.monitor}/routez`)).json()) as {
+          num_routes: number;
+        };
+        expect(routez.num_routes).toBe(2);
+        const jsz = (await (await fetch(`http://127.0.0.1:${p.monitor}/jsz`)).json()) as {
+          meta_cluster?: { cluster_size?: number; leader?: string };
+        };
+        expect(jsz.meta_cluster?.cluster_size).toBe(3);
+        expect(jsz.meta_cluster?.leader).toMatch(/^nats-[012]$/);
+      }
+      const url = `nats://127.0.0.1:${ports[0]!.client}`;
+
+      // The fleet-apply Job's command, with its Secret and the fleet ConfigMap mounted.
+      const job = named<Workload>("Job", "fleet-apply").spec.template.spec.containers[0]!;
+      const adminDir = mountSecret(secrets.get("zml-bus-admin")!, join(base, "admin-creds"));
+      const fleetDir = mountSecret(configMap("zml-fleet").data, join(base, "fleet"));
+      const args = job.args!.map((a) =>
+        a.replace("/etc/zml/", `${fleetDir}/`).replace("nats://nats:4222", url),
+      );
+      const env = Object.fromEntries(
+        Object.entries(envOf(job)).map(([k, v]) => [k, v.replace("/creds/", `${adminDir}/`)]),
+      );
+      const applied = await run(process.execPath, [join(root, "libs/cli/src/main.ts"), ...args], {
+        env: { ...process.env, ...env },
+        encoding: "utf8",
+      });
+      expect(applied.stdout).toMatch(/h100-a/);
+
+      // Each service connects with the environment and Secret its pod gets.
+      const log = createLogger({ service: "k8s-test", level: "fatal" });
+      for (const target of SERVICE_TARGETS) {
+        const c = named<Workload>("Deployment", target).spec.template.spec.containers[0]!;
+        const dir = mountSecret(secrets.get(`zml-bus-${target}`)!, join(base, `${target}-creds`));
+        const podEnv = Object.fromEntries(
+          Object.entries(envOf(c)).map(([k, v]) => [
+            k,
+            v.replace("/creds/", `${dir}/`).replace("nats://nats:4222", url),
+          ]),
+        );
+        const config = (await loadServiceConfig(target, podEnv)) as unknown as Parameters<
+          typeof busOptionsOf
+        >[0];
+        const bus = await connectBus({
+          ...busOptionsOf(config, target),
+          name: `k8s-${target}`,
+          log,
+        });
+        await bus.flush();
+        await bus.drain();
+      }
+    } finally {
+      await Promise.all(servers.map((s) => s.kill()));
+    }
   });
 });
 
