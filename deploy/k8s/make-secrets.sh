@@ -19,7 +19,9 @@ if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
   echo "usage: $0 <creds-dir> [--batch-account <id> …] [--rotate <identity> …]" >&2
   exit 2
 fi
-dir=$1
+# Absolute, before moving to the repository root (where the `zml` CLI runs).
+mkdir -p -m 700 "$1"
+dir=$(cd "$1" && pwd)
 shift
 cd "$(dirname "$0")/../.."
 namespace=zml
