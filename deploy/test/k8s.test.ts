@@ -470,26 +470,35 @@ describe("the NATS cluster, run from the rendered config", { timeout: 120_000 },
           }),
         );
       }
-      // Ready as the readiness probe sees it: JetStream current with the cluster, on all three.
-      const healthy = async (p: (typeof ports)[number]) =>
-        (await fetch(`http://127.0.0.1:${p.monitor}/healthz`).catch(() => undefined))?.status ===
-        200;
-      await pollUntil(async () => (await Promise.all(ports.map(healthy))).every(Boolean), {
-        timeoutMs: 60_000,
-        intervalMs: 250,
-        message: "all three servers healthy",
-      });
-      for (const p of ports) {
-        const routez = (await (await fetch(`http://127.0.0.1:${p.monitor}/routez`)).json()) as {
-          num_routes: number;
+      // Formed, as each server reports it: ready (the readiness probe's /healthz), routes to
+      // the other two, and a JetStream meta group of three with a leader. A server can be
+      // healthy a moment before it counts the third peer, so all of it is polled for.
+      const monitor = async (p: (typeof ports)[number], path: string) => {
+        const res = await fetch(`http://127.0.0.1:${p.monitor}${path}`);
+        return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+      };
+      const state = async (p: (typeof ports)[number]) => {
+        const [health, routez, jsz] = await Promise.all(
+          ["/healthz", "/routez", "/jsz"].map((path) => monitor(p, path)),
+        );
+        const meta = jsz!.body.meta_cluster as
+          { cluster_size?: number; leader?: string } | undefined;
+        return {
+          healthy: health!.status,
+          routes: routez!.body.num_routes,
+          peers: meta?.cluster_size,
+          leader: /^nats-[012]$/.test(meta?.leader ?? ""),
         };
-        expect(routez.num_routes).toBe(2);
-        const jsz = (await (await fetch(`http://127.0.0.1:${p.monitor}/jsz`)).json()) as {
-          meta_cluster?: { cluster_size?: number; leader?: string };
-        };
-        expect(jsz.meta_cluster?.cluster_size).toBe(3);
-        expect(jsz.meta_cluster?.leader).toMatch(/^nats-[012]$/);
-      }
+      };
+      const formed = { healthy: 200, routes: 2, peers: 3, leader: true };
+      await pollUntil(
+        async () =>
+          (await Promise.all(ports.map((p) => state(p).catch(() => undefined)))).every(
+            (st) => JSON.stringify(st) === JSON.stringify(formed),
+          ),
+        { timeoutMs: 60_000, intervalMs: 250, message: "a formed 3-server JetStream cluster" },
+      );
+      for (const p of ports) expect(await state(p)).toEqual(formed);
       const url = `nats://127.0.0.1:${ports[0]!.client}`;
 
       // The fleet-apply Job's command, with its Secret and the fleet ConfigMap mounted.
