@@ -4,6 +4,7 @@ import type { Bus, BusLogger, Subscription } from "@zml/bus";
 import { ATTESTATION_VERIFY_ENDPOINT } from "@zml/contracts";
 import type { AttestationVerifyReplySchema } from "@zml/contracts";
 import { SpanStatusCode, trace } from "@zml/telemetry";
+import type { WorkCounter } from "@zml/runtime";
 import type { AttestationService } from "./attestation-service.ts";
 import type { AttestationMetrics } from "./metrics.ts";
 import type { z } from "zod";
@@ -17,13 +18,19 @@ function outcomeOf(reply: z.input<typeof AttestationVerifyReplySchema>): string 
 export function serveVerify(
   bus: Bus,
   service: AttestationService,
-  options: { log: BusLogger; metrics: AttestationMetrics },
+  options: {
+    log: BusLogger;
+    metrics: AttestationMetrics;
+    /** Counts verifications in progress, so a stop can let them finish. */
+    inFlight?: WorkCounter;
+  },
 ): Subscription {
+  const counted = <T>(work: () => Promise<T>) => options.inFlight?.run(work) ?? work();
   return serveJson(
     bus,
     ATTESTATION_VERIFY_ENDPOINT,
     (request) =>
-      tracer.startActiveSpan("attestation.verify", async (span) => {
+      counted(() => tracer.startActiveSpan("attestation.verify", async (span) => {
         span.setAttribute("zml.node_id", request.node_id);
         span.setAttribute("zml.attestation.session_key", request.session_key === true);
         try {
@@ -41,7 +48,7 @@ export function serveVerify(
         } finally {
           span.end();
         }
-      }),
+      })),
     {
       log: options.log,
       onReply: (reply) => options.metrics.verifyRequests.inc({ outcome: outcomeOf(reply) }),

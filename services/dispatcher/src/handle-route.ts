@@ -1,5 +1,5 @@
 import { context } from "@opentelemetry/api";
-import { createReplyWriter, extractTraceContext } from "@zml/bus";
+import { createReplyWriter, extractTraceContext, sendAccept } from "@zml/bus";
 import type { Msg } from "@zml/bus";
 import { MESSAGE_TYPES, ZmlError } from "@zml/contracts";
 import type { Cancellations } from "./cancellations.ts";
@@ -9,12 +9,16 @@ import { readRouteHeaders } from "./route-headers.ts";
 
 export interface RouteHandlerDeps extends ExecuteDeps {
   cancellations: Cancellations;
+  /** This replica's id, named in the `accept` frame every request gets first. */
+  replica: string;
 }
 
 /** Serves one `route.request` message: the answer goes back as frames to its reply inbox. */
 export function createRouteHandler(deps: RouteHandlerDeps): (msg: Msg) => Promise<void> {
   return async (msg) => {
     if (!msg.reply) return; // a request nobody waits for
+    // First of all: intake now follows this replica's liveness for this request.
+    sendAccept(deps.bus, msg.reply, deps.replica);
     const writer = createReplyWriter(deps.bus, msg.reply);
     let request;
     try {
