@@ -162,8 +162,9 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
   // finish. Probes keep answering, `/readyz` with not-ready.
   app.addHook("onRequest", async (req, reply) => {
     if (!deps.isDraining?.()) return;
-    if (!AUTHENTICATED_PREFIXES.some((p) => req.url.startsWith(p))) return;
+    // Keep-alive clients reconnect, and so find a replica that is not stopping.
     if (!isHttp2(req)) reply.header("connection", "close");
+    if (!AUTHENTICATED_PREFIXES.some((p) => req.url.startsWith(p))) return;
     return sendError(
       reply,
       new ZmlError("shutting_down", "this gateway replica is stopping; retry", null, 1),
@@ -366,8 +367,10 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
         // a bare cut.
         mux.failAll(new ZmlError("shutting_down", "this gateway replica is stopping", null, 1));
         await waitUntil(() => inFlight.count() === 0, deps.clock() + 1_000, deps.clock);
-        for (const a of [app, adminApp]) a?.server.closeAllConnections?.();
       }
+      // Nothing is being answered now: keep-alive connections (a client's pool, a prober)
+      // would otherwise hold the listener open until they idle out.
+      for (const a of [app, adminApp]) a?.server.closeAllConnections();
       await closed;
       unlisten();
       dispatchers.stop();
