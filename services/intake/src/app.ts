@@ -299,8 +299,9 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
   });
   const allowlist = await watchAllowlistFeed(bus, deps.log);
   // The mux learns from each request's `accept` frame which dispatcher serves it; the
-  // follower ends those requests when that dispatcher's beats stop (or it leaves).
-  let lostTo: ReplyMux | undefined;
+  // follower ends those requests when that dispatcher's beats stop (or it leaves). Accept
+  // frames only arrive for requests sent once both exist.
+  const mux = createReplyMux(bus, { onAccept: (replica) => dispatchers.accepted(replica) });
   const dispatchers = followDispatchers(bus, {
     lossAfterMs: config.ZML_DISPATCHER_LOSS_MS,
     sweepEveryMs: Math.max(50, Math.min(250, config.ZML_DISPATCHER_LOSS_MS / 4)),
@@ -313,14 +314,12 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
         null,
         1,
       );
-      const failed = lostTo?.failServedBy(replica, lost) ?? 0;
+      const failed = mux.failServedBy(replica, lost);
       if (failed > 0 || reason === "silent") {
         deps.log.warn({ dispatcher: replica, reason, requests: failed }, "dispatcher lost");
       }
     },
   });
-  const mux = createReplyMux(bus, { onAccept: dispatchers.accepted });
-  lostTo = mux;
   const unlisten = bus.onConnectionChange((connected) => {
     if (!connected) {
       mux.failAll(new ZmlError("bus_unavailable", "message bus connection lost", null, 1));
