@@ -20,6 +20,13 @@ describe("drain helpers", () => {
     setTimeout(() => (done = true), 30);
     expect(await waitUntil(() => done, Date.now() + 5_000, Date.now, 5)).toBe(true);
     let clock = 0;
-    expect(await waitUntil(() => false, 100, () => (clock += 60), 1)).toBe(false);
+    expect(
+      await waitUntil(
+        () => false,
+        100,
+        () => (clock += 60),
+        1,
+      ),
+    ).toBe(false);
   });
 });

@@ -30,25 +30,27 @@ export function serveVerify(
     bus,
     ATTESTATION_VERIFY_ENDPOINT,
     (request) =>
-      counted(() => tracer.startActiveSpan("attestation.verify", async (span) => {
-        span.setAttribute("zml.node_id", request.node_id);
-        span.setAttribute("zml.attestation.session_key", request.session_key === true);
-        try {
-          const reply = await service.verify(request.node_id, {
-            nonce: request.nonce,
-            fresh: request.fresh,
-            sessionKey: request.session_key,
-          });
-          span.setAttribute("zml.attestation.outcome", outcomeOf(reply));
-          if ("result" in reply) span.setAttribute("zml.attestation.ok", reply.result.ok);
-          return reply;
-        } catch (error) {
-          span.setStatus({ code: SpanStatusCode.ERROR });
-          throw error;
-        } finally {
-          span.end();
-        }
-      })),
+      counted(() =>
+        tracer.startActiveSpan("attestation.verify", async (span) => {
+          span.setAttribute("zml.node_id", request.node_id);
+          span.setAttribute("zml.attestation.session_key", request.session_key === true);
+          try {
+            const reply = await service.verify(request.node_id, {
+              nonce: request.nonce,
+              fresh: request.fresh,
+              sessionKey: request.session_key,
+            });
+            span.setAttribute("zml.attestation.outcome", outcomeOf(reply));
+            if ("result" in reply) span.setAttribute("zml.attestation.ok", reply.result.ok);
+            return reply;
+          } catch (error) {
+            span.setStatus({ code: SpanStatusCode.ERROR });
+            throw error;
+          } finally {
+            span.end();
+          }
+        }),
+      ),
     {
       log: options.log,
       onReply: (reply) => options.metrics.verifyRequests.inc({ outcome: outcomeOf(reply) }),

@@ -134,7 +134,10 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
   ) => {
     metrics.running.inc();
     const deliveries = ticket.msg.info.deliveryCount;
-    deps.log.info({ job_id: ticket.jobId, account: ticket.account, deliveries }, "batch job started");
+    deps.log.info(
+      { job_id: ticket.jobId, account: ticket.account, deliveries },
+      "batch job started",
+    );
     status(ticket, "running", null, null, 0);
     // Long jobs tell JetStream they are alive so it does not redeliver them meanwhile.
     const progress = setInterval(() => ticket.msg.working(), progressEveryMs);
