@@ -24,6 +24,12 @@ beforeAll(async () => {
 });
 afterAll(() => stack?.stop());
 
+/** A chat request with the time its answer arrived. */
+const timedChat = async () => {
+  const answer = await postChat(stack.intakeUrl, chatBody());
+  return { ...answer, at: Date.now() };
+};
+
 /** Waits until the node holds `n` more requests than `before`. */
 async function atNode(before: number, n: number): Promise<void> {
   const sim = stack.sims.get("slow-g")!;
@@ -50,7 +56,7 @@ describe("graceful stop on SIGTERM", () => {
   it("dispatcher: its in-flight requests and running job complete, then it exits 0", async () => {
     const sim = stack.sims.get("slow-g")!;
     const before = sim.stats().payloads_received;
-    const requests = Array.from({ length: 12 }, () => postChat(stack.intakeUrl, chatBody()));
+    const requests = Array.from({ length: 12 }, timedChat);
     await submitJob(stack.bus, "e2e", "graceful-job-1", MODEL);
     await atNode(before, 13);
     // Stop the replica that runs the job: it has at least that in flight.
@@ -68,6 +74,8 @@ describe("graceful stop on SIGTERM", () => {
     expect(uncleanStopLines(proc.output())).toEqual([]);
     const answers = await Promise.all(requests);
     expect(answers.map((a) => a.status)).toEqual(Array(12).fill(200));
+    // Not ready while the work in flight was still running.
+    expect(report.notReadyAt!).toBeLessThan(Math.min(...answers.map((a) => a.at)));
     // Nothing was re-sent: every request was finished by the replica that took it.
     expect(sim.stats().payloads_received - before).toBe(13);
     const results = (await readResults(stack.bus)).filter((r) => r.jobId === "graceful-job-1");
@@ -91,7 +99,7 @@ describe("graceful stop on SIGTERM", () => {
         dispatcher: agent,
       });
     const first = onAgent();
-    const requests = Array.from({ length: 8 }, () => postChat(stack.intakeUrl, chatBody()));
+    const requests = Array.from({ length: 8 }, timedChat);
     await atNode(before, 9);
 
     const watching = terminateAndWatch(intake, stack.intakeUrl);
@@ -111,6 +119,7 @@ describe("graceful stop on SIGTERM", () => {
     expect(uncleanStopLines(intake.output())).toEqual([]);
     const answers = await Promise.all(requests);
     expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
+    expect(report.notReadyAt!).toBeLessThan(Math.min(...answers.map((a) => a.at)));
     // The request that came on an open connection while intake drained got a retryable
     // 503 with a body, never a bare one.
     if (lateAnswer instanceof Error) throw lateAnswer;

@@ -17,8 +17,6 @@ export interface RouteHandlerDeps extends ExecuteDeps {
 export function createRouteHandler(deps: RouteHandlerDeps): (msg: Msg) => Promise<void> {
   return async (msg) => {
     if (!msg.reply) return; // a request nobody waits for
-    // First of all: intake now follows this replica's liveness for this request.
-    sendAccept(deps.bus, msg.reply, deps.replica);
     const writer = createReplyWriter(deps.bus, msg.reply);
     let request;
     try {
@@ -30,6 +28,9 @@ export function createRouteHandler(deps: RouteHandlerDeps): (msg: Msg) => Promis
       writer.error(error.toBody());
       return;
     }
+    // Before any answer frame: intake follows this replica's liveness for this request from
+    // here on. (A refused request above ends at once, with its error as its only frame.)
+    sendAccept(deps.bus, msg.reply, deps.replica);
     const cancelled = deps.cancellations.register(msg.reply);
     try {
       await context.with(extractTraceContext(msg.headers), () =>

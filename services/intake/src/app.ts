@@ -34,7 +34,7 @@ import { jobRoutes } from "./routes/jobs.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { opsRoutes } from "./routes/ops.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
-import { createServerFactory } from "./server.ts";
+import { closeAllConnections, createServerFactory } from "./server.ts";
 import { watchIntakeState } from "./state.ts";
 import { settleUnreadBody } from "./unread-body.ts";
 import type { ServerOptions } from "./server.ts";
@@ -369,7 +369,7 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
       }
       // Nothing is being answered now: keep-alive connections (a client's pool, a prober)
       // would otherwise hold the listener open until they idle out.
-      for (const a of [app, adminApp]) a?.server.closeAllConnections();
+      for (const a of [app, adminApp]) if (a) closeAllConnections(a.server);
       await closed;
       unlisten();
       dispatchers.stop();
