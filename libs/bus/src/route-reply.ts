@@ -175,7 +175,11 @@ export interface ReplyMux {
 }
 
 export interface ReplyMuxOptions {
-  /** Called with the replica named by every `accept` frame (a sign of that replica's life). */
+  /**
+   * Called with the replica named by an `accept` frame, and again with it for every later
+   * frame of that request: each is a sign of the replica's life, so a replica busy streaming
+   * an answer is never taken for dead because its beat waits behind its own frames.
+   */
   onAccept?: (replica: string) => void;
 }
 
@@ -226,6 +230,7 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       return;
     }
     p.nextSeq++;
+    if (p.servedBy !== undefined) options.onAccept?.(p.servedBy);
     if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
       finish(id, p, frame);
       return;

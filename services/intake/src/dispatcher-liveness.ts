@@ -10,7 +10,7 @@ export type LossReason = "silent" | "left";
 export interface LivenessTracker {
   /** A beat from `replica`, which beats every `intervalMs`. */
   beat(replica: string, intervalMs: number, now: number): void;
-  /** `replica` accepted a request: a sign of life, and the first for a replica never heard. */
+  /** `replica` accepted a request or sent one of its frames: a sign of life (also the first). */
   accepted(replica: string, now: number): void;
   /** `replica` said it is leaving: lost now. */
   left(replica: string): void;

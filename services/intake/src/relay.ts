@@ -81,14 +81,12 @@ export function relay(
   const send = (onFrame: (frame: RouteFrame) => void, onAbort: () => void) => {
     let reroutesLeft = deps.reroutes;
     const onAnyFrame = (frame: RouteFrame) => {
+      const lost = frame.kind === "error" && errorOfFrame(frame).code === "dispatcher_lost";
+      // Should the replica only have been slow, not dead, it stops the node call.
+      if (lost) publishCancel(deps.bus, pending.inbox);
       // Its dispatcher died before any answer frame, so nothing reached the client yet:
       // another replica of the queue group may take the request instead.
-      if (
-        frame.kind === "error" &&
-        outcome.firstFrameAt === undefined &&
-        reroutesLeft > 0 &&
-        errorOfFrame(frame).code === "dispatcher_lost"
-      ) {
+      if (lost && outcome.firstFrameAt === undefined && reroutesLeft > 0) {
         reroutesLeft--;
         outcome.reroutes++;
         req.log.warn({ inbox: pending.inbox }, "dispatcher lost; request re-routed");
