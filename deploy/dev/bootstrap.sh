@@ -4,7 +4,7 @@
 #                             the npm workspace, which brings its own Node 24 (the `node`
 #                             devDependency) ahead of the system Node on every npm script's PATH;
 #   bootstrap.sh --for-tests  that, plus what the test suite needs (test.sh): Debian's Python
-#                             test tools, Chromium and promtool.
+#                             test tools, Chromium, promtool and kubectl.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for_tests=false
@@ -47,6 +47,12 @@ if $for_tests; then
   # Debian's prometheus package recommends.
   if ! command -v promtool >/dev/null 2>&1; then
     apt_install "promtool for the alert rules' tests" --no-install-recommends prometheus
+  fi
+  # kubectl renders the Kubernetes manifests (`kubectl kustomize deploy/k8s`, offline) for
+  # deploy/test/k8s.test.ts. Debian ships it as `kubernetes-client`; any kubectl already on
+  # the PATH will do.
+  if ! command -v kubectl >/dev/null 2>&1; then
+    apt_install "kubectl for the Kubernetes manifests' tests" kubernetes-client
   fi
 fi
 

@@ -17,6 +17,14 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { effectiveCommand, parseDockerfile } from "./dockerfile.ts";
 import { runtimeImports } from "./runtime-imports.ts";
+import {
+  configKeys,
+  LISTEN_KEYS,
+  loadServiceConfig,
+  natsSize,
+  SERVICE_TARGETS,
+  STANDARD_ENV,
+} from "./service-config.ts";
 
 const root = repoRoot();
 const composeDir = join(root, "deploy/compose");
@@ -26,17 +34,6 @@ const DEMO_API_KEY = "zml-demo-key";
 
 /** Build targets of the shared Dockerfile, and the source each ZML service's config lives in. */
 const TARGETS = ["intake", "dispatcher", "health-aggregator", "attestation", "node-sim", "cli"];
-const SERVICE_TARGETS = ["intake", "dispatcher", "health-aggregator", "attestation"] as const;
-type ServiceTarget = (typeof SERVICE_TARGETS)[number];
-/** Config keys of each service's listening port and interface. */
-const LISTEN_KEYS: Record<ServiceTarget, { port: string; host: string }> = {
-  intake: { port: "ZML_PORT", host: "ZML_HOST" },
-  dispatcher: { port: "DISPATCHER_OPS_PORT", host: "DISPATCHER_OPS_HOST" },
-  "health-aggregator": { port: "AGGREGATOR_OPS_PORT", host: "AGGREGATOR_OPS_HOST" },
-  attestation: { port: "ATTESTATION_OPS_PORT", host: "ATTESTATION_OPS_HOST" },
-};
-/** Variables every service may get besides its own config: read by the OTel SDK and Node. */
-const STANDARD_ENV = /^(OTEL_[A-Z_]+|NODE_ENV)$/;
 
 // The Compose keys this stack uses, strictly: a typo (`depend_on`) or a value of the wrong
 // shape (an unquoted `true` in `environment`) fails here instead of on a user's machine.
@@ -120,35 +117,10 @@ function containerEnv(s: ComposeService): Record<string, string> {
   return { ...stageOf(s).env, ...s.environment };
 }
 
-function configKeys(target: ServiceTarget): Set<string> {
-  let source = readFileSync(join(root, `services/${target}/src/config.ts`), "utf8");
-  // The bus settings every service shares come from one shape in @zml/bus.
-  if (source.includes("...BUS_CONFIG_SHAPE")) {
-    source += readFileSync(join(root, "libs/bus/src/bus-config.ts"), "utf8");
-  }
-  return new Set([...source.matchAll(/^\s+([A-Z][A-Z0-9_]+):\s/gm)].map((m) => m[1]!));
-}
-
-async function loadServiceConfig(target: ServiceTarget, env: Record<string, string>) {
-  const mod = (await import(join(root, `services/${target}/src/config.ts`))) as {
-    loadConfig(env: Record<string, string | undefined>): Record<string, unknown>;
-  };
-  return mod.loadConfig(env);
-}
-
 /** `host:port` of an `http://` URL in a fleet endpoint or scrape target. */
 function hostPort(url: string): { host: string; port: number } {
   const u = new URL(url);
   return { host: u.hostname, port: Number(u.port || 80) };
-}
-
-/** A nats-server size (`8MB`, `1048576`): units are powers of 1024, as nats-server reads them. */
-function natsSize(text: string): number {
-  const m = /^(\d+)\s*(K|KB|M|MB|G|GB)?$/i.exec(text.trim());
-  if (!m) throw new Error(`not a nats-server size: ${text}`);
-  const unit = (m[2] ?? "").toUpperCase()[0];
-  const scale = unit === "K" ? 1024 : unit === "M" ? 1024 ** 2 : unit === "G" ? 1024 ** 3 : 1;
-  return Number(m[1]) * scale;
 }
 
 /** The value of `--name=value` (or `--name value`) in an argument list. */

@@ -75,20 +75,28 @@ describe("fetchNodeQuote", () => {
   });
 
   it.each([
-    ["a non-TEE node (404)", (_req, res) => res.writeHead(404).end("{}"), /answered 404/],
-    ["a body that is not JSON", (_req, res) => res.end("<html>"), /not JSON/],
-    ["JSON without a quote", (_req, res) => res.end('{"quote":"x"}'), /malformed: quote_b64/],
+    // A generous deadline where the answer, not the deadline, is what fails: on a loaded
+    // machine the TLS handshake alone can take longer than 200 ms.
+    ["a non-TEE node (404)", (_req, res) => res.writeHead(404).end("{}"), /answered 404/, 10_000],
+    ["a body that is not JSON", (_req, res) => res.end("<html>"), /not JSON/, 10_000],
+    [
+      "JSON without a quote",
+      (_req, res) => res.end('{"quote":"x"}'),
+      /malformed: quote_b64/,
+      10_000,
+    ],
     [
       "an oversized answer",
       (_req, res) => res.end(JSON.stringify({ quote_b64: "A".repeat(2 * 1024 * 1024) })),
       /exceeds/,
+      10_000,
     ],
-    ["no answer in time", () => undefined, /no answer within 200 ms/],
-  ] satisfies Array<[string, RequestListener, RegExp]>)(
+    ["no answer in time", () => undefined, /no answer within 200 ms/, 200],
+  ] satisfies Array<[string, RequestListener, RegExp, number]>)(
     "fails on %s",
-    async (_what, handler, message) => {
+    async (_what, handler, message, timeoutMs) => {
       const url = await serve(handler);
-      const error = await fetchNodeQuote(url, NONCE, 200).catch((e: unknown) => e);
+      const error = await fetchNodeQuote(url, NONCE, timeoutMs).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(QuoteFetchError);
       expect((error as QuoteFetchError).code).toBe("quote_unavailable");
       expect((error as Error).message).toMatch(message);
