@@ -46,6 +46,8 @@ export interface BenchStackOptions {
   nodes: BenchNodeSpec[];
   /** Services run with `--cpu-prof`, each writing its profile under `profileDir/<service>`. */
   profile?: { services: string[]; dir: string };
+  /** Extra environment for the four services (an optional feature's settings). */
+  serviceEnv?: Record<string, string>;
 }
 
 const quietLog = { info() {}, warn() {}, error() {} };
@@ -110,6 +112,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     const env = {
       LOG_LEVEL: "warn",
       POLL_INTERVAL_MS: "2000",
+      ...options.serviceEnv,
     };
     const [intakePort, dispatcherOps, aggregatorOps, attestationOps] = await Promise.all([
       findFreePort(),
