@@ -28,7 +28,7 @@ import type { BenchSummary, ScenarioSummary } from "./summary.ts";
 
 const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
   [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher]
-  [--features | --features-only] [--settle-ms 10000]
+  [--features | --features-only] [--variants default,tracing-off,...] [--settle-ms 10000]
 scenarios: ${SCENARIOS.map((s) => s.key).join(", ")}
 `;
 
@@ -46,6 +46,7 @@ function options() {
       profile: { type: "string" },
       features: { type: "boolean", default: false },
       "features-only": { type: "boolean", default: false },
+      variants: { type: "string" },
       "settle-ms": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -71,6 +72,9 @@ function options() {
     skipBatch: values["skip-batch"],
     profile: values.profile?.split(",").map((s) => s.trim()),
     features: values.features || values["features-only"],
+    variants: values.variants
+      ? FEATURE_VARIANTS.filter((v) => values.variants!.split(",").includes(v.key))
+      : FEATURE_VARIANTS,
     scenarios: values["features-only"]
       ? []
       : only
@@ -153,8 +157,8 @@ async function main(): Promise<number> {
     }
     if (opts.features) {
       const c16 = SCENARIOS.find((s) => s.key === "c16")!;
-      progress(`optional features: ${FEATURE_VARIANTS.length} stacks, ${c16.key} each`);
-      features = await measureFeatures(load, c16, opts.settings, FEATURE_VARIANTS, progress);
+      progress(`optional features: ${opts.variants.length} stacks, ${c16.key} each`);
+      features = await measureFeatures(load, c16, opts.settings, opts.variants, progress);
     }
   } finally {
     await load.close();
