@@ -53,7 +53,11 @@ export const FEATURE_VARIANTS: FeatureVariant[] = [
     env: () => ({}),
     scrapeEveryMs: 1_000,
   },
-  { key: "info-logs", title: "info logs (one line per request)", env: () => ({ LOG_LEVEL: "info" }) },
+  {
+    key: "info-logs",
+    title: "info logs (one line per request)",
+    env: () => ({ LOG_LEVEL: "info" }),
+  },
 ];
 
 export interface FeatureRow {
@@ -126,7 +130,9 @@ export async function measureFeatures(
       });
       try {
         const scraper =
-          variant.scrapeEveryMs === undefined ? undefined : startScraper(stack, variant.scrapeEveryMs);
+          variant.scrapeEveryMs === undefined
+            ? undefined
+            : startScraper(stack, variant.scrapeEveryMs);
         const run = await runScenario(load, stack, scenario, settings, {
           load: load.pid,
           intake: stack.services.get("intake")?.pid,

@@ -59,7 +59,12 @@ class PropagatingTracer implements Tracer {
     const options = rest.length > 1 ? (rest[0] as SpanOptions) : undefined;
     const ctx = rest.length > 2 ? (rest[1] as Context) : context.active();
     const span = this.startSpan(name, options, ctx);
-    return context.with(trace.setSpan(ctx, span), fn as (s: Span) => ReturnType<F>, undefined, span);
+    return context.with(
+      trace.setSpan(ctx, span),
+      fn as (s: Span) => ReturnType<F>,
+      undefined,
+      span,
+    );
   }
 }
 
