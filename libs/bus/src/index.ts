@@ -34,6 +34,6 @@ export type {
   PendingReply,
   MuxRequestOptions,
 } from "./route-reply.ts";
-export { headers as createHeaders } from "@nats-io/nats-core";
+export { createHeaders, headerOf } from "./fast-headers.ts";
 export type { MsgHdrs, Msg, NatsConnection, Subscription } from "@nats-io/nats-core";
 export type { KV } from "@nats-io/kv";
