@@ -7,11 +7,27 @@ import {
   W3CTraceContextPropagator,
   parseKeyPairsIntoRecord,
 } from "@opentelemetry/core";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { NodeSDK } from "@opentelemetry/sdk-node";
-import { BatchSpanProcessor } from "@opentelemetry/sdk-trace";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import type * as OtlpHttp from "@opentelemetry/exporter-trace-otlp-http";
+import type * as SdkNode from "@opentelemetry/sdk-node";
+import type * as SdkTrace from "@opentelemetry/sdk-trace";
 import type { SpanProcessor } from "@opentelemetry/sdk-trace";
 import { PropagatingTracerProvider } from "./propagating-tracer.ts";
+
+/*
+ * The SDK and the exporter are loaded only by a process that exports spans: together they
+ * are some 20 MiB of resident memory (module code and what it builds at load) that a
+ * service without an exporter would carry for nothing.
+ */
+const require = createRequire(import.meta.url);
+// The ES module builds, as a static import would resolve them, so that they share this
+// process's one instance of @opentelemetry/api (a second, CommonJS one would keep its own
+// proxy tracer provider, and tracers obtained before the SDK started would never see it).
+const load = (name: string): unknown => require(fileURLToPath(import.meta.resolve(name)));
+const sdkNode = () => load("@opentelemetry/sdk-node") as typeof SdkNode;
+const sdkTrace = () => load("@opentelemetry/sdk-trace") as typeof SdkTrace;
+const otlpHttp = () => load("@opentelemetry/exporter-trace-otlp-http") as typeof OtlpHttp;
 
 export interface TelemetryOptions {
   /** Becomes the `service.name` resource attribute. */
@@ -69,6 +85,9 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
   const url = otlpTracesUrl(env);
   if (url === undefined) return startPropagationOnly(propagator);
 
+  const { NodeSDK } = sdkNode();
+  const { BatchSpanProcessor } = sdkTrace();
+  const { OTLPTraceExporter } = otlpHttp();
   const spanProcessor: SpanProcessor = new BatchSpanProcessor({
     exporter: new OTLPTraceExporter({ url, headers: otlpHeaders(env) }),
     // The standard variable, read from the given env like the exporter settings above.
