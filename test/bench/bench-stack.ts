@@ -8,7 +8,14 @@ import { connectBus, ensureBusResources } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import type { NodeSpec } from "@zml/contracts";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
-import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
+import {
+  findFreePort,
+  pollUntil,
+  repoRoot,
+  SERVICE_NODE_FLAGS,
+  startNatsServer,
+  startProcess,
+} from "@zml/harness";
 import type { ManagedProcess, NatsClientOptions, NatsServerHandle } from "@zml/harness";
 import { request } from "undici";
 import { childPidByName } from "./proc.ts";
@@ -135,7 +142,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         const proc = await startProcess({
           name,
           command: process.execPath,
-          args: [join(root, `services/${name}/src/main.ts`)],
+          args: [...SERVICE_NODE_FLAGS, join(root, `services/${name}/src/main.ts`)],
           env: {
             ...nats.serviceEnv(name),
             ...env,
