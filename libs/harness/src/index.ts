@@ -17,3 +17,9 @@ export { createTestCertificate } from "./tls-cert.ts";
 export type { TestCertificate } from "./tls-cert.ts";
 export { HARNESS_IDENTITY, UnknownHarnessIdentityError } from "./bus-security.ts";
 export type { NatsClientOptions } from "./bus-security.ts";
+export { startNatsCluster } from "./nats-cluster.ts";
+export type {
+  NatsClusterHandle,
+  NatsClusterMember,
+  StartNatsClusterOptions,
+} from "./nats-cluster.ts";
