@@ -1,6 +1,7 @@
 /**
- * Node flags every ZML service runs with (the dev launcher, the benchmark; the container
- * image sets the same through NODE_OPTIONS).
+ * Node flags the dev launcher and the benchmark start every ZML service with. The container
+ * image does not set them (its environment holds only what the services' configs know); an
+ * operator passes them with `NODE_OPTIONS` (docs/performance.md, "Memory").
  *
  * `--max-semi-space-size=8` (MiB): V8 sizes the young generation from the machine's memory
  * (semi-spaces of 16 MiB and more on a large host), and a busy service fills it and keeps it
