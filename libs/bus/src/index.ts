@@ -25,7 +25,7 @@ export type {
   PullConsumerOptions,
   JobMessage,
 } from "./job-streams.ts";
-export { createReplyWriter, createReplyMux, errorOfFrame } from "./route-reply.ts";
+export { createReplyWriter, createReplyMux, errorOfFrame, sendAccept } from "./route-reply.ts";
 export type {
   RouteFrame,
   AnswerMeta,
@@ -33,6 +33,7 @@ export type {
   ReplyMux,
   PendingReply,
   MuxRequestOptions,
+  ReplyMuxOptions,
 } from "./route-reply.ts";
 export { createHeaders, headerOf } from "./fast-headers.ts";
 export type { MsgHdrs, Msg, NatsConnection, Subscription } from "@nats-io/nats-core";

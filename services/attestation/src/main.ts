@@ -3,7 +3,7 @@
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { busOptionsOf, connectBus } from "@zml/bus";
-import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
+import { createShutdown, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { startAttestation } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -14,6 +14,7 @@ reportStartupErrors("zml-attestation");
 const telemetry = startTelemetry({ serviceName: "zml-attestation", env: process.env });
 const config = loadConfig(process.env);
 const log = createLogger({ service: "attestation", level: config.LOG_LEVEL });
+const shutdown = createShutdown(log, config);
 const { registry } = createMetrics({ service: "attestation" });
 const trust = await loadTrust(config, (path) => readFile(path, "utf8"));
 if (!trust.intelRoot) {
@@ -43,13 +44,13 @@ const ops = await startOpsServer({
   host: config.ATTESTATION_OPS_HOST,
   port: config.ATTESTATION_OPS_PORT,
   registry,
-  isReady: () => app.isReady() && bus.isConnected(),
+  isReady: () => !shutdown.stopping && app.isReady() && bus.isConnected(),
   log,
 });
 log.info({ ops: ops.url, ...app.summary() }, "attestation ready");
 
-onShutdownSignal(log, async () => {
-  await app.stop();
+shutdown.onStop(async (context) => {
+  await app.stop(context);
   await bus.drain();
   await ops.close();
   await telemetry.shutdown();

@@ -1,8 +1,9 @@
 // Composition root: the only place that reads the environment, starts telemetry, connects
 // to NATS and hands the real parts to the dispatcher.
 import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import { busOptionsOf, connectBus } from "@zml/bus";
-import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
+import { createShutdown, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { startDispatcher } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -12,7 +13,13 @@ reportStartupErrors("zml-dispatcher");
 // Tracing is instrumented by hand, so the SDK only has to be up before the first message.
 const telemetry = startTelemetry({ serviceName: "zml-dispatcher", env: process.env });
 const config = loadConfig(process.env);
-const log = createLogger({ service: "dispatcher", level: config.LOG_LEVEL });
+const host = hostname()
+  .replace(/[^A-Za-z0-9_-]/g, "_")
+  .slice(0, 40);
+const replica =
+  config.DISPATCHER_REPLICA_ID ?? `${host}-${process.pid}-${randomBytes(3).toString("hex")}`;
+const log = createLogger({ service: "dispatcher", level: config.LOG_LEVEL }).child({ replica });
+const shutdown = createShutdown(log, config);
 const secrets = loadNodeSecrets(config.ZML_NODE_SECRETS_FILE);
 const { registry } = createMetrics({ service: "dispatcher" });
 const bus = await connectBus({
@@ -30,18 +37,19 @@ const dispatcher = await startDispatcher({
   clock: Date.now,
   random: Math.random,
   randomHex: (bytes) => randomBytes(bytes).toString("hex"),
+  replica,
 });
 const ops = await startOpsServer({
   registry,
-  isReady: () => bus.isConnected(),
+  isReady: () => !shutdown.stopping && bus.isConnected(),
   host: config.DISPATCHER_OPS_HOST,
   port: config.DISPATCHER_OPS_PORT,
   log,
 });
 log.info({ ops: ops.url, nodes: dispatcher.nodeCount }, "dispatcher ready");
 
-onShutdownSignal(log, async () => {
-  await dispatcher.stop();
+shutdown.onStop(async (context) => {
+  await dispatcher.stop(context);
   await bus.drain();
   await ops.close();
   await telemetry.shutdown();

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { busOptionsOf, connectBus } from "@zml/bus";
 import { createNodeAddressPolicy } from "@zml/contracts";
-import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
+import { createShutdown, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { startHealthAggregator } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -22,6 +22,7 @@ const log = createLogger({ service: "health-aggregator", level: config.LOG_LEVEL
   replica: self,
 });
 const { registry } = createMetrics({ service: "health-aggregator" });
+const shutdown = createShutdown(log, config);
 const bus = await connectBus({
   ...busOptionsOf(config, "health-aggregator"),
   name: "zml-health-aggregator",
@@ -51,12 +52,12 @@ const ops = await startOpsServer({
   host: config.AGGREGATOR_OPS_HOST,
   port: config.AGGREGATOR_OPS_PORT,
   registry,
-  isReady: () => bus.isConnected(),
+  isReady: () => !shutdown.stopping && bus.isConnected(),
   log,
 });
 log.info({ ops: ops.url, ...aggregator.summary() }, "health-aggregator ready");
 
-onShutdownSignal(log, async () => {
+shutdown.onStop(async () => {
   await aggregator.stop();
   await bus.drain();
   await prober.close();

@@ -1,7 +1,7 @@
 // Composition root: the only place that reads the environment, starts telemetry, connects
 // to NATS and starts the intake app.
 import { busOptionsOf, connectBus } from "@zml/bus";
-import { onShutdownSignal, readConfigFile, reportStartupErrors } from "@zml/runtime";
+import { createShutdown, readConfigFile, reportStartupErrors } from "@zml/runtime";
 import { createLogger, createMetrics, startTelemetry } from "@zml/telemetry";
 import { startIntake } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -11,6 +11,7 @@ reportStartupErrors("zml-intake");
 const telemetry = startTelemetry({ serviceName: "zml-intake", env: process.env });
 const config = loadConfig(process.env);
 const log = createLogger({ service: "intake", level: config.LOG_LEVEL });
+const shutdown = createShutdown(log, config);
 const { registry } = createMetrics({ service: "intake" });
 const tls =
   config.ZML_TLS_CERT_FILE && config.ZML_TLS_KEY_FILE
@@ -41,6 +42,7 @@ const intake = await startIntake({
   log,
   tls,
   clock: Date.now,
+  isStopping: () => shutdown.stopping,
 });
 log.info(
   {
@@ -52,8 +54,8 @@ log.info(
   "intake ready",
 );
 
-onShutdownSignal(log, async () => {
-  await intake.stop();
+shutdown.onStop(async (context) => {
+  await intake.stop(context);
   await adminBus?.drain();
   await bus.drain();
   await telemetry.shutdown();
