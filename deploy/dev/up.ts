@@ -9,6 +9,7 @@ import {
   pollUntil,
   ProcessExitedError,
   repoRoot,
+  SERVICE_NODE_FLAGS,
   startNatsServer,
   startProcess,
 } from "@zml/harness";
@@ -172,7 +173,7 @@ async function main(): Promise<void> {
         await startProcess({
           name: s.name,
           command: process.execPath,
-          args: [join(root, `services/${s.name}/src/main.ts`)],
+          args: [...SERVICE_NODE_FLAGS, join(root, `services/${s.name}/src/main.ts`)],
           env: { ...nats.serviceEnv(s.name), ...env, ...s.env },
           readyUrl: s.ready,
           readyTimeoutMs: 30_000,

@@ -8,7 +8,14 @@ import { connectBus, ensureBusResources } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import type { NodeSpec } from "@zml/contracts";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
-import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
+import {
+  findFreePort,
+  pollUntil,
+  repoRoot,
+  SERVICE_NODE_FLAGS,
+  startNatsServer,
+  startProcess,
+} from "@zml/harness";
 import type { ManagedProcess, NatsClientOptions, NatsServerHandle } from "@zml/harness";
 import { request } from "undici";
 import { childPidByName } from "./proc.ts";
@@ -46,6 +53,8 @@ export interface BenchStackOptions {
   nodes: BenchNodeSpec[];
   /** Services run with `--cpu-prof`, each writing its profile under `profileDir/<service>`. */
   profile?: { services: string[]; dir: string };
+  /** Extra environment for the four services (an optional feature's settings). */
+  serviceEnv?: Record<string, string>;
 }
 
 const quietLog = { info() {}, warn() {}, error() {} };
@@ -110,6 +119,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     const env = {
       LOG_LEVEL: "warn",
       POLL_INTERVAL_MS: "2000",
+      ...options.serviceEnv,
     };
     const [intakePort, dispatcherOps, aggregatorOps, attestationOps] = await Promise.all([
       findFreePort(),
@@ -132,7 +142,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         const proc = await startProcess({
           name,
           command: process.execPath,
-          args: [join(root, `services/${name}/src/main.ts`)],
+          args: [...SERVICE_NODE_FLAGS, join(root, `services/${name}/src/main.ts`)],
           env: {
             ...nats.serviceEnv(name),
             ...env,

@@ -1,5 +1,6 @@
 // One rendering for the terminal and for bench-results/latest.md: markdown tables with padded
 // columns read well in both.
+import type { FeatureRow } from "./features.ts";
 import type { BenchSummary, ScenarioSummary } from "./summary.ts";
 
 const NUMERIC = /^(–|[-+]?\d[\d.]*×?)$/;
@@ -117,6 +118,70 @@ function cpuTable(scenarios: ScenarioSummary[]): string {
   return table(["scenario, side", ...names, "total"], rows);
 }
 
+function memoryTable(summary: BenchSummary): string {
+  const settled = summary.settledMemory;
+  const idle = `RSS MiB after ${(summary.settleMs / 1000).toFixed(0)} s idle`;
+  return table(
+    [
+      "process",
+      "RSS MiB",
+      "peak RSS MiB",
+      "V8 heap used MiB",
+      "external MiB",
+      ...(settled ? [idle, "heap used MiB idle"] : []),
+    ],
+    Object.entries(summary.memory).map(([name, m]) => [
+      name,
+      num(m.rssMiB, 1),
+      num(m.peakRssMiB, 1),
+      num(m.heapUsedMiB, 1),
+      num(m.externalMiB, 1),
+      ...(settled ? [num(settled[name]?.rssMiB, 1), num(settled[name]?.heapUsedMiB, 1)] : []),
+    ]),
+  );
+}
+
+function featureSection(summary: BenchSummary): string[] {
+  if (summary.features.length === 0) return [];
+  const base = summary.features.find((f) => f.key === "default");
+  const cpu = (f: FeatureRow) =>
+    (f.summary.cpuUsPerRequest.gateway.intake ?? 0) +
+    (f.summary.cpuUsPerRequest.gateway.dispatcher ?? 0);
+  return [
+    `## Optional features (${summary.features[0]!.summary.title}, each on a fresh stack)`,
+    "",
+    table(
+      [
+        "variant",
+        "ZML req/s",
+        "req/s ×",
+        "added p50",
+        "added p99",
+        "intake µs/req",
+        "dispatcher µs/req",
+        "intake+dispatcher vs default",
+        "OTLP exports",
+        "scrapes",
+        "failed",
+      ],
+      summary.features.map((f) => [
+        f.title,
+        num(f.summary.gateway.rps, 0),
+        ratio(f.summary.ratio.rps),
+        signed(f.summary.addedMs.p50),
+        signed(f.summary.addedMs.p99),
+        num(f.summary.cpuUsPerRequest.gateway.intake, 0),
+        num(f.summary.cpuUsPerRequest.gateway.dispatcher, 0),
+        base ? `${cpu(f) >= cpu(base) ? "+" : ""}${(cpu(f) - cpu(base)).toFixed(0)} µs` : "–",
+        String(f.exports),
+        String(f.scrapes),
+        String(f.summary.failed),
+      ]),
+    ),
+    "",
+  ];
+}
+
 export function renderReport(summary: BenchSummary, command: string): string {
   const { machine, settings } = summary;
   const plain = summary.scenarios.filter((s) => !s.stream);
@@ -157,17 +222,9 @@ export function renderReport(summary: BenchSummary, command: string): string {
     "",
     "## Memory of each service after the run",
     "",
-    table(
-      ["process", "RSS MiB", "peak RSS MiB", "V8 heap used MiB", "external MiB"],
-      Object.entries(summary.memory).map(([name, m]) => [
-        name,
-        num(m.rssMiB, 1),
-        num(m.peakRssMiB, 1),
-        num(m.heapUsedMiB, 1),
-        num(m.externalMiB, 1),
-      ]),
-    ),
+    memoryTable(summary),
     "",
+    ...featureSection(summary),
     "## Batch jobs (JetStream → batch workers → instant node → results stream)",
     "",
     summary.batch

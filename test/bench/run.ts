@@ -14,6 +14,8 @@ import { startLoadGenerator } from "./load-client.ts";
 import type { LoadGenerator } from "./load-client.ts";
 import { measureBatch } from "./batch-bench.ts";
 import type { BatchFigures } from "./batch-bench.ts";
+import { FEATURE_VARIANTS, measureFeatures } from "./features.ts";
+import type { FeatureRow } from "./features.ts";
 import { measureMemory } from "./memory.ts";
 import type { ServiceMemory } from "./memory.ts";
 import { renderReport } from "./report.ts";
@@ -26,6 +28,7 @@ import type { BenchSummary, ScenarioSummary } from "./summary.ts";
 
 const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
   [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher]
+  [--features | --features-only] [--variants default,tracing-off,...] [--settle-ms 10000]
 scenarios: ${SCENARIOS.map((s) => s.key).join(", ")}
 `;
 
@@ -41,6 +44,10 @@ function options() {
       "skip-routing": { type: "boolean", default: false },
       "skip-batch": { type: "boolean", default: false },
       profile: { type: "string" },
+      features: { type: "boolean", default: false },
+      "features-only": { type: "boolean", default: false },
+      variants: { type: "string" },
+      "settle-ms": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -64,7 +71,16 @@ function options() {
     skipRouting: values["skip-routing"],
     skipBatch: values["skip-batch"],
     profile: values.profile?.split(",").map((s) => s.trim()),
-    scenarios: only ? SCENARIOS.filter((s) => only.includes(s.key)) : SCENARIOS,
+    features: values.features || values["features-only"],
+    variants: values.variants
+      ? FEATURE_VARIANTS.filter((v) => values.variants!.split(",").includes(v.key))
+      : FEATURE_VARIANTS,
+    scenarios: values["features-only"]
+      ? []
+      : only
+        ? SCENARIOS.filter((s) => only.includes(s.key))
+        : SCENARIOS,
+    settleMs: values["settle-ms"] === undefined ? 10_000 : Number(values["settle-ms"]),
     settings,
   };
 }
@@ -117,9 +133,11 @@ async function main(): Promise<number> {
   });
   let scenarios: ScenarioSummary[];
   let memory: Record<string, ServiceMemory>;
+  let settled: Record<string, ServiceMemory> | null = null;
   let batch: BatchFigures | null = null;
+  let features: FeatureRow[] = [];
+  const load = await startLoadGenerator();
   try {
-    const load = await startLoadGenerator();
     try {
       scenarios = await measure(stack, load, opts);
       const instant = [...nodeSpecs.values()].find((n) => n.model === "bench-instant");
@@ -128,21 +146,37 @@ async function main(): Promise<number> {
         batch = await measureBatch(stack.natsDriver, "bench", instant.model, 2_000);
       }
       memory = await measureMemory(stack);
+      if (opts.settleMs > 0 && opts.scenarios.length > 0) {
+        // Steady state: what each service holds once the load is over and it has idled.
+        progress(`memory again after ${opts.settleMs} ms idle`);
+        await new Promise((resolve) => setTimeout(resolve, opts.settleMs));
+        settled = await measureMemory(stack);
+      }
     } finally {
-      await load.close();
+      await stack.stop();
+    }
+    if (opts.features) {
+      const c16 = SCENARIOS.find((s) => s.key === "c16")!;
+      progress(`optional features: ${opts.variants.length} stacks, ${c16.key} each`);
+      features = await measureFeatures(load, c16, opts.settings, opts.variants, progress);
     }
   } finally {
-    await stack.stop();
+    await load.close();
   }
 
   let routing: RoutingFigures = { available: false, reason: "skipped (--skip-routing)" };
-  if (!opts.skipRouting) {
+  if (!opts.skipRouting && opts.scenarios.length > 0) {
     progress("routing decision benchmark");
     routing = await runRoutingBench();
   }
 
-  const completed = scenarios.reduce((n, s) => n + s.completed, 0);
-  const failed = scenarios.reduce((n, s) => n + s.failed, 0) + (batch?.failed ?? 0);
+  const completed = [...scenarios, ...features.map((f) => f.summary)].reduce(
+    (n, s) => n + s.completed,
+    0,
+  );
+  const failed =
+    [...scenarios, ...features.map((f) => f.summary)].reduce((n, s) => n + s.failed, 0) +
+    (batch?.failed ?? 0);
   const summary: BenchSummary = {
     date: new Date().toISOString(),
     machine: {
@@ -155,6 +189,9 @@ async function main(): Promise<number> {
     scenarios,
     routing,
     memory,
+    settledMemory: settled,
+    settleMs: opts.settleMs,
+    features,
     batch,
     targets: judgeTargets(scenarios, routing),
     requests: { completed, failed },

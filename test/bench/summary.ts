@@ -1,4 +1,5 @@
 import type { BatchFigures } from "./batch-bench.ts";
+import type { FeatureRow } from "./features.ts";
 // Turns the rounds into the reported figures. Per side: the median over rounds of each round's
 // percentile. Ratios and added milliseconds: the median over pairs of (gateway vs direct in the
 // same pair), which cancels drift better than comparing the two medians.
@@ -55,6 +56,11 @@ export interface BenchSummary {
   scenarios: ScenarioSummary[];
   routing: RoutingFigures;
   memory: Record<string, ServiceMemory>;
+  /** The same, `settleMs` after the load ended (the services idle); null when not taken. */
+  settledMemory: Record<string, ServiceMemory> | null;
+  settleMs: number;
+  /** One row per optional-feature variant (`--features`), each from its own stack. */
+  features: FeatureRow[];
   /** Batch jobs per second through an instant node; null when skipped. */
   batch: BatchFigures | null;
   targets: Target[];

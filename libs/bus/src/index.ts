@@ -35,6 +35,6 @@ export type {
   MuxRequestOptions,
   ReplyMuxOptions,
 } from "./route-reply.ts";
-export { headers as createHeaders } from "@nats-io/nats-core";
+export { createHeaders, headerOf } from "./fast-headers.ts";
 export type { MsgHdrs, Msg, NatsConnection, Subscription } from "@nats-io/nats-core";
 export type { KV } from "@nats-io/kv";

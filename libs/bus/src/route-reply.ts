@@ -1,8 +1,9 @@
-import { createInbox, headers as natsHeaders } from "@nats-io/nats-core";
+import { createInbox } from "@nats-io/nats-core";
 import type { Msg, MsgHdrs, Subscription } from "@nats-io/nats-core";
 import { ACCEPT_REPLY_KIND, HEADERS, REPLY_KINDS, ZmlError } from "@zml/contracts";
 import type { ErrorBody, ReplyKind } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
+import { createHeaders as natsHeaders, headerOf } from "./fast-headers.ts";
 import type { Bus } from "./connection.ts";
 
 /**
@@ -291,19 +292,19 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
 
 function decodeFrame(msg: Msg): RouteFrame | null {
   const h = msg.headers;
-  const kind = h?.get(HEADERS.replyKind);
-  const seq = Number(h?.get(HEADERS.seq));
+  const kind = headerOf(h, HEADERS.replyKind);
+  const seq = Number(headerOf(h, HEADERS.seq));
   if (!h || !kind || !KINDS.has(kind) || !Number.isInteger(seq)) return null;
-  const status = h.get(HEADERS.status);
-  const nodeMs = h.get(HEADERS.nodeMs);
-  const retryAfter = h.get(HEADERS.retryAfter);
+  const status = headerOf(h, HEADERS.status);
+  const nodeMs = headerOf(h, HEADERS.nodeMs);
+  const retryAfter = headerOf(h, HEADERS.retryAfter);
   return {
     kind: kind as ReplyKind,
     seq,
     status: status ? Number(status) : undefined,
     nodeMs: nodeMs ? Number(nodeMs) : undefined,
-    contentType: h.get(HEADERS.contentType) || undefined,
-    routing: h.get(HEADERS.routing) || undefined,
+    contentType: headerOf(h, HEADERS.contentType) || undefined,
+    routing: headerOf(h, HEADERS.routing) || undefined,
     retryAfterS: /^\d{1,9}$/.test(retryAfter) ? Number(retryAfter) : undefined,
     data: msg.data,
   };

@@ -1,7 +1,7 @@
 import { context, propagation } from "@opentelemetry/api";
 import type { Context, TextMapGetter, TextMapSetter } from "@opentelemetry/api";
-import { headers as natsHeaders } from "@nats-io/nats-core";
 import type { MsgHdrs } from "@nats-io/nats-core";
+import { createHeaders, headerOf } from "./fast-headers.ts";
 
 const setter: TextMapSetter<MsgHdrs> = {
   set(carrier, key, value) {
@@ -11,7 +11,7 @@ const setter: TextMapSetter<MsgHdrs> = {
 
 const getter: TextMapGetter<MsgHdrs | undefined> = {
   get(carrier, key) {
-    return carrier?.get(key) || undefined;
+    return headerOf(carrier, key) || undefined;
   },
   keys(carrier) {
     return carrier ? carrier.keys() : [];
@@ -23,7 +23,7 @@ const getter: TextMapGetter<MsgHdrs | undefined> = {
  * creating them when absent. With no OpenTelemetry SDK registered this adds nothing.
  */
 export function injectTraceContext(headers?: MsgHdrs, ctx: Context = context.active()): MsgHdrs {
-  const h = headers ?? natsHeaders();
+  const h = headers ?? createHeaders();
   propagation.inject(ctx, h, setter);
   return h;
 }

@@ -1,5 +1,6 @@
 export { createLogger, REDACT_PATHS, REDACTED } from "./logger.ts";
 export type { Logger, LoggerOptions, DestinationStream } from "./logger.ts";
+export { lazyChild } from "./lazy-child.ts";
 export { startTelemetry, otlpTracesUrl } from "./tracing.ts";
 export type { Telemetry, TelemetryOptions } from "./tracing.ts";
 export { createMetrics } from "./metrics.ts";

@@ -3,6 +3,7 @@ import { context, trace } from "@opentelemetry/api";
 import type { Bus, ReplyWriter } from "@zml/bus";
 import type { NodeState, ZmlError } from "@zml/contracts";
 import type { ResolvedPolicy } from "@zml/routing";
+import { lazyChild } from "@zml/telemetry";
 import type { Logger } from "@zml/telemetry";
 import type { AttestationGate } from "./attestation-gate.ts";
 import type { CapacitySignal } from "./capacity-signal.ts";
@@ -102,7 +103,8 @@ async function runRoute(
   decisionId: string,
 ): Promise<ExecutionResult> {
   // The logger's mixin adds trace and span ids; the decision id goes on every line too.
-  const log = deps.log.child({ decision_id: decisionId, request_id: exec.request.requestId });
+  // Built only when a line is written: most requests log nothing at the default level.
+  const log = lazyChild(deps.log, { decision_id: decisionId, request_id: exec.request.requestId });
   const report = createRouteReport(deps, decisionId, log);
   return exec.request.sessionId !== undefined
     ? runSessionRoute(deps, exec, decisionId, report)

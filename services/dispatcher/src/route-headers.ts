@@ -6,6 +6,7 @@ import {
   ZmlError,
 } from "@zml/contracts";
 import type { NodeApi } from "@zml/contracts";
+import { headerOf } from "@zml/bus";
 import type { MsgHdrs } from "@zml/bus";
 
 /**
@@ -44,7 +45,7 @@ export function readRouteHeaders(
   now: number,
   expectedType: string = MESSAGE_TYPES.routeRequestV1,
 ): RoutedRequest {
-  const get = (name: string) => h?.get(name) ?? "";
+  const get = (name: string) => headerOf(h, name);
   const type = get(HEADERS.type);
   if (type !== expectedType) {
     throw new ZmlError("invalid_request", `unsupported message type '${type}'`, HEADERS.type);

@@ -46,6 +46,11 @@ export function recordDecision(
   outcome: { decision: Decision } | { rejection: Rejection },
 ): void {
   const span = tracer.startSpan("zml.decision", { kind: SpanKind.INTERNAL });
+  // Unsampled (or nothing exports): skip building attributes and events nobody reads.
+  if (!span.isRecording()) {
+    span.end();
+    return;
+  }
   const common: Attributes = {
     "zml.decision_id": decisionId,
     "zml.policy": policy.name,
@@ -102,13 +107,13 @@ export function startAttemptSpan(
   kind: "first" | "retry" | "fallback",
   model: string,
 ): Span {
-  const url = new URL(node.endpoint);
+  const server = serverOf(node.endpoint);
   return tracer.startSpan("POST", {
     kind: SpanKind.CLIENT,
     attributes: {
       "http.request.method": "POST",
-      "server.address": url.hostname,
-      "server.port": Number(url.port || (url.protocol === "https:" ? 443 : 80)),
+      "server.address": server.address,
+      "server.port": server.port,
       "url.path": path,
       "gen_ai.request.model": model,
       "zml.node": node.id,
@@ -117,6 +122,24 @@ export function startAttemptSpan(
       "zml.attempt.kind": kind,
     },
   });
+}
+
+/** Host and port of each endpoint, parsed once rather than on every attempt. */
+const servers = new Map<string, { address: string; port: number }>();
+
+function serverOf(endpoint: string): { address: string; port: number } {
+  let server = servers.get(endpoint);
+  if (server === undefined) {
+    const url = new URL(endpoint);
+    server = {
+      address: url.hostname,
+      port: Number(url.port || (url.protocol === "https:" ? 443 : 80)),
+    };
+    // Endpoints change only with the fleet; the bound keeps a churning fleet from growing it.
+    if (servers.size >= 10_000) servers.clear();
+    servers.set(endpoint, server);
+  }
+  return server;
 }
 
 export function endAttemptSpan(span: Span, status: number | null, error: string | null): void {

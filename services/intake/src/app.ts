@@ -5,6 +5,7 @@ import type { ReplyMux } from "@zml/bus";
 import { createNodeAddressPolicy, ZmlError } from "@zml/contracts";
 import { waitUntil } from "@zml/runtime";
 import type { StopContext } from "@zml/runtime";
+import { lazyChild } from "@zml/telemetry";
 import type { Logger } from "@zml/telemetry";
 import Fastify, { LogController } from "fastify";
 import type { FastifyInstance } from "fastify";
@@ -92,6 +93,8 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
   const { config } = deps;
   const app = Fastify({
     loggerInstance: deps.log,
+    // Each request's logger is built only when it writes a line (most write none at `warn`).
+    childLoggerFactory: (logger, bindings, opts) => lazyChild(logger as Logger, bindings, opts),
     // `request_id`, as the dispatcher names it, so one filter finds a request's lines in both.
     logController: new LogController({
       disableRequestLogging: true,

@@ -1,6 +1,6 @@
 import { PassThrough } from "node:stream";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { BodyTimeoutError } from "./errors.ts";
+import { BodyTimeoutError, isHttp2 } from "./errors.ts";
 
 /**
  * A `preParsing` hook that bounds how long a request body may take to arrive, the same
@@ -10,6 +10,11 @@ import { BodyTimeoutError } from "./errors.ts";
  */
 export function bodyDeadline(timeoutMs: number) {
   return (req: FastifyRequest, reply: FastifyReply, payload: NodeJS.ReadableStream) => {
+    // A body the HTTP parser has already read to its end cannot be late: it goes to the
+    // parser as it is, without a second stream, a pipe and a timer (the common case for a
+    // body that fits a packet or two). HTTP/1.1 only: an HTTP/2 request also counts as
+    // complete when its stream was aborted.
+    if (!isHttp2(req) && req.raw.complete) return Promise.resolve(payload);
     const out = new PassThrough();
     const timer = setTimeout(() => out.destroy(new BodyTimeoutError()), timeoutMs);
     const clear = () => clearTimeout(timer);

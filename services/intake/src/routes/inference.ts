@@ -10,6 +10,7 @@ import {
   parseRoutingHeader,
 } from "@zml/contracts";
 import type { AccountSpec, InferencePath } from "@zml/contracts";
+import type { Logger } from "@zml/telemetry";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { errorCodeSent } from "../errors.ts";
 import type { IntakeMetrics } from "../metrics.ts";
@@ -138,6 +139,7 @@ function forward(
     const decisionId = outcome.routing ? decisionIdOf(outcome.routing) : undefined;
     endServerSpan(span, status, decisionId, addedMs);
     // Logged in the span's context so the line carries its trace and span ids.
+    if (!(req.log as unknown as Logger).isLevelEnabled("info")) return;
     context.with(trace.setSpan(context.active(), span), () =>
       req.log.info(
         {
