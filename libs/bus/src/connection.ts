@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { connect } from "@nats-io/transport-node";
 import { nkeyAuthenticator } from "@nats-io/nats-core";
 import type { ConnectionOptions, NatsConnection, Status } from "@nats-io/nats-core";
+import { replicasFor } from "./replicas.ts";
 
 /** The subset of a pino logger the bus needs; libraries take a port, not pino itself. */
 export interface BusLogger {
@@ -31,6 +32,11 @@ export interface ConnectBusOptions {
    * {@link connectBus} refuses such a bus with {@link OpenBusError}.
    */
   insecure?: boolean;
+  /**
+   * Copies of every stream and KV bucket this connection creates (1–5); default 3 on a
+   * cluster, 1 on a single server (see {@link replicasFor}).
+   */
+  replicas?: number;
 }
 
 /** The server lets a client in without credentials: anyone on the network reads every prompt. */
@@ -64,6 +70,8 @@ export interface Bus {
    * undefined before it has said.
    */
   maxPayload(): number | undefined;
+  /** How many copies the streams and buckets this connection creates or owns get. */
+  replicas(): number;
   /**
    * Resolves once the server has processed everything sent so far, subscriptions included:
    * a service that says "ready" after it can really be reached (over TLS the SUB may
@@ -125,6 +133,7 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
     inboxPrefix: options.inboxPrefix ?? "_INBOX",
     isConnected: () => connected && !nc.isClosed(),
     maxPayload: () => nc.info?.max_payload,
+    replicas: () => replicasFor(nc.info, options.replicas),
     flush: () => nc.flush(),
     onConnectionChange(listener) {
       listeners.add(listener);

@@ -4,10 +4,26 @@ import type { z } from "zod";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus, BusLogger } from "./connection.ts";
 import { decodeJson } from "./json-codec.ts";
+import { ensureStreamReplicas, managerFor } from "./replicas.ts";
 
-/** Opens a KV bucket, creating it (with the given history) if it does not exist yet. */
+/**
+ * Opens a KV bucket, creating it (with the given history and the bus's replicas) if it does
+ * not exist yet. An existing bucket is taken as it is: readers may not change it.
+ */
 export async function openKv(bus: Bus, bucket: string, history = 1): Promise<KV> {
-  return new Kvm(natsConnectionOf(bus)).create(bucket, { history });
+  return new Kvm(natsConnectionOf(bus)).create(bucket, { history, replicas: bus.replicas() });
+}
+
+/**
+ * Opens a bucket this identity owns (writes, and may update): created when missing, and an
+ * existing one with another number of replicas than the bus's is changed to it, so a new
+ * replica setting takes effect on the next start.
+ */
+export async function openOwnedKv(bus: Bus, bucket: string, history = 1): Promise<KV> {
+  const kv = await openKv(bus, bucket, history);
+  const jsm = await managerFor(natsConnectionOf(bus));
+  await ensureStreamReplicas(jsm, { name: `KV_${bucket}` }, bus.replicas());
+  return kv;
 }
 
 export interface KvMapOptions<S extends z.ZodType> {

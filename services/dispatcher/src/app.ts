@@ -1,7 +1,13 @@
 // The dispatcher, built from injected parts: config in memory, the routing state, the route
 // and cancel subscriptions, tier-4 sessions and the batch workers. `main.ts` hands it a
 // connected bus and the real clock; tests hand it the same against a test nats-server.
-import { publishJson, subscribeJson, subscribeMessages, watchKvIntoMap, openKv } from "@zml/bus";
+import {
+  publishJson,
+  subscribeJson,
+  subscribeMessages,
+  watchKvIntoMap,
+  openOwnedKv,
+} from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
   createNodeAddressPolicy,
@@ -58,7 +64,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   const { bus, config, log, clock } = deps;
   const state = await watchDispatcherState(bus, log);
   // Tier-4 sessions, loaded before serving like the rest of the configuration.
-  const sessionsKv = await openKv(bus, SESSIONS_BUCKET);
+  const sessionsKv = await openOwnedKv(bus, SESSIONS_BUCKET);
   const sessionMap = await watchKvIntoMap(sessionsKv, { schema: SessionSchema, log });
   const sessions = createSessionStore(sessionsKv, sessionMap);
   const capacity = createCapacitySignal();
