@@ -180,6 +180,8 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
           SESSION_CREATE_SUBJECT,
           SESSION_DELETE_SUBJECT,
           NODE_COOLDOWN_SUBJECT,
+          // The aggregator's state broadcast, beside the node-state bucket's watch.
+          NODE_STATE_ALL,
         ],
         // Route and session replies go to intake's inbox, and nowhere else.
         publish: [

@@ -17,12 +17,15 @@ import {
   NODE_COOLDOWN_SUBJECT,
   NodeCooldownSchema,
   NodeObservationBatchSchema,
+  NODE_STATE_ALL,
+  NodeStateSchema,
   ROUTE_CANCEL_SUBJECT,
   ROUTE_REQUEST_SUBJECT,
   SESSIONS_BUCKET,
   SessionSchema,
   nodeObservationSubject,
 } from "@zml/contracts";
+import type { NodeState } from "@zml/contracts";
 import type { Logger, Registry } from "@zml/telemetry";
 import { createAttestationGate } from "./attestation-gate.ts";
 import { startBatchWorker } from "./batch/batch-worker.ts";
@@ -33,6 +36,7 @@ import { watchDispatcherState } from "./dispatcher-state.ts";
 import { createRouteHandler } from "./handle-route.ts";
 import { createDispatcherMetrics } from "./metrics.ts";
 import { createNodePools } from "./node-pools.ts";
+import { createNodeStateFeed } from "./node-state-feed.ts";
 import { createObservationBatcher } from "./observation-batcher.ts";
 import { createRoutingState } from "./routing-state.ts";
 import { createSessionStore } from "./session-store.ts";
@@ -68,13 +72,14 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   const sessionMap = await watchKvIntoMap(sessionsKv, { schema: SessionSchema, log });
   const sessions = createSessionStore(sessionsKv, sessionMap);
   const capacity = createCapacitySignal();
+  const nodeStates = createNodeStateFeed(state.states.map.values());
   const routing = createRoutingState({
     nodes: state.nodes.map,
     models: state.models.map,
     policies: state.policies.map,
     costs: state.costs.map,
     quality: state.quality.map,
-    states: state.states.map,
+    states: nodeStates.map,
   });
   // Config changes mark the routing snapshot stale (rebuilt on the next decision); a state
   // change may free capacity for queued requests.
@@ -102,9 +107,19 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   for (const source of [state.attestations, state.revocations, state.nodes]) {
     source.onChange(() => attestation.refresh(clock()));
   }
-  state.states.onChange((key, value) => {
-    if (routing.stateChanged(key, value)) capacity.notify();
-  });
+  const stateArrived = (nodeId: string, value: NodeState | undefined) => {
+    const taken = value ? nodeStates.offer(value) : nodeStates.remove(nodeId);
+    if (taken && routing.stateChanged(nodeId, value)) capacity.notify();
+  };
+  state.states.onChange(stateArrived);
+  // The aggregator's broadcast: keeps state current while the bucket's stream is unreachable.
+  const stateMessages = subscribeJson(
+    bus,
+    NODE_STATE_ALL,
+    NodeStateSchema,
+    (s) => stateArrived(s.node_id, s),
+    { log },
+  );
 
   const pools = createNodePools({
     connections: config.DISPATCH_POOL_CONNECTIONS,
@@ -134,7 +149,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     attestation,
     observations,
     sessions,
-    states: state.states.map,
+    states: nodeStates.map,
     secrets: deps.secrets,
     config,
     log,
@@ -202,6 +217,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
       observations.flush();
       cancels.unsubscribe();
       cooldowns.unsubscribe();
+      stateMessages.unsubscribe();
       state.stop();
       sessionMap.stop();
       await pools.close();
