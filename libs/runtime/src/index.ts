@@ -11,3 +11,5 @@ export type { ConfigProblem, ConfigFixes } from "./config.ts";
 export { onShutdownSignal } from "./shutdown.ts";
 export type { ShutdownLogger } from "./shutdown.ts";
 export { guardedConnector, guardedLookup, NodeAddressRefusedError } from "./node-connector.ts";
+export { startWhenPossible, untilShutdown } from "./start-retry.ts";
+export type { StartWhenPossibleOptions, StartRetryLogger } from "./start-retry.ts";

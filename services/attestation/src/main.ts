@@ -3,7 +3,13 @@
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { busOptionsOf, connectBus } from "@zml/bus";
-import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
+import type { Bus } from "@zml/bus";
+import {
+  onShutdownSignal,
+  reportStartupErrors,
+  startWhenPossible,
+  untilShutdown,
+} from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { startAttestation } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -22,35 +28,46 @@ if (!trust.intelRoot) {
     "trust anchor is not Intel's SGX root CA: dev and tests only",
   );
 }
+// Filled in as start-up gets there; the ops server and the shutdown handler come first.
+const started: { bus?: Bus; app?: Awaited<ReturnType<typeof startAttestation>> } = {};
+// While NATS or JetStream is away the ops server answers not-ready and start-up keeps
+// trying, instead of exiting into an orchestrator's restart loop.
+const ops = await startOpsServer({
+  host: config.ATTESTATION_OPS_HOST,
+  port: config.ATTESTATION_OPS_PORT,
+  registry,
+  isReady: () => started.app?.isReady() === true && started.bus?.isConnected() === true,
+  log,
+});
+const starting = new AbortController();
+onShutdownSignal(log, async () => {
+  starting.abort(new Error("shutting down"));
+  await started.app?.stop();
+  await started.bus?.drain();
+  await ops.close();
+  await telemetry.shutdown();
+});
+
 const bus = await connectBus({
   ...busOptionsOf(config, "attestation"),
   name: "zml-attestation",
   log,
 });
-
-const app = await startAttestation({
-  bus,
-  config,
-  policy: trust.policy,
-  fetchQuote: (node, nonce, options) =>
-    fetchNodeQuote(node.endpoint, nonce, config.ATTESTATION_QUOTE_TIMEOUT_MS, options),
-  log,
-  registry,
-  clock: Date.now,
-  randomHex: (bytes) => randomBytes(bytes).toString("hex"),
-});
-const ops = await startOpsServer({
-  host: config.ATTESTATION_OPS_HOST,
-  port: config.ATTESTATION_OPS_PORT,
-  registry,
-  isReady: () => app.isReady() && bus.isConnected(),
-  log,
-});
+started.bus = bus;
+const app = await startWhenPossible(
+  () =>
+    startAttestation({
+      bus,
+      config,
+      policy: trust.policy,
+      fetchQuote: (node, nonce, options) =>
+        fetchNodeQuote(node.endpoint, nonce, config.ATTESTATION_QUOTE_TIMEOUT_MS, options),
+      log,
+      registry,
+      clock: Date.now,
+      randomHex: (bytes) => randomBytes(bytes).toString("hex"),
+    }),
+  { what: "attestation", log, signal: starting.signal },
+).catch(untilShutdown(starting.signal));
+started.app = app;
 log.info({ ops: ops.url, ...app.summary() }, "attestation ready");
-
-onShutdownSignal(log, async () => {
-  await app.stop();
-  await bus.drain();
-  await ops.close();
-  await telemetry.shutdown();
-});

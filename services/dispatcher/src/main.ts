@@ -2,9 +2,16 @@
 // to NATS and hands the real parts to the dispatcher.
 import { randomBytes } from "node:crypto";
 import { busOptionsOf, connectBus } from "@zml/bus";
-import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
+import type { Bus } from "@zml/bus";
+import {
+  onShutdownSignal,
+  reportStartupErrors,
+  startWhenPossible,
+  untilShutdown,
+} from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { startDispatcher } from "./app.ts";
+import type { Dispatcher } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { loadNodeSecrets } from "./secrets.ts";
 
@@ -15,34 +22,45 @@ const config = loadConfig(process.env);
 const log = createLogger({ service: "dispatcher", level: config.LOG_LEVEL });
 const secrets = loadNodeSecrets(config.ZML_NODE_SECRETS_FILE);
 const { registry } = createMetrics({ service: "dispatcher" });
+// Filled in as start-up gets there; the ops server and the shutdown handler come first.
+const started: { bus?: Bus; dispatcher?: Dispatcher } = {};
+// The ops server first: while NATS or JetStream is away it answers not-ready, and the
+// dispatcher keeps trying to start instead of exiting (no crash loop under an orchestrator).
+const ops = await startOpsServer({
+  registry,
+  isReady: () => started.dispatcher !== undefined && started.bus?.isConnected() === true,
+  host: config.DISPATCHER_OPS_HOST,
+  port: config.DISPATCHER_OPS_PORT,
+  log,
+});
+const starting = new AbortController();
+onShutdownSignal(log, async () => {
+  starting.abort(new Error("shutting down"));
+  await started.dispatcher?.stop();
+  await started.bus?.drain();
+  await ops.close();
+  await telemetry.shutdown();
+});
+
 const bus = await connectBus({
   ...busOptionsOf(config, "dispatcher"),
   name: "zml-dispatcher",
   log,
 });
-
-const dispatcher = await startDispatcher({
-  bus,
-  config,
-  log,
-  registry,
-  secrets,
-  clock: Date.now,
-  random: Math.random,
-  randomHex: (bytes) => randomBytes(bytes).toString("hex"),
-});
-const ops = await startOpsServer({
-  registry,
-  isReady: () => bus.isConnected(),
-  host: config.DISPATCHER_OPS_HOST,
-  port: config.DISPATCHER_OPS_PORT,
-  log,
-});
+started.bus = bus;
+const dispatcher = await startWhenPossible(
+  () =>
+    startDispatcher({
+      bus,
+      config,
+      log,
+      registry,
+      secrets,
+      clock: Date.now,
+      random: Math.random,
+      randomHex: (bytes) => randomBytes(bytes).toString("hex"),
+    }),
+  { what: "dispatcher", log, signal: starting.signal },
+).catch(untilShutdown(starting.signal));
+started.dispatcher = dispatcher;
 log.info({ ops: ops.url, nodes: dispatcher.nodeCount }, "dispatcher ready");
-
-onShutdownSignal(log, async () => {
-  await dispatcher.stop();
-  await bus.drain();
-  await ops.close();
-  await telemetry.shutdown();
-});

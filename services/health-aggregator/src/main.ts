@@ -3,10 +3,17 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { busOptionsOf, connectBus } from "@zml/bus";
+import type { Bus } from "@zml/bus";
 import { createNodeAddressPolicy } from "@zml/contracts";
-import { onShutdownSignal, reportStartupErrors } from "@zml/runtime";
+import {
+  onShutdownSignal,
+  reportStartupErrors,
+  startWhenPossible,
+  untilShutdown,
+} from "@zml/runtime";
 import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
 import { startHealthAggregator } from "./app.ts";
+import type { HealthAggregator } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { createNodeProber } from "./probe.ts";
 
@@ -22,11 +29,18 @@ const log = createLogger({ service: "health-aggregator", level: config.LOG_LEVEL
   replica: self,
 });
 const { registry } = createMetrics({ service: "health-aggregator" });
-const bus = await connectBus({
-  ...busOptionsOf(config, "health-aggregator"),
-  name: "zml-health-aggregator",
+// Filled in as start-up gets there; the ops server and the shutdown handler come first.
+const started: { bus?: Bus; aggregator?: HealthAggregator } = {};
+// While NATS or JetStream is away the ops server answers not-ready and start-up keeps
+// trying, instead of exiting into an orchestrator's restart loop.
+const ops = await startOpsServer({
+  host: config.AGGREGATOR_OPS_HOST,
+  port: config.AGGREGATOR_OPS_PORT,
+  registry,
+  isReady: () => started.aggregator !== undefined && started.bus?.isConnected() === true,
   log,
 });
+const starting = new AbortController();
 const prober = createNodeProber({
   keepAliveMs: config.POLL_INTERVAL_MS * 2,
   timeoutMs: config.PROBE_TIMEOUT_MS,
@@ -37,29 +51,34 @@ const prober = createNodeProber({
   }),
 });
 
-const aggregator = await startHealthAggregator({
-  bus,
-  config,
-  self,
-  probe: prober.probe,
-  log,
-  registry,
-  clock: Date.now,
-  random: Math.random,
-});
-const ops = await startOpsServer({
-  host: config.AGGREGATOR_OPS_HOST,
-  port: config.AGGREGATOR_OPS_PORT,
-  registry,
-  isReady: () => bus.isConnected(),
-  log,
-});
-log.info({ ops: ops.url, ...aggregator.summary() }, "health-aggregator ready");
-
 onShutdownSignal(log, async () => {
-  await aggregator.stop();
-  await bus.drain();
+  starting.abort(new Error("shutting down"));
+  await started.aggregator?.stop();
+  await started.bus?.drain();
   await prober.close();
   await ops.close();
   await telemetry.shutdown();
 });
+
+const bus = await connectBus({
+  ...busOptionsOf(config, "health-aggregator"),
+  name: "zml-health-aggregator",
+  log,
+});
+started.bus = bus;
+const aggregator = await startWhenPossible(
+  () =>
+    startHealthAggregator({
+      bus,
+      config,
+      self,
+      probe: prober.probe,
+      log,
+      registry,
+      clock: Date.now,
+      random: Math.random,
+    }),
+  { what: "health-aggregator", log, signal: starting.signal },
+).catch(untilShutdown(starting.signal));
+started.aggregator = aggregator;
+log.info({ ops: ops.url, ...aggregator.summary() }, "health-aggregator ready");
