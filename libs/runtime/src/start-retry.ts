@@ -72,5 +72,8 @@ export async function startWhenPossible<T>(
  * Any other error is rethrown.
  */
 export function untilShutdown(signal: AbortSignal): (error: unknown) => Promise<never> {
-  return (error) => (signal.aborted ? new Promise<never>(() => {}) : Promise.reject(error));
+  return (error) => {
+    if (signal.aborted) return new Promise<never>(() => {});
+    throw error;
+  };
 }
