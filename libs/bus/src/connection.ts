@@ -63,6 +63,12 @@ export interface Bus {
   readonly inboxPrefix: string;
   /** False between a disconnect and the next reconnect; callers fail fast while it is false. */
   isConnected(): boolean;
+  /**
+   * Resolves true as soon as the connection is up (at once if it is), false after
+   * `timeoutMs` without it: lets a caller ride out a reconnect to another server instead of
+   * failing a request that arrived in that fraction of a second.
+   */
+  waitConnected(timeoutMs: number): Promise<boolean>;
   /** Registers a listener for connection changes; returns a function that removes it. */
   onConnectionChange(listener: ConnectionListener): () => void;
   /**
@@ -138,6 +144,22 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
     onConnectionChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
+    },
+    waitConnected(timeoutMs) {
+      if (bus.isConnected()) return Promise.resolve(true);
+      if (nc.isClosed()) return Promise.resolve(false);
+      return new Promise((resolve) => {
+        const done = (ok: boolean) => {
+          clearTimeout(timer);
+          listeners.delete(onChange);
+          resolve(ok);
+        };
+        const onChange = (up: boolean) => {
+          if (up) done(true);
+        };
+        const timer = setTimeout(() => done(false), timeoutMs);
+        listeners.add(onChange);
+      });
     },
     async drain() {
       if (nc.isClosed()) return;

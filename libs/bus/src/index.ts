@@ -7,7 +7,7 @@ export { publishJson, subscribeJson, publishBytes, subscribeMessages } from "./t
 export type { SubscribeJsonOptions } from "./typed.ts";
 export { requestJson, serveJson } from "./request-reply.ts";
 export type { RequestJsonOptions, ServeJsonOptions } from "./request-reply.ts";
-export { openKv, openOwnedKv, watchKvIntoMap, watchBucket } from "./kv-map.ts";
+export { openKv, openOwnedKv, watchKvIntoMap, watchBucket, KvLoadTimeoutError } from "./kv-map.ts";
 export {
   replicasFor,
   ensureStreamReplicas,
