@@ -16,6 +16,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const DEGRADING = "c-3";
 
 interface SyncRecord {
+  id: string;
   url: string;
   start: number;
   end: number;
@@ -73,13 +74,15 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
     const sync: SyncRecord[] = [];
     const syncWorker = async () => {
       while (loadOn) {
-        const url = stack.intakeUrls[turn++ % stack.intakeUrls.length]!;
+        const n = turn++;
+        const url = stack.intakeUrls[n % stack.intakeUrls.length]!;
+        const id = `sync-${n}`;
         const start = Date.now();
         let status = 0;
         try {
           const res = await fetch(`${url}/v1/chat/completions`, {
             method: "POST",
-            headers: authHeaders(),
+            headers: { ...authHeaders(), "x-request-id": id },
             body: chatBody(),
             signal: AbortSignal.timeout(30_000),
           });
@@ -88,7 +91,7 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
         } catch {
           status = 0;
         }
-        sync.push({ url, start, end: Date.now(), status });
+        sync.push({ id, url, start, end: Date.now(), status });
       }
     };
     const submissions: Submission[] = [];
@@ -212,6 +215,14 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
         degraded_payloads: degradedPayloads,
       }),
     );
+    // What the services logged about a failed request, to tell where it was lost.
+    for (const r of failed) {
+      const lines = stack
+        .logs()
+        .split("\n")
+        .filter((l) => l.includes(r.id));
+      console.log(r.id, lines.slice(0, 20).join("\n"));
+    }
     expect(failed.filter((r) => !(r.start <= killAt && r.end >= killAt))).toEqual([]);
     expect(sync.filter((r) => r.status === 200).length).toBeGreaterThan(50);
 
