@@ -78,7 +78,7 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
         const url = stack.intakeUrls[n % stack.intakeUrls.length]!;
         const id = `sync-${n}`;
         const start = Date.now();
-        let status = 0;
+        let status: number;
         try {
           const res = await fetch(`${url}/v1/chat/completions`, {
             method: "POST",
@@ -99,7 +99,7 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
     const submitOne = async (jobId: string, intake: string) => {
       for (let attempt = 0; attempt < 20; attempt++) {
         const at = Date.now();
-        let status = 0;
+        let status: number;
         let retryAfter: string | null = null;
         try {
           const res = await fetch(`${intake}/v1/jobs`, {
@@ -203,27 +203,31 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
 
     // Sync requests: the only failures are ones in flight at the server kill.
     const failed = sync.filter((r) => r.status !== 200);
-    console.log(
-      JSON.stringify({
-        killed: victim.name,
-        sync_total: sync.length,
-        sync_failed: failed.map((r) => ({ ...r, start: r.start - killAt, end: r.end - killAt })),
-        jobs: submitted.length,
-        submissions: submissions.length,
-        answered_503: submissions.filter((x) => x.status === 503).length,
-        marked_after_ms: (markedAt ?? 0) - killAt,
-        degraded_payloads: degradedPayloads,
-      }),
-    );
+    const summary = JSON.stringify({
+      killed: victim.name,
+      sync_total: sync.length,
+      sync_failed: failed.map((r) => ({ ...r, start: r.start - killAt, end: r.end - killAt })),
+      jobs: submitted.length,
+      submissions: submissions.length,
+      answered_503: submissions.filter((x) => x.status === 503).length,
+      marked_after_ms: (markedAt ?? 0) - killAt,
+      degraded_payloads: degradedPayloads,
+    });
+    // The run's counts, for docs/operations.md and the reader of a CI log.
+    process.stdout.write(`cluster-failover: ${summary}\n`);
     // What the services logged about a failed request, to tell where it was lost.
-    for (const r of failed) {
-      const lines = stack
+    const traces = failed.map((r) => [
+      r.id,
+      ...stack
         .logs()
         .split("\n")
-        .filter((l) => l.includes(r.id));
-      console.log(r.id, lines.slice(0, 20).join("\n"));
-    }
-    expect(failed.filter((r) => !(r.start <= killAt && r.end >= killAt))).toEqual([]);
+        .filter((l) => l.includes(r.id))
+        .slice(0, 20),
+    ]);
+    expect(
+      failed.filter((r) => !(r.start <= killAt && r.end >= killAt)),
+      `${summary}\n${JSON.stringify(traces, null, 1)}`,
+    ).toEqual([]);
     expect(sync.filter((r) => r.status === 200).length).toBeGreaterThan(50);
 
     // No new request reached the node once it was marked Degraded.
@@ -265,8 +269,7 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
       intervalMs: 250,
       message: "the late dispatcher to become ready",
     }).catch((err: unknown) => {
-      console.log(late.output().slice(-6000));
-      throw err;
+      throw new Error(`${String(err)}\nits output:\n${late.output().slice(-6000)}`);
     });
     await late.waitForOutput(/"msg":"dispatcher ready"/, 5_000);
     // The same process all along: no exit, no restart.

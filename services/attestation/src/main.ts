@@ -10,7 +10,13 @@ import {
   startWhenPossible,
   untilShutdown,
 } from "@zml/runtime";
-import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
+import {
+  createLogger,
+  createMetrics,
+  startOpsServer,
+  startTelemetry,
+  withAttemptRegistry,
+} from "@zml/telemetry";
 import { startAttestation } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { fetchNodeQuote } from "./quote-fetch.ts";
@@ -56,17 +62,19 @@ const bus = await connectBus({
 started.bus = bus;
 const app = await startWhenPossible(
   () =>
-    startAttestation({
-      bus,
-      config,
-      policy: trust.policy,
-      fetchQuote: (node, nonce, options) =>
-        fetchNodeQuote(node.endpoint, nonce, config.ATTESTATION_QUOTE_TIMEOUT_MS, options),
-      log,
-      registry,
-      clock: Date.now,
-      randomHex: (bytes) => randomBytes(bytes).toString("hex"),
-    }),
+    withAttemptRegistry(registry, (attemptRegistry) =>
+      startAttestation({
+        bus,
+        config,
+        policy: trust.policy,
+        fetchQuote: (node, nonce, options) =>
+          fetchNodeQuote(node.endpoint, nonce, config.ATTESTATION_QUOTE_TIMEOUT_MS, options),
+        log,
+        registry: attemptRegistry,
+        clock: Date.now,
+        randomHex: (bytes) => randomBytes(bytes).toString("hex"),
+      }),
+    ),
   { what: "attestation", log, signal: starting.signal },
 ).catch(untilShutdown(starting.signal));
 started.app = app;

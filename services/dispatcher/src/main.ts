@@ -9,7 +9,13 @@ import {
   startWhenPossible,
   untilShutdown,
 } from "@zml/runtime";
-import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
+import {
+  createLogger,
+  createMetrics,
+  startOpsServer,
+  startTelemetry,
+  withAttemptRegistry,
+} from "@zml/telemetry";
 import { startDispatcher } from "./app.ts";
 import type { Dispatcher } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -50,16 +56,18 @@ const bus = await connectBus({
 started.bus = bus;
 const dispatcher = await startWhenPossible(
   () =>
-    startDispatcher({
-      bus,
-      config,
-      log,
-      registry,
-      secrets,
-      clock: Date.now,
-      random: Math.random,
-      randomHex: (bytes) => randomBytes(bytes).toString("hex"),
-    }),
+    withAttemptRegistry(registry, (attemptRegistry) =>
+      startDispatcher({
+        bus,
+        config,
+        log,
+        registry: attemptRegistry,
+        secrets,
+        clock: Date.now,
+        random: Math.random,
+        randomHex: (bytes) => randomBytes(bytes).toString("hex"),
+      }),
+    ),
   { what: "dispatcher", log, signal: starting.signal },
 ).catch(untilShutdown(starting.signal));
 started.dispatcher = dispatcher;

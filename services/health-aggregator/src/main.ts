@@ -11,7 +11,13 @@ import {
   startWhenPossible,
   untilShutdown,
 } from "@zml/runtime";
-import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
+import {
+  createLogger,
+  createMetrics,
+  startOpsServer,
+  startTelemetry,
+  withAttemptRegistry,
+} from "@zml/telemetry";
 import { startHealthAggregator } from "./app.ts";
 import type { HealthAggregator } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -68,16 +74,18 @@ const bus = await connectBus({
 started.bus = bus;
 const aggregator = await startWhenPossible(
   () =>
-    startHealthAggregator({
-      bus,
-      config,
-      self,
-      probe: prober.probe,
-      log,
-      registry,
-      clock: Date.now,
-      random: Math.random,
-    }),
+    withAttemptRegistry(registry, (attemptRegistry) =>
+      startHealthAggregator({
+        bus,
+        config,
+        self,
+        probe: prober.probe,
+        log,
+        registry: attemptRegistry,
+        clock: Date.now,
+        random: Math.random,
+      }),
+    ),
   { what: "health-aggregator", log, signal: starting.signal },
 ).catch(untilShutdown(starting.signal));
 started.aggregator = aggregator;

@@ -54,6 +54,7 @@ const intake = await startWhenPossible(
       bus,
       ...(adminBus ? { adminBus } : {}),
       config,
+      // Its metrics are registered after the last step that can fail and be retried.
       registry,
       log,
       tls,
