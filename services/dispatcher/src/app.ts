@@ -112,14 +112,6 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     if (taken && routing.stateChanged(nodeId, value)) capacity.notify();
   };
   state.states.onChange(stateArrived);
-  // The aggregator's broadcast: keeps state current while the bucket's stream is unreachable.
-  const stateMessages = subscribeJson(
-    bus,
-    NODE_STATE_ALL,
-    NodeStateSchema,
-    (s) => stateArrived(s.node_id, s),
-    { log },
-  );
 
   const pools = createNodePools({
     connections: config.DISPATCH_POOL_CONNECTIONS,
@@ -157,6 +149,19 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     clock,
     random: deps.random,
   };
+  // The last step that may fail (JetStream away) before any subscription exists, so a
+  // failed start leaves nothing serving behind it when it is tried again.
+  const batch = config.BATCH_ENABLED
+    ? await startBatchWorker({ ...executeDeps, accounts: state.accounts, registry: deps.registry })
+    : undefined;
+  // The aggregator's broadcast: keeps state current while the bucket's stream is unreachable.
+  const stateMessages = subscribeJson(
+    bus,
+    NODE_STATE_ALL,
+    NodeStateSchema,
+    (s) => stateArrived(s.node_id, s),
+    { log },
+  );
   const sessionSubs = serveSessions(
     bus,
     createSessionService({
@@ -177,9 +182,6 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     });
   }, config.SESSION_SWEEP_INTERVAL_MS);
   sweep.unref();
-  const batch = config.BATCH_ENABLED
-    ? await startBatchWorker({ ...executeDeps, accounts: state.accounts, registry: deps.registry })
-    : undefined;
   const requests = subscribeMessages(
     bus,
     ROUTE_REQUEST_SUBJECT,
