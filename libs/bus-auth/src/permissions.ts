@@ -5,6 +5,7 @@ import {
   ATTESTATION_RESULTS_BUCKET,
   ATTESTATION_VERIFY_SUBJECT,
   BATCH_IDENTITY_PREFIX,
+  DISPATCHER_ALIVE_SUBJECT,
   JOB_DEAD_PREFIX,
   JOB_RESULT_PREFIX,
   JOB_STATUS_BUCKET,
@@ -154,6 +155,8 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
           ATTESTATION_VERIFY_SUBJECT,
           `${JOB_SUBMIT_PREFIX}.>`,
         ],
+        // Dispatcher liveness beats: a request on a dead dispatcher ends in about a second.
+        subscribe: [DISPATCHER_ALIVE_SUBJECT],
       },
       readKv(KV_BUCKETS.accounts),
       readKv(KV_BUCKETS.models),
@@ -191,6 +194,7 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
           ATTESTATION_VERIFY_SUBJECT,
           `${JOB_RESULT_PREFIX}.>`,
           `${JOB_DEAD_PREFIX}.>`,
+          DISPATCHER_ALIVE_SUBJECT,
         ],
       },
       ...[

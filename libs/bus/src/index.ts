@@ -32,7 +32,7 @@ export type {
   PullConsumerOptions,
   JobMessage,
 } from "./job-streams.ts";
-export { createReplyWriter, createReplyMux, errorOfFrame } from "./route-reply.ts";
+export { createReplyWriter, createReplyMux, errorOfFrame, sendAccept } from "./route-reply.ts";
 export type {
   RouteFrame,
   AnswerMeta,
@@ -40,6 +40,7 @@ export type {
   ReplyMux,
   PendingReply,
   MuxRequestOptions,
+  ReplyMuxOptions,
 } from "./route-reply.ts";
 export { headers as createHeaders } from "@nats-io/nats-core";
 export type { MsgHdrs, Msg, NatsConnection, Subscription } from "@nats-io/nats-core";

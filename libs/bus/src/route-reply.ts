@@ -1,6 +1,6 @@
 import { createInbox, headers as natsHeaders } from "@nats-io/nats-core";
 import type { Msg, MsgHdrs, Subscription } from "@nats-io/nats-core";
-import { HEADERS, REPLY_KINDS, ZmlError } from "@zml/contracts";
+import { ACCEPT_REPLY_KIND, HEADERS, REPLY_KINDS, ZmlError } from "@zml/contracts";
 import type { ErrorBody, ReplyKind } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus } from "./connection.ts";
@@ -110,6 +110,17 @@ export function createReplyWriter(bus: Bus, replySubject: string): ReplyWriter {
   };
 }
 
+/**
+ * Tells the requester which dispatcher replica took its request, before any answer frame,
+ * so it can follow that replica's liveness beats. Carries no sequence number.
+ */
+export function sendAccept(bus: Bus, replySubject: string, replica: string): void {
+  const h = natsHeaders();
+  h.set(HEADERS.replyKind, ACCEPT_REPLY_KIND);
+  h.set(HEADERS.dispatcher, replica);
+  natsConnectionOf(bus).publish(replySubject, new Uint8Array(0), { headers: h });
+}
+
 /** Decodes the ErrorBody of an `error` frame, tolerating a malformed one. */
 export function errorOfFrame(frame: RouteFrame): ZmlError {
   try {
@@ -154,19 +165,35 @@ export interface ReplyMux {
   ): PendingReply;
   /** Ends every pending request with the given error (used on disconnect). */
   failAll(error: ZmlError): void;
+  /**
+   * Ends every pending request the named dispatcher replica accepted with the given error
+   * (that replica is gone); returns how many there were.
+   */
+  failServedBy(replica: string, error: ZmlError): number;
   pendingCount(): number;
   close(): void;
 }
 
+export interface ReplyMuxOptions {
+  /**
+   * Called with the replica named by an `accept` frame, and again with it for every later
+   * frame of that request: each is a sign of the replica's life, so a replica busy streaming
+   * an answer is never taken for dead because its beat waits behind its own frames.
+   */
+  onAccept?: (replica: string) => void;
+}
+
 interface Pending {
   onFrame: (frame: RouteFrame) => void;
+  /** The dispatcher replica that accepted the request, once its `accept` frame arrived. */
+  servedBy: string | undefined;
   nextSeq: number;
   timer: NodeJS.Timeout;
   idleTimeoutMs: number;
 }
 
 /** Replies arrive under the bus's own inbox prefix, where only its identity may subscribe. */
-export function createReplyMux(bus: Bus): ReplyMux {
+export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMux {
   const nc = natsConnectionOf(bus);
   const prefix = createInbox(bus.inboxPrefix);
   const pending = new Map<string, Pending>();
@@ -184,6 +211,15 @@ export function createReplyMux(bus: Bus): ReplyMux {
     const id = msg.subject.slice(prefix.length + 1);
     const p = pending.get(id);
     if (!p) return; // late frame of a cancelled or timed-out request
+    const kind = msg.headers?.get(HEADERS.replyKind);
+    if (kind === ACCEPT_REPLY_KIND) {
+      const replica = msg.headers?.get(HEADERS.dispatcher);
+      if (replica) {
+        p.servedBy = replica;
+        options.onAccept?.(replica);
+      }
+      return;
+    }
     if (msg.headers?.hasError && msg.headers.code === 503) {
       failOne(id, p, new ZmlError("bus_unavailable", "no dispatcher is serving route requests"));
       return;
@@ -194,6 +230,7 @@ export function createReplyMux(bus: Bus): ReplyMux {
       return;
     }
     p.nextSeq++;
+    if (p.servedBy !== undefined) options.onAccept?.(p.servedBy);
     if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
       finish(id, p, frame);
       return;
@@ -213,6 +250,7 @@ export function createReplyMux(bus: Bus): ReplyMux {
       const id = (counter++).toString(36);
       const p: Pending = {
         onFrame,
+        servedBy: undefined,
         nextSeq: 0,
         idleTimeoutMs: options.idleTimeoutMs,
         timer: setTimeout(() => {
@@ -232,6 +270,15 @@ export function createReplyMux(bus: Bus): ReplyMux {
     },
     failAll(error) {
       for (const [id, p] of pending) failOne(id, p, error);
+    },
+    failServedBy(replica, error) {
+      let failed = 0;
+      for (const [id, p] of pending) {
+        if (p.servedBy !== replica) continue;
+        failOne(id, p, error);
+        failed++;
+      }
+      return failed;
     },
     pendingCount: () => pending.size,
     close() {

@@ -12,6 +12,7 @@ import {
   natsConnectionOf,
   openKv,
   publishJson,
+  sendAccept,
   subscribeJson,
   watchKvIntoMap,
 } from "../src/index.ts";
@@ -138,6 +139,38 @@ describe("route reply frames", () => {
     });
     expect(seen).toEqual([inbox]);
     sub.unsubscribe();
+    mux.close();
+  });
+
+  it("remembers which replica accepted a request and fails only that replica's requests", async () => {
+    const accepted: string[] = [];
+    // Two "replicas": each accepts, then stays silent (as one that died mid-request would).
+    const subs = ["t.replica-a", "t.replica-b"].map((subject) =>
+      nc().subscribe(subject, {
+        callback: (_err, msg) => sendAccept(bus, msg.reply!, subject.slice(2)),
+      }),
+    );
+    const mux = createReplyMux(bus, { onAccept: (r) => accepted.push(r) });
+    const frames: Record<string, RouteFrame[]> = { a: [], b: [] };
+    for (const [key, subject] of [
+      ["a", "t.replica-a"],
+      ["b", "t.replica-b"],
+    ] as const) {
+      mux.request(subject, new Uint8Array(0), createHeaders(), (f) => frames[key]!.push(f), {
+        idleTimeoutMs: 30_000,
+      });
+    }
+    await pollUntil(() => accepted.length === 2);
+    expect(accepted.sort()).toEqual(["replica-a", "replica-b"]);
+    // The accept frame is not an answer frame: nothing was delivered yet.
+    expect(frames.a).toEqual([]);
+    expect(mux.failServedBy("replica-a", new ZmlError("dispatcher_lost", "gone", null, 1))).toBe(1);
+    expect(frames.a).toHaveLength(1);
+    expect(errorOfFrame(frames.a![0]!).code).toBe("dispatcher_lost");
+    expect(frames.b).toEqual([]);
+    expect(mux.pendingCount()).toBe(1);
+    expect(mux.failServedBy("replica-a", new ZmlError("dispatcher_lost", "gone"))).toBe(0);
+    for (const sub of subs) sub.unsubscribe();
     mux.close();
   });
 

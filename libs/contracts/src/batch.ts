@@ -85,7 +85,14 @@ export const JobStatusSchema = z.object({
   http_status: z.number().int().nullable(),
   /** Error code when failed or expired. */
   error_code: z.string().nullable(),
+  /** Node attempts of the latest delivery (up to 3 across nodes and fallback models). */
   attempts: z.number().int().nonnegative(),
+  /**
+   * How many times JetStream delivered the job (its delivery count): 2 or more means it
+   * ran again, e.g. after its dispatcher died mid-run. Absent in statuses written before
+   * this field existed, and while the job was never delivered.
+   */
+  deliveries: z.number().int().nonnegative().optional(),
   updated_at: z.number().int(),
 });
 export type JobStatus = z.infer<typeof JobStatusSchema>;

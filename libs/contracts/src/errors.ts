@@ -34,6 +34,13 @@ export const ERROR_CODES = {
   /** The node's answer exceeded the dispatcher's cap (`DISPATCH_MAX_ANSWER_BYTES`). */
   response_too_large: { status: 502, retryable: false },
   bus_unavailable: { status: 503, retryable: true },
+  /**
+   * The dispatcher serving the request stopped (its liveness beats ended, or it left on a
+   * stop) before any byte of the answer was sent, and no other dispatcher could take it.
+   */
+  dispatcher_lost: { status: 503, retryable: true },
+  /** This intake is stopping and takes no new request; another replica will. */
+  shutting_down: { status: 503, retryable: true },
   key_store_unavailable: { status: 503, retryable: true },
   gateway_timeout: { status: 504, retryable: true },
   internal_error: { status: 500, retryable: true },

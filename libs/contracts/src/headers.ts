@@ -42,6 +42,8 @@ export const HEADERS = {
   routing: "Zml-Routing",
   /** On `full` and `head` frames: the node's `Retry-After` in seconds, for the caller. */
   retryAfter: "Zml-Retry-After",
+  /** On an `accept` reply frame: the replica id of the dispatcher serving the request. */
+  dispatcher: "Zml-Dispatcher",
 } as const;
 
 /** W3C trace context header names, carried on every NATS message. */
@@ -60,6 +62,13 @@ export const REPLY_KINDS = {
   error: "error",
 } as const;
 export type ReplyKind = (typeof REPLY_KINDS)[keyof typeof REPLY_KINDS];
+
+/**
+ * The frame a dispatcher sends first, the moment it takes a route request: it names the
+ * replica (`HEADERS.dispatcher`) so the requester can follow that replica's liveness beats.
+ * It carries no sequence number and is not one of the answer's frames.
+ */
+export const ACCEPT_REPLY_KIND = "accept";
 
 /** HTTP response header that carries the routing metadata to the client. */
 export const ROUTING_HTTP_HEADER = "x-zml-routing";

@@ -19,10 +19,13 @@ export {
   HEADERS,
   TRACE_HEADERS,
   REPLY_KINDS,
+  ACCEPT_REPLY_KIND,
   ROUTING_HTTP_HEADER,
   MESSAGE_TYPES,
 } from "./headers.ts";
 export type { ReplyKind } from "./headers.ts";
+export { DISPATCHER_ALIVE_SUBJECT, DispatcherAliveSchema } from "./dispatcher-liveness.ts";
+export type { DispatcherAlive } from "./dispatcher-liveness.ts";
 export {
   ERROR_CODES,
   ErrorCodeSchema,

@@ -8,8 +8,20 @@ export {
   CONFIG_ERROR_EXIT_CODE,
 } from "./config.ts";
 export type { ConfigProblem, ConfigFixes } from "./config.ts";
-export { onShutdownSignal } from "./shutdown.ts";
-export type { ShutdownLogger } from "./shutdown.ts";
+export {
+  onShutdownSignal,
+  createShutdown,
+  createWorkCounter,
+  waitUntil,
+  SHUTDOWN_CONFIG_SHAPE,
+} from "./shutdown.ts";
+export type {
+  ShutdownLogger,
+  Shutdown,
+  ShutdownSettings,
+  StopContext,
+  WorkCounter,
+} from "./shutdown.ts";
 export { guardedConnector, guardedLookup, NodeAddressRefusedError } from "./node-connector.ts";
 export { startWhenPossible, untilShutdown } from "./start-retry.ts";
 export type { StartWhenPossibleOptions, StartRetryLogger } from "./start-retry.ts";

@@ -15,6 +15,8 @@ import {
   RevocationSchema,
 } from "@zml/contracts";
 import type { ApprovedMeasurement, AttestationResult, Revocation } from "@zml/contracts";
+import { createWorkCounter, waitUntil } from "@zml/runtime";
+import type { StopContext } from "@zml/runtime";
 import type { Logger, Registry } from "@zml/telemetry";
 import { createAttestationService } from "./attestation-service.ts";
 import { createAttestor } from "./attestor.ts";
@@ -41,7 +43,8 @@ export interface AttestationApp {
   /** True once the revocation list is replayed and verify requests are served. */
   isReady(): boolean;
   summary(): { revocations: number; measurements: number };
-  stop(): Promise<void>;
+  /** Stops serving; running verifications may finish until `context.deadline`. */
+  stop(context?: StopContext): Promise<void>;
 }
 
 export async function startAttestation(deps: AttestationAppDeps): Promise<AttestationApp> {
@@ -147,7 +150,8 @@ export async function startAttestation(deps: AttestationAppDeps): Promise<Attest
   nodesLoaded = true;
   service.syncNodes(nodes.map);
 
-  const verifySub = serveVerify(bus, service, { log, metrics });
+  const verifying = createWorkCounter();
+  const verifySub = serveVerify(bus, service, { log, metrics, inFlight: verifying });
   ready = true;
 
   // Ready means the server already routes our subscriptions to us.
@@ -155,13 +159,19 @@ export async function startAttestation(deps: AttestationAppDeps): Promise<Attest
   return {
     isReady: () => ready,
     summary: () => ({ revocations: revocations.map.size, measurements: measurements.map.size }),
-    async stop() {
+    async stop(context) {
       ready = false;
+      // No new verifications; the ones running finish (within the bound) before the
+      // service's timers and watches stop under them.
+      await verifySub.drain();
+      const deadline = context?.deadline ?? deps.clock();
+      if (!(await waitUntil(() => verifying.count() === 0, deadline, deps.clock))) {
+        log.warn({ in_flight: verifying.count() }, "verifications still running at stop");
+      }
       service.stop();
       revocations.stop();
       measurements.stop();
       nodes.stop();
-      await verifySub.drain();
     },
   };
 }

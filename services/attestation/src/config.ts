@@ -1,5 +1,5 @@
 import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
-import { parseConfig } from "@zml/runtime";
+import { parseConfig, SHUTDOWN_CONFIG_SHAPE } from "@zml/runtime";
 import { TCB_STATUSES } from "@zml/tdx";
 import { z } from "zod";
 
@@ -12,6 +12,7 @@ const flag = (fallback: "true" | "false") =>
 const ConfigSchema = z
   .object({
     ...BUS_CONFIG_SHAPE,
+    ...SHUTDOWN_CONFIG_SHAPE,
     ATTESTATION_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9103),
     ATTESTATION_OPS_HOST: z.string().default("127.0.0.1"),
     LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),

@@ -4,12 +4,7 @@ import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { busOptionsOf, connectBus } from "@zml/bus";
 import type { Bus } from "@zml/bus";
-import {
-  onShutdownSignal,
-  reportStartupErrors,
-  startWhenPossible,
-  untilShutdown,
-} from "@zml/runtime";
+import { createShutdown, reportStartupErrors, startWhenPossible } from "@zml/runtime";
 import {
   createLogger,
   createMetrics,
@@ -26,6 +21,7 @@ reportStartupErrors("zml-attestation");
 const telemetry = startTelemetry({ serviceName: "zml-attestation", env: process.env });
 const config = loadConfig(process.env);
 const log = createLogger({ service: "attestation", level: config.LOG_LEVEL });
+const shutdown = createShutdown(log, config);
 const { registry } = createMetrics({ service: "attestation" });
 const trust = await loadTrust(config, (path) => readFile(path, "utf8"));
 if (!trust.intelRoot) {
@@ -34,26 +30,18 @@ if (!trust.intelRoot) {
     "trust anchor is not Intel's SGX root CA: dev and tests only",
   );
 }
-// Filled in as start-up gets there; the ops server and the shutdown handler come first.
+// Filled in as start-up gets there. The ops server comes first: while NATS or JetStream is
+// away it answers not-ready and start-up keeps trying, instead of exiting into an
+// orchestrator's restart loop. A signal before the start is done exits at once.
 const started: { bus?: Bus; app?: Awaited<ReturnType<typeof startAttestation>> } = {};
-// While NATS or JetStream is away the ops server answers not-ready and start-up keeps
-// trying, instead of exiting into an orchestrator's restart loop.
 const ops = await startOpsServer({
   host: config.ATTESTATION_OPS_HOST,
   port: config.ATTESTATION_OPS_PORT,
   registry,
-  isReady: () => started.app?.isReady() === true && started.bus?.isConnected() === true,
+  isReady: () =>
+    !shutdown.stopping && started.app?.isReady() === true && started.bus?.isConnected() === true,
   log,
 });
-const starting = new AbortController();
-onShutdownSignal(log, async () => {
-  starting.abort(new Error("shutting down"));
-  await started.app?.stop();
-  await started.bus?.drain();
-  await ops.close();
-  await telemetry.shutdown();
-});
-
 const bus = await connectBus({
   ...busOptionsOf(config, "attestation"),
   name: "zml-attestation",
@@ -75,7 +63,14 @@ const app = await startWhenPossible(
         randomHex: (bytes) => randomBytes(bytes).toString("hex"),
       }),
     ),
-  { what: "attestation", log, signal: starting.signal },
-).catch(untilShutdown(starting.signal));
+  { what: "attestation", log },
+);
 started.app = app;
 log.info({ ops: ops.url, ...app.summary() }, "attestation ready");
+
+shutdown.onStop(async (context) => {
+  await app.stop(context);
+  await bus.drain();
+  await ops.close();
+  await telemetry.shutdown();
+});

@@ -26,6 +26,8 @@ import {
   nodeObservationSubject,
 } from "@zml/contracts";
 import type { NodeState } from "@zml/contracts";
+import { waitUntil } from "@zml/runtime";
+import type { StopContext } from "@zml/runtime";
 import type { Logger, Registry } from "@zml/telemetry";
 import { createAttestationGate } from "./attestation-gate.ts";
 import { startBatchWorker } from "./batch/batch-worker.ts";
@@ -34,6 +36,7 @@ import { createCapacitySignal } from "./capacity-signal.ts";
 import type { DispatcherConfig } from "./config.ts";
 import { watchDispatcherState } from "./dispatcher-state.ts";
 import { createRouteHandler } from "./handle-route.ts";
+import { startLivenessBeats } from "./liveness-beats.ts";
 import { createDispatcherMetrics } from "./metrics.ts";
 import { createNodePools } from "./node-pools.ts";
 import { createNodeStateFeed } from "./node-state-feed.ts";
@@ -54,13 +57,21 @@ export interface DispatcherDeps {
   random: () => number;
   /** `bytes` random bytes as hex (nonces, session ids). */
   randomHex: (bytes: number) => string;
+  /** This replica's id, in `accept` frames and liveness beats. */
+  replica: string;
 }
 
 export interface Dispatcher {
   /** Nodes known when it started, for the ready log line. */
   readonly nodeCount: number;
-  /** Stops taking work, lets running work finish, then releases its node connections. */
-  stop(): Promise<void>;
+  /**
+   * Stops taking work (route and session subscriptions drained, batch pulls stopped, waiting
+   * jobs handed back), lets running work finish until `deadline` (running batch jobs still
+   * going then are handed back; sync requests still going then are ended by `leaving`
+   * beat at intake), then releases its node connections. The bus stays open for the caller
+   * to drain.
+   */
+  stop(context: StopContext): Promise<void>;
 }
 
 /** Loads every configuration bucket, then serves route requests, sessions and batch jobs. */
@@ -182,10 +193,16 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     });
   }, config.SESSION_SWEEP_INTERVAL_MS);
   sweep.unref();
+  // Beats first: a request accepted below is followed by intake from its first frame on.
+  const beats = startLivenessBeats(bus, {
+    replica: deps.replica,
+    intervalMs: config.DISPATCHER_BEAT_INTERVAL_MS,
+    log,
+  });
   const requests = subscribeMessages(
     bus,
     ROUTE_REQUEST_SUBJECT,
-    createRouteHandler({ ...executeDeps, cancellations }),
+    createRouteHandler({ ...executeDeps, cancellations, replica: deps.replica }),
     { queue: DISPATCHER_QUEUE_GROUP, log },
   );
   // Every replica hears every cancel; only the one serving the request acts on it.
@@ -211,11 +228,19 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   await bus.flush();
   return {
     nodeCount: state.nodes.map.size,
-    async stop() {
+    async stop({ deadline }) {
+      // No new work: the server stops handing this replica route and session requests (the
+      // queue group's other members get them), what was already delivered is still served.
       await requests.drain();
       clearInterval(sweep);
       await Promise.all(sessionSubs.map((sub) => sub.drain()));
-      await batch?.stop();
+      await batch?.stop(deadline);
+      const finished = await waitUntil(() => cancellations.size() === 0, deadline, clock);
+      if (!finished) {
+        log.warn({ in_flight: cancellations.size() }, "requests still running at stop");
+      }
+      // Whatever still runs is over for intake now (it re-routes or answers dispatcher_lost).
+      beats.leave();
       observations.flush();
       cancels.unsubscribe();
       cooldowns.unsubscribe();

@@ -1,11 +1,12 @@
-import { CidrListSetting, NODE_COOLDOWN_MAX_MS } from "@zml/contracts";
+import { CidrListSetting, NODE_COOLDOWN_MAX_MS, NODE_ID_PATTERN } from "@zml/contracts";
 import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
-import { parseConfig } from "@zml/runtime";
+import { parseConfig, SHUTDOWN_CONFIG_SHAPE } from "@zml/runtime";
 import { z } from "zod";
 
 const ConfigSchema = z
   .object({
     ...BUS_CONFIG_SHAPE,
+    ...SHUTDOWN_CONFIG_SHAPE,
     /**
      * Node addresses allowed beyond the defaults, and always refused (comma-separated CIDRs),
      * checked on every connection after DNS. Link-local and cloud metadata ranges are refused
@@ -16,6 +17,13 @@ const ConfigSchema = z
     /** Port of /healthz, /readyz and /metrics. */
     DISPATCHER_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
     DISPATCHER_OPS_HOST: z.string().default("127.0.0.1"),
+    /** This replica's name in `accept` frames and liveness beats (default host-pid-random). */
+    DISPATCHER_REPLICA_ID: z.string().regex(NODE_ID_PATTERN).optional(),
+    /**
+     * How often this replica publishes its liveness beat. Intake declares a replica lost
+     * after `max(ZML_DISPATCHER_LOSS_MS, 3 × this)` without one.
+     */
+    DISPATCHER_BEAT_INTERVAL_MS: z.coerce.number().int().min(10).max(60_000).default(250),
     LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
     /** Per-attempt limits on the call to a node. */
     DISPATCH_CONNECT_TIMEOUT_MS: z.coerce.number().int().positive().default(2_000),

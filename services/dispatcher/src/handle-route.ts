@@ -1,5 +1,5 @@
 import { context } from "@opentelemetry/api";
-import { createReplyWriter, extractTraceContext } from "@zml/bus";
+import { createReplyWriter, extractTraceContext, sendAccept } from "@zml/bus";
 import type { Msg } from "@zml/bus";
 import { MESSAGE_TYPES, ZmlError } from "@zml/contracts";
 import type { Cancellations } from "./cancellations.ts";
@@ -9,6 +9,8 @@ import { readRouteHeaders } from "./route-headers.ts";
 
 export interface RouteHandlerDeps extends ExecuteDeps {
   cancellations: Cancellations;
+  /** This replica's id, named in the `accept` frame every request gets first. */
+  replica: string;
 }
 
 /** Serves one `route.request` message: the answer goes back as frames to its reply inbox. */
@@ -26,6 +28,9 @@ export function createRouteHandler(deps: RouteHandlerDeps): (msg: Msg) => Promis
       writer.error(error.toBody());
       return;
     }
+    // Before any answer frame: intake follows this replica's liveness for this request from
+    // here on. (A refused request above ends at once, with its error as its only frame.)
+    sendAccept(deps.bus, msg.reply, deps.replica);
     const cancelled = deps.cancellations.register(msg.reply);
     try {
       await context.with(extractTraceContext(msg.headers), () =>

@@ -50,8 +50,11 @@ export function createAggregator(options: AggregatorOptions): Aggregator {
   let nodes: ReadonlyMap<string, NodeSpec> = new Map();
   let replicas: readonly string[] = [self];
   let owned = new Set<string>();
+  // Probes still running at stop end without publishing: the bus is about to close.
+  let stopped = false;
 
   const apply = (update: HealthUpdate) => {
+    if (stopped) return;
     const { state } = update;
     for (const t of update.transitions) {
       log.info(
@@ -139,6 +142,7 @@ export function createAggregator(options: AggregatorOptions): Aggregator {
     },
     owned: () => owned,
     stop() {
+      stopped = true;
       scheduler.stop();
     },
   };

@@ -1,12 +1,13 @@
 import { DEFAULT_HEALTH_CONFIG } from "@zml/health";
 import { CidrListSetting } from "@zml/contracts";
 import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
-import { parseConfig } from "@zml/runtime";
+import { parseConfig, SHUTDOWN_CONFIG_SHAPE } from "@zml/runtime";
 import { z } from "zod";
 
 const ConfigSchema = z
   .object({
     ...BUS_CONFIG_SHAPE,
+    ...SHUTDOWN_CONFIG_SHAPE,
     /**
      * Node addresses allowed beyond the defaults, and always refused (comma-separated CIDRs),
      * checked on every connection after DNS. Link-local and cloud metadata ranges are refused

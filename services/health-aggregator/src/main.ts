@@ -5,12 +5,7 @@ import { hostname } from "node:os";
 import { busOptionsOf, connectBus } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { createNodeAddressPolicy } from "@zml/contracts";
-import {
-  onShutdownSignal,
-  reportStartupErrors,
-  startWhenPossible,
-  untilShutdown,
-} from "@zml/runtime";
+import { createShutdown, reportStartupErrors, startWhenPossible } from "@zml/runtime";
 import {
   createLogger,
   createMetrics,
@@ -35,18 +30,24 @@ const log = createLogger({ service: "health-aggregator", level: config.LOG_LEVEL
   replica: self,
 });
 const { registry } = createMetrics({ service: "health-aggregator" });
-// Filled in as start-up gets there; the ops server and the shutdown handler come first.
+const shutdown = createShutdown(log, config);
+// Filled in as start-up gets there. The ops server comes first: while NATS or JetStream is
+// away it answers not-ready and start-up keeps trying, instead of exiting into an
+// orchestrator's restart loop. A signal before the start is done exits at once.
 const started: { bus?: Bus; aggregator?: HealthAggregator } = {};
-// While NATS or JetStream is away the ops server answers not-ready and start-up keeps
-// trying, instead of exiting into an orchestrator's restart loop.
 const ops = await startOpsServer({
   host: config.AGGREGATOR_OPS_HOST,
   port: config.AGGREGATOR_OPS_PORT,
   registry,
-  isReady: () => started.aggregator !== undefined && started.bus?.isConnected() === true,
+  isReady: () =>
+    !shutdown.stopping && started.aggregator !== undefined && started.bus?.isConnected() === true,
   log,
 });
-const starting = new AbortController();
+const bus = await connectBus({
+  ...busOptionsOf(config, "health-aggregator"),
+  name: "zml-health-aggregator",
+  log,
+});
 const prober = createNodeProber({
   keepAliveMs: config.POLL_INTERVAL_MS * 2,
   timeoutMs: config.PROBE_TIMEOUT_MS,
@@ -57,20 +58,6 @@ const prober = createNodeProber({
   }),
 });
 
-onShutdownSignal(log, async () => {
-  starting.abort(new Error("shutting down"));
-  await started.aggregator?.stop();
-  await started.bus?.drain();
-  await prober.close();
-  await ops.close();
-  await telemetry.shutdown();
-});
-
-const bus = await connectBus({
-  ...busOptionsOf(config, "health-aggregator"),
-  name: "zml-health-aggregator",
-  log,
-});
 started.bus = bus;
 const aggregator = await startWhenPossible(
   () =>
@@ -86,7 +73,15 @@ const aggregator = await startWhenPossible(
         random: Math.random,
       }),
     ),
-  { what: "health-aggregator", log, signal: starting.signal },
-).catch(untilShutdown(starting.signal));
+  { what: "health-aggregator", log },
+);
 started.aggregator = aggregator;
 log.info({ ops: ops.url, ...aggregator.summary() }, "health-aggregator ready");
+
+shutdown.onStop(async () => {
+  await aggregator.stop();
+  await bus.drain();
+  await prober.close();
+  await ops.close();
+  await telemetry.shutdown();
+});

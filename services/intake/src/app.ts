@@ -3,6 +3,8 @@ import type { Http2ServerRequest } from "node:http2";
 import { createReplyMux } from "@zml/bus";
 import type { ReplyMux } from "@zml/bus";
 import { createNodeAddressPolicy, ZmlError } from "@zml/contracts";
+import { waitUntil } from "@zml/runtime";
+import type { StopContext } from "@zml/runtime";
 import type { Logger } from "@zml/telemetry";
 import Fastify, { LogController } from "fastify";
 import type { FastifyInstance } from "fastify";
@@ -18,6 +20,9 @@ import type { IntakeConfig } from "./config.ts";
 import { isHttp2, sendError, toZmlError } from "./errors.ts";
 import { createKeyStoreStatus } from "./key-store.ts";
 import { createIntakeMetrics } from "./metrics.ts";
+import { followDispatchers } from "./dispatcher-liveness.ts";
+import { createInFlight } from "./in-flight.ts";
+import type { InFlight } from "./in-flight.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import { createRateLimiter } from "./rate-limit.ts";
 import type { ClientRouteDeps } from "./route-deps.ts";
@@ -29,7 +34,7 @@ import { jobRoutes } from "./routes/jobs.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { opsRoutes } from "./routes/ops.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
-import { createServerFactory } from "./server.ts";
+import { closeAllConnections, createServerFactory } from "./server.ts";
 import { watchIntakeState } from "./state.ts";
 import { settleUnreadBody } from "./unread-body.ts";
 import type { ServerOptions } from "./server.ts";
@@ -55,12 +60,17 @@ export interface IntakeDeps extends ClientRouteDeps {
     | "ZML_AUTH_FAILURES_PER_MINUTE"
     | "ZML_ATTESTATION_NONCE_PER_MINUTE"
     | "ZML_CLIENT_BUFFER_MAX_BYTES"
+    | "ZML_DISPATCHER_REROUTES"
     | "ZML_NODE_ALLOW_CIDRS"
     | "ZML_NODE_DENY_CIDRS"
   >;
   /** PEM key and certificate when serving TLS. */
   tls: ServerOptions["tls"];
   isReady: () => boolean;
+  /** True once a stop began: client and admin calls get 503 `shutting_down` with a body. */
+  isDraining?: () => boolean;
+  /** Counts the requests being answered, for a graceful stop. */
+  inFlight?: InFlight;
 }
 
 /** Routes that take a credential; ops routes (`/healthz`, `/metrics`, …) are never throttled. */
@@ -88,6 +98,8 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
       requestIdLogLabel: "request_id",
     }),
     bodyLimit: config.ZML_BODY_LIMIT_BYTES,
+    // Refusals while stopping are answered by the draining hook below, with a body.
+    return503OnClosing: false,
     serverFactory: createServerFactory({
       tls: deps.tls,
       h2c: config.ZML_H2C,
@@ -140,6 +152,23 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
     if (wait === undefined) return;
     const message = "too many failed authentications from this address; retry later";
     return sendError(reply, new ZmlError("auth_throttled", message, "authorization", wait));
+  });
+  app.addHook("onRequest", (_req, reply, done) => {
+    deps.inFlight?.track(reply.raw);
+    done();
+  });
+  // While stopping, what the listener still receives (a keep-alive connection's next
+  // request) gets a retryable 503 with a body and `Connection: close`; in-flight requests
+  // finish. Probes keep answering, `/readyz` with not-ready.
+  app.addHook("onRequest", async (req, reply) => {
+    if (!deps.isDraining?.()) return;
+    // Keep-alive clients reconnect, and so find a replica that is not stopping.
+    if (!isHttp2(req)) reply.header("connection", "close");
+    if (!AUTHENTICATED_PREFIXES.some((p) => req.url.startsWith(p))) return;
+    return sendError(
+      reply,
+      new ZmlError("shutting_down", "this gateway replica is stopping; retry", null, 1),
+    );
   });
   app.addHook("onResponse", (req, reply, done) => {
     if (reply.statusCode === 401) authThrottle.recordFailure(req.ip, deps.clock());
@@ -205,6 +234,7 @@ const publicRoutes = (deps: IntakeDeps) => async (app: FastifyInstance) => {
       metrics,
       requestTimeoutMs: config.ZML_REQUEST_TIMEOUT_MS,
       maxBufferedBytes: config.ZML_CLIENT_BUFFER_MAX_BYTES,
+      reroutes: config.ZML_DISPATCHER_REROUTES,
       clock: deps.clock,
     }),
   );
@@ -221,13 +251,20 @@ export interface StartIntakeDeps extends Pick<
   config: IntakeDeps["config"] &
     Pick<
       IntakeConfig,
-      "ZML_HOST" | "ZML_PORT" | "ZML_KEY_STORE_MAX_STALE_MS" | "ZML_ADMIN_PORT" | "ZML_ADMIN_HOST"
+      | "ZML_HOST"
+      | "ZML_PORT"
+      | "ZML_KEY_STORE_MAX_STALE_MS"
+      | "ZML_ADMIN_PORT"
+      | "ZML_ADMIN_HOST"
+      | "ZML_DISPATCHER_LOSS_MS"
     >;
   /**
    * The connection the admin API writes configuration with (the `admin` identity); intake's
    * own identity may only read it. Default: `bus` (tests, insecure setups).
    */
   adminBus?: IntakeDeps["bus"];
+  /** The process's own stopping flag: readiness fails from the signal on. */
+  isStopping?: () => boolean;
 }
 
 export interface Intake {
@@ -236,7 +273,12 @@ export interface Intake {
   url: string;
   /** The admin listener's URL, when `ZML_ADMIN_PORT` gave it one of its own. */
   adminUrl: string | undefined;
-  stop(): Promise<void>;
+  /**
+   * Graceful stop: not ready, stops listening, answers what still arrives on open
+   * connections with 503 `shutting_down`, lets in-flight requests finish until `deadline`
+   * (then ends them with `shutting_down`), and closes. Without a context, nothing waits.
+   */
+  stop(context?: StopContext): Promise<void>;
 }
 
 /**
@@ -256,12 +298,35 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
     clock: deps.clock,
   });
   const allowlist = await watchAllowlistFeed(bus, deps.log);
-  const mux = createReplyMux(bus);
+  // The mux learns from each request's `accept` frame which dispatcher serves it; the
+  // follower ends those requests when that dispatcher's beats stop (or it leaves). Accept
+  // frames only arrive for requests sent once both exist.
+  const mux = createReplyMux(bus, { onAccept: (replica) => dispatchers.accepted(replica) });
+  const dispatchers = followDispatchers(bus, {
+    lossAfterMs: config.ZML_DISPATCHER_LOSS_MS,
+    sweepEveryMs: Math.max(50, Math.min(250, config.ZML_DISPATCHER_LOSS_MS / 4)),
+    clock: deps.clock,
+    log: deps.log,
+    onLost: (replica, reason) => {
+      const lost = new ZmlError(
+        "dispatcher_lost",
+        "the dispatcher serving this request stopped before answering; retry",
+        null,
+        1,
+      );
+      const failed = mux.failServedBy(replica, lost);
+      if (failed > 0 || reason === "silent") {
+        deps.log.warn({ dispatcher: replica, reason, requests: failed }, "dispatcher lost");
+      }
+    },
+  });
   const unlisten = bus.onConnectionChange((connected) => {
     if (!connected) {
       mux.failAll(new ZmlError("bus_unavailable", "message bus connection lost", null, 1));
     }
   });
+  let draining = false;
+  const inFlight = createInFlight();
   const appDeps: IntakeDeps = {
     ...deps,
     mux,
@@ -271,7 +336,9 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
     policies: state.policies.map,
     configStore: createKvConfigStore(deps.adminBus ?? bus),
     allowlist,
-    isReady: () => bus.isConnected(),
+    isReady: () => !deps.isStopping?.() && !draining && bus.isConnected(),
+    isDraining: () => draining,
+    inFlight,
   };
   // With ZML_ADMIN_PORT the admin API, metrics and OpenAPI get a listener of their own.
   const separateAdmin = config.ZML_ADMIN_PORT !== undefined;
@@ -286,10 +353,26 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
     app,
     url: urlOf(config.ZML_HOST, app),
     adminUrl: adminApp ? urlOf(config.ZML_ADMIN_HOST, adminApp) : undefined,
-    async stop() {
-      await app.close();
-      await adminApp?.close();
+    async stop(context) {
+      // Not ready from here on (also when the caller's own flag did not say so already).
+      draining = true;
+      // Stop listening; open connections finish what they carry.
+      const closed = Promise.all([app.close(), adminApp?.close()]);
+      const deadline = context?.deadline ?? deps.clock();
+      const finished = await waitUntil(() => inFlight.count() === 0, deadline, deps.clock);
+      if (!finished) {
+        deps.log.warn({ in_flight: inFlight.count() }, "requests still running at stop");
+        // Each gets a retryable answer with a body (or an error event mid-stream), never
+        // a bare cut.
+        mux.failAll(new ZmlError("shutting_down", "this gateway replica is stopping", null, 1));
+        await waitUntil(() => inFlight.count() === 0, deps.clock() + 1_000, deps.clock);
+      }
+      // Nothing is being answered now: keep-alive connections (a client's pool, a prober)
+      // would otherwise hold the listener open until they idle out.
+      for (const a of [app, adminApp]) if (a) closeAllConnections(a.server);
+      await closed;
       unlisten();
+      dispatchers.stop();
       mux.close();
       state.stop();
       allowlist.stop();

@@ -1,6 +1,6 @@
 import { CidrListSetting } from "@zml/contracts";
 import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
-import { parseConfig } from "@zml/runtime";
+import { parseConfig, SHUTDOWN_CONFIG_SHAPE } from "@zml/runtime";
 import { adminTokenWeakness } from "./admin-token.ts";
 import { z } from "zod";
 
@@ -11,6 +11,7 @@ const flag = z
 const ConfigSchema = z
   .object({
     ...BUS_CONFIG_SHAPE,
+    ...SHUTDOWN_CONFIG_SHAPE,
     ZML_HOST: z.string().default("0.0.0.0"),
     ZML_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
     LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
@@ -31,6 +32,17 @@ const ConfigSchema = z
       .default(8 * 1024 * 1024),
     /** How long a client waits for a routed answer, and the longest silence mid-stream. */
     ZML_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
+    /**
+     * A dispatcher replica silent this long (no liveness beat) is lost: the requests it
+     * accepted end at once, re-routed or with 503 `dispatcher_lost`, instead of at the
+     * request timeout. At least 3 of the replica's beat intervals are always allowed.
+     */
+    ZML_DISPATCHER_LOSS_MS: z.coerce.number().int().min(100).max(600_000).default(1_000),
+    /**
+     * How many times a request whose dispatcher was lost before any byte reached the client
+     * is sent again (to another replica); past that it gets 503 `dispatcher_lost`.
+     */
+    ZML_DISPATCHER_REROUTES: z.coerce.number().int().min(0).max(3).default(1),
     /** Slow-header (slowloris) protection. */
     ZML_HEADERS_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
     /** Time allowed to receive a whole request body; slower uploads get 408. */

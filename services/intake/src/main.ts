@@ -2,7 +2,7 @@
 // to NATS and starts the intake app.
 import { busOptionsOf, connectBus } from "@zml/bus";
 import {
-  onShutdownSignal,
+  createShutdown,
   readConfigFile,
   reportStartupErrors,
   startWhenPossible,
@@ -24,6 +24,7 @@ function cannotImproveByWaiting(err: unknown): boolean {
 const telemetry = startTelemetry({ serviceName: "zml-intake", env: process.env });
 const config = loadConfig(process.env);
 const log = createLogger({ service: "intake", level: config.LOG_LEVEL });
+const shutdown = createShutdown(log, config);
 const { registry } = createMetrics({ service: "intake" });
 const tls =
   config.ZML_TLS_CERT_FILE && config.ZML_TLS_KEY_FILE
@@ -59,6 +60,7 @@ const intake = await startWhenPossible(
       log,
       tls,
       clock: Date.now,
+      isStopping: () => shutdown.stopping,
     }),
   { what: "intake", log, isPermanent: cannotImproveByWaiting },
 );
@@ -72,8 +74,8 @@ log.info(
   "intake ready",
 );
 
-onShutdownSignal(log, async () => {
-  await intake.stop();
+shutdown.onStop(async (context) => {
+  await intake.stop(context);
   await adminBus?.drain();
   await bus.drain();
   await telemetry.shutdown();

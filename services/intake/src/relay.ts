@@ -1,6 +1,6 @@
 import type { ServerResponse } from "node:http";
 import { createHeaders, errorOfFrame, publishBytes } from "@zml/bus";
-import type { Bus, MsgHdrs, ReplyMux, RouteFrame } from "@zml/bus";
+import type { Bus, MsgHdrs, PendingReply, ReplyMux, RouteFrame } from "@zml/bus";
 import {
   HEADERS,
   ROUTE_CANCEL_SUBJECT,
@@ -27,6 +27,8 @@ export interface RelayOutcome {
    * broken stream): then the client saw status 200, but the request failed.
    */
   errorCode: ErrorCode | undefined;
+  /** Times the request was sent again because its dispatcher was lost before answering. */
+  reroutes: number;
 }
 
 export interface RelayDeps {
@@ -40,6 +42,8 @@ export interface RelayDeps {
    * bounded amount of memory.
    */
   maxBufferedBytes: number;
+  /** Re-sends allowed when the serving dispatcher is lost before any answer frame. */
+  reroutes: number;
   clock: () => number;
 }
 
@@ -68,29 +72,42 @@ export function relay(
     nodeMs: undefined,
     firstFrameAt: undefined,
     errorCode: undefined,
+    reroutes: 0,
   };
   const done = (status: number, error?: ZmlError) => {
     outcome.errorCode = error?.code;
     finish(error?.status ?? status, outcome);
   };
   const send = (onFrame: (frame: RouteFrame) => void, onAbort: () => void) => {
-    const pending = deps.mux.request(
-      ROUTE_REQUEST_SUBJECT,
-      body,
-      headers,
-      (frame) => {
-        if (frame.routing) outcome.routing = frame.routing;
-        if (outcome.firstFrameAt === undefined) {
-          outcome.firstFrameAt = deps.clock();
-          outcome.nodeMs = frame.nodeMs;
-        }
-        if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
-          complete = true;
-        }
-        onFrame(frame);
-      },
-      { idleTimeoutMs: deps.idleTimeoutMs },
-    );
+    let reroutesLeft = deps.reroutes;
+    const onAnyFrame = (frame: RouteFrame) => {
+      const lost = frame.kind === "error" && errorOfFrame(frame).code === "dispatcher_lost";
+      // Should the replica only have been slow, not dead, it stops the node call.
+      if (lost) publishCancel(deps.bus, pending.inbox);
+      // Its dispatcher died before any answer frame, so nothing reached the client yet:
+      // another replica of the queue group may take the request instead.
+      if (lost && outcome.firstFrameAt === undefined && reroutesLeft > 0) {
+        reroutesLeft--;
+        outcome.reroutes++;
+        req.log.warn({ inbox: pending.inbox }, "dispatcher lost; request re-routed");
+        pending = issue();
+        return;
+      }
+      if (frame.routing) outcome.routing = frame.routing;
+      if (outcome.firstFrameAt === undefined) {
+        outcome.firstFrameAt = deps.clock();
+        outcome.nodeMs = frame.nodeMs;
+      }
+      if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
+        complete = true;
+      }
+      onFrame(frame);
+    };
+    const issue = (): PendingReply =>
+      deps.mux.request(ROUTE_REQUEST_SUBJECT, body, headers, onAnyFrame, {
+        idleTimeoutMs: deps.idleTimeoutMs,
+      });
+    let pending = issue();
     reply.raw.once("close", () => {
       if (complete) return;
       complete = true;

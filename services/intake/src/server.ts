@@ -145,3 +145,13 @@ function sniff(socket: Socket, timeoutMs: number, route: (isH2: boolean) => void
   socket.once("error", onEarlyEnd);
   socket.once("end", onEarlyEnd);
 }
+
+/**
+ * Ends every connection of a listener that is closing and has nothing in flight, so open
+ * keep-alive connections do not hold it open until they idle out. The TLS listener is an
+ * HTTP/2 server without this call: its sessions end with their GOAWAY or idle timeout.
+ */
+export function closeAllConnections(server: HttpServer): void {
+  const s = server as Partial<Pick<HttpServer, "closeAllConnections">>;
+  if (typeof s.closeAllConnections === "function") s.closeAllConnections.call(server);
+}

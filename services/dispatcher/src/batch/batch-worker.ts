@@ -1,6 +1,7 @@
 import { ensureJobStreams, openOwnedKv } from "@zml/bus";
 import type { JobMessage } from "@zml/bus";
 import { JOB_MESSAGE_TYPE, JOB_STATUS_BUCKET, ZmlError } from "@zml/contracts";
+import { waitUntil } from "@zml/runtime";
 import type { AccountSpec } from "@zml/contracts";
 import type { Registry } from "@zml/telemetry";
 import type { DispatcherConfig } from "../config.ts";
@@ -44,6 +45,24 @@ interface Ticket extends JobRef {
 
 const NEVER = new AbortController().signal;
 
+export interface BatchWorker {
+  /**
+   * Stops pulling; jobs waiting for capacity are handed back at once (nak without delay:
+   * another dispatcher takes them now, not after the ack wait); running jobs may finish
+   * until `deadline`, and those still running then are handed back the same way.
+   */
+  stop(deadline: number): Promise<void>;
+}
+
+/** Hands a job back to JetStream for immediate redelivery; a closed bus leaves it to the ack wait. */
+function handBack(ticket: JobRef): void {
+  try {
+    ticket.msg.nak();
+  } catch {
+    // The connection is gone: JetStream redelivers the job after its ack wait anyway.
+  }
+}
+
 /**
  * Batch workers: one durable pull consumer per account on the jobs work queue. A job is
  * taken from JetStream only when its account's previous job has started, and started only
@@ -52,12 +71,14 @@ const NEVER = new AbortController().signal;
  * order, which is round-robin between accounts. A job is acked only after its result is
  * stored; the result is stored at most once per job id.
  */
-export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop(): Promise<void> }> {
+export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWorker> {
   await ensureJobStreams(deps.bus, { owner: true });
   const statusKv = await openOwnedKv(deps.bus, JOB_STATUS_BUCKET);
   const metrics = createBatchMetrics(deps.registry);
   const { finish, status } = createJobFinisher({ ...deps, statusKv, metrics });
   const waiting: Ticket[] = [];
+  /** Jobs running on a node, with the timer that keeps their delivery alive. */
+  const running = new Map<Ticket, NodeJS.Timeout>();
   let stopped = false;
   let wake: () => void = () => {};
   const progressEveryMs = deps.config.BATCH_ACK_WAIT_MS / 3;
@@ -112,13 +133,22 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
     writer: CollectingWriter,
   ) => {
     metrics.running.inc();
+    const deliveries = ticket.msg.info.deliveryCount;
+    deps.log.info(
+      { job_id: ticket.jobId, account: ticket.account, deliveries },
+      "batch job started",
+    );
     status(ticket, "running", null, null, 0);
     // Long jobs tell JetStream they are alive so it does not redeliver them meanwhile.
     const progress = setInterval(() => ticket.msg.working(), progressEveryMs);
+    running.set(ticket, progress);
     try {
-      await finish(ticket, jobFinishOf(await result, writer.reply(), "failed"));
+      const outcome = jobFinishOf(await result, writer.reply(), "failed");
+      // Handed back on stop: the next delivery records the result.
+      if (running.has(ticket)) await finish(ticket, outcome);
     } finally {
       clearInterval(progress);
+      running.delete(ticket);
       metrics.running.dec();
     }
   };
@@ -143,6 +173,10 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
     ...deps,
     metrics,
     take: async (account, msg) => {
+      if (stopped) {
+        handBack({ account, jobId: "", msg });
+        return;
+      }
       const ticket = toTicket(account, msg, deps.clock());
       if (!ticket.ok) {
         await finish(ticket.job, ticket.failure);
@@ -156,12 +190,23 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<{ stop():
   });
 
   return {
-    async stop() {
+    async stop(deadline) {
       stopped = true;
       consumers.stop();
       wake();
       deps.capacity.notify();
       await scheduler;
+      for (const ticket of waiting.splice(0)) {
+        handBack(ticket);
+        ticket.release();
+      }
+      await waitUntil(() => running.size === 0, deadline, deps.clock);
+      for (const [ticket, progress] of running) {
+        clearInterval(progress);
+        running.delete(ticket);
+        handBack(ticket);
+        deps.log.warn({ job_id: ticket.jobId }, "batch job still running at stop; handed back");
+      }
     },
   };
 }

@@ -23,7 +23,7 @@ export interface JobFinisherDeps {
 }
 
 export type JobStatusWriter = (
-  job: Pick<JobRef, "jobId" | "account">,
+  job: JobRef,
   status: "queued" | "running" | JobOutcome,
   httpStatus: number | null,
   errorCode: string | null,
@@ -45,6 +45,8 @@ export function createJobFinisher(deps: JobFinisherDeps) {
       http_status: httpStatus,
       error_code: errorCode,
       attempts,
+      // JetStream's count, so a job that ran again (its dispatcher died mid-run) says so.
+      deliveries: job.msg.info.deliveryCount,
       updated_at: Date.now(),
     }).catch(() => undefined);
   };

@@ -116,7 +116,7 @@ export async function startRig(options: RigOptions): Promise<Rig> {
   let mux: ReplyMux | undefined;
   const stop = async () => {
     mux?.close();
-    await dispatcher?.stop();
+    await dispatcher?.stop({ deadline: Date.now() + 5_000 });
     await bus?.drain().catch(() => undefined);
     await Promise.allSettled([...sims.values()].map((s) => s.close()));
     await nats.stop();
@@ -179,6 +179,7 @@ export async function startRig(options: RigOptions): Promise<Rig> {
       clock: Date.now,
       random: Math.random,
       randomHex: (bytes) => "ab".repeat(bytes),
+      replica: "rig-dispatcher",
     });
     mux = createReplyMux(bus);
     const client = mux;

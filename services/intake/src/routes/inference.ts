@@ -29,6 +29,8 @@ export interface InferenceRouteDeps extends ClientRouteDeps {
   requestTimeoutMs: number;
   /** See `RelayDeps.maxBufferedBytes`. */
   maxBufferedBytes: number;
+  /** See `RelayDeps.reroutes`. */
+  reroutes: number;
 }
 
 /**
@@ -162,6 +164,7 @@ function forward(
           model: plan.model,
           duration_ms: now - f.startedAt,
           added_ms: addedMs,
+          ...(outcome.reroutes > 0 ? { reroutes: outcome.reroutes } : {}),
         },
         "request completed",
       ),
@@ -177,6 +180,7 @@ function forward(
         // longer here lets that error reach the client rather than a bare gateway timeout.
         idleTimeoutMs: deps.requestTimeoutMs + DEADLINE_GRACE_MS,
         maxBufferedBytes: deps.maxBufferedBytes,
+        reroutes: deps.reroutes,
         clock: deps.clock,
       },
       req,

@@ -116,6 +116,7 @@ export function jobRoutes(deps: JobRouteDeps) {
           job_id: id,
           status: "queued",
           attempts: 0,
+          deliveries: 0,
           error_code: null,
           result: null,
         };
@@ -130,6 +131,8 @@ export function jobRoutes(deps: JobRouteDeps) {
         job_id: id,
         status: status.status,
         attempts: status.attempts,
+        // JetStream deliveries: 2 or more means the job ran again (e.g. its dispatcher died).
+        deliveries: status.deliveries ?? (status.status === "queued" ? 0 : 1),
         error_code: status.error_code,
         updated_at: status.updated_at,
         result: result ? resultView(result.headers, result.data) : null,
