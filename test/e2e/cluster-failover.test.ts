@@ -1,7 +1,7 @@
 // Issue 17: the gateway on a 3-node NATS cluster, two replicas of every service, under sync
 // and batch load, losing one nats-server and then one health aggregator (SIGKILL each).
-// The kills of a dispatcher and of an intake replica are the subject of part B's work
-// (dead-dispatcher detection, graceful stop) and are not in this file yet.
+// The kills of a dispatcher and of an intake replica (part B's dead-dispatcher detection)
+// are not in this file yet: part B landed too late to extend it and see it pass.
 import { jetstreamManager } from "@nats-io/jetstream";
 import { natsConnectionOf, subscribeJson } from "@zml/bus";
 import { JOB_STREAMS, KV_BUCKETS, NODE_STATE_ALL, NodeStateSchema } from "@zml/contracts";
@@ -146,6 +146,8 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
     const victim = stack.cluster.servers.find((s) => s.name === leaderName)!;
     const killAt = Date.now();
     await victim.kill();
+    // Until its clients see the socket close, a request may still be sent through it.
+    const killNoticedBy = Date.now() + 100;
     stack.sims.get(DEGRADING)!.setFault({ kind: "health_fail" });
     let markedAt: number | undefined;
     await pollUntil(
@@ -201,7 +203,8 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
     expect(perJob.length).toBe(submitted.length);
     expect(perJob.filter((n) => n !== 1)).toEqual([]);
 
-    // Sync requests: the only failures are ones in flight at the server kill.
+    // Sync requests: the only failures are ones in flight at the server kill (sent before
+    // the killed server's clients could notice it was gone).
     const failed = sync.filter((r) => r.status !== 200);
     const summary = JSON.stringify({
       killed: victim.name,
@@ -225,7 +228,7 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
         .slice(0, 20),
     ]);
     expect(
-      failed.filter((r) => !(r.start <= killAt && r.end >= killAt)),
+      failed.filter((r) => !(r.start <= killNoticedBy && r.end >= killAt)),
       `${summary}\n${JSON.stringify(traces, null, 1)}`,
     ).toEqual([]);
     expect(sync.filter((r) => r.status === 200).length).toBeGreaterThan(50);
