@@ -40,9 +40,11 @@ describe("job submission while JetStream is unavailable", { timeout: 120_000 }, 
     expect(res.headers.get("retry-after")).toBe("2");
     expect(errorOf(await res.text())).toMatchObject({ code: "bus_unavailable", param: null });
 
+    // A lookup may still be served (KV direct gets answer from any replica, leader or not);
+    // if it is not, it is a retryable 503 too, never a 500.
     const lookup = await fetch(`${h.url}/v1/jobs/before-loss`, { headers: auth(API_KEY) });
-    expect(lookup.status).toBe(503);
-    expect(lookup.headers.get("retry-after")).toBe("2");
+    expect([200, 503]).toContain(lookup.status);
+    if (lookup.status === 503) expect(lookup.headers.get("retry-after")).toBe("2");
     await lookup.body?.cancel();
 
     await Promise.all(survivors.map((s) => s.start()));
