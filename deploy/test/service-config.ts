@@ -32,6 +32,9 @@ export function configKeys(target: ServiceTarget): Set<string> {
   if (source.includes("...BUS_CONFIG_SHAPE")) {
     source += readFileSync(join(root, "libs/bus/src/bus-config.ts"), "utf8");
   }
+  if (source.includes("...SHUTDOWN_CONFIG_SHAPE")) {
+    source += readFileSync(join(root, "libs/runtime/src/shutdown.ts"), "utf8");
+  }
   return new Set([...source.matchAll(/^\s+([A-Z][A-Z0-9_]+):\s/gm)].map((m) => m[1]!));
 }
 

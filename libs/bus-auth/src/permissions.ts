@@ -73,7 +73,12 @@ function readKv(bucket: string): Grant {
 /** Writing a KV bucket: put, delete and purge are all publishes to `$KV.<bucket>.<key>`. */
 function writeKv(bucket: string): Grant {
   return merge(readKv(bucket), {
-    publish: [`$KV.${bucket}.>`, `${JS_API}.STREAM.CREATE.${kvStream(bucket)}`],
+    // Create and update: the owner gives its bucket the configured replicas on start.
+    publish: [
+      `$KV.${bucket}.>`,
+      `${JS_API}.STREAM.CREATE.${kvStream(bucket)}`,
+      `${JS_API}.STREAM.UPDATE.${kvStream(bucket)}`,
+    ],
   });
 }
 
@@ -104,9 +109,16 @@ function consumeStream(stream: string): Grant {
   };
 }
 
-/** Creating streams that do not exist yet: a look first (info), then the create. */
+/**
+ * Creating streams that do not exist yet (a look first, then the create) and giving existing
+ * ones the configured replicas (update).
+ */
 const createStreams = (...streams: string[]): Grant => ({
-  publish: streams.flatMap((s) => [`${JS_API}.STREAM.INFO.${s}`, `${JS_API}.STREAM.CREATE.${s}`]),
+  publish: streams.flatMap((s) => [
+    `${JS_API}.STREAM.INFO.${s}`,
+    `${JS_API}.STREAM.CREATE.${s}`,
+    `${JS_API}.STREAM.UPDATE.${s}`,
+  ]),
 });
 
 /** The identity's private inbox: only it may subscribe there. */
@@ -174,6 +186,8 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
           NODE_COOLDOWN_SUBJECT,
           // Replicas share their per-node in-flight counts with each other only.
           DISPATCHER_IN_FLIGHT_ALL,
+          // The aggregator's state broadcast, beside the node-state bucket's watch.
+          NODE_STATE_ALL,
         ],
         // Route and session replies go to intake's inbox, and nowhere else.
         publish: [
@@ -237,7 +251,12 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
       // `zml get` shows live state next to the configuration; creating every bucket up front
       // means no reader ever depends on a writer having started first.
       ...ALL_KV_BUCKETS.map(readKv),
-      { publish: ALL_KV_BUCKETS.map((b) => `${JS_API}.STREAM.CREATE.${kvStream(b)}`) },
+      {
+        publish: ALL_KV_BUCKETS.flatMap((b) => [
+          `${JS_API}.STREAM.CREATE.${kvStream(b)}`,
+          `${JS_API}.STREAM.UPDATE.${kvStream(b)}`,
+        ]),
+      },
       createStreams(...ALL_STREAMS),
     ],
   },

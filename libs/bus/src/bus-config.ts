@@ -20,6 +20,11 @@ export const BUS_CONFIG_SHAPE = {
    * experiments only: it is logged loudly at start-up.
    */
   NATS_INSECURE: flag.default(false),
+  /**
+   * Copies of every stream and KV bucket this service creates or owns; applied to existing
+   * ones on start. Default: 3 on a NATS cluster, 1 on a single server.
+   */
+  NATS_REPLICAS: z.coerce.number().int().min(1).max(5).optional(),
 };
 
 interface BusConfig {
@@ -27,6 +32,7 @@ interface BusConfig {
   NATS_NKEY_SEED_FILE?: string | undefined;
   NATS_CA_FILE?: string | undefined;
   NATS_INSECURE: boolean;
+  NATS_REPLICAS?: number | undefined;
 }
 
 /** Refinement for a service config: an identity is required unless NATS_INSECURE is set. */
@@ -49,6 +55,7 @@ export function busOptionsOf(config: BusConfig, identity: string) {
     servers: config.NATS_URL,
     inboxPrefix: inboxPrefixOf(identity),
     insecure: config.NATS_INSECURE,
+    ...(config.NATS_REPLICAS !== undefined ? { replicas: config.NATS_REPLICAS } : {}),
     ...(config.NATS_NKEY_SEED_FILE ? { nkeySeedFile: config.NATS_NKEY_SEED_FILE } : {}),
     ...(config.NATS_CA_FILE ? { caFile: config.NATS_CA_FILE } : {}),
   };

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { connect } from "@nats-io/transport-node";
 import { nkeyAuthenticator } from "@nats-io/nats-core";
 import type { ConnectionOptions, NatsConnection, Status } from "@nats-io/nats-core";
+import { replicasFor } from "./replicas.ts";
 
 /** The subset of a pino logger the bus needs; libraries take a port, not pino itself. */
 export interface BusLogger {
@@ -31,6 +32,11 @@ export interface ConnectBusOptions {
    * {@link connectBus} refuses such a bus with {@link OpenBusError}.
    */
   insecure?: boolean;
+  /**
+   * Copies of every stream and KV bucket this connection creates (1–5); default 3 on a
+   * cluster, 1 on a single server (see {@link replicasFor}).
+   */
+  replicas?: number;
 }
 
 /** The server lets a client in without credentials: anyone on the network reads every prompt. */
@@ -57,6 +63,12 @@ export interface Bus {
   readonly inboxPrefix: string;
   /** False between a disconnect and the next reconnect; callers fail fast while it is false. */
   isConnected(): boolean;
+  /**
+   * Resolves true as soon as the connection is up (at once if it is), false after
+   * `timeoutMs` without it: lets a caller ride out a reconnect to another server instead of
+   * failing a request that arrived in that fraction of a second.
+   */
+  waitConnected(timeoutMs: number): Promise<boolean>;
   /** Registers a listener for connection changes; returns a function that removes it. */
   onConnectionChange(listener: ConnectionListener): () => void;
   /**
@@ -64,6 +76,8 @@ export interface Bus {
    * undefined before it has said.
    */
   maxPayload(): number | undefined;
+  /** How many copies the streams and buckets this connection creates or owns get. */
+  replicas(): number;
   /**
    * Resolves once the server has processed everything sent so far, subscriptions included:
    * a service that says "ready" after it can really be reached (over TLS the SUB may
@@ -125,10 +139,27 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
     inboxPrefix: options.inboxPrefix ?? "_INBOX",
     isConnected: () => connected && !nc.isClosed(),
     maxPayload: () => nc.info?.max_payload,
+    replicas: () => replicasFor(nc.info, options.replicas),
     flush: () => nc.flush(),
     onConnectionChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
+    },
+    waitConnected(timeoutMs) {
+      if (bus.isConnected()) return Promise.resolve(true);
+      if (nc.isClosed()) return Promise.resolve(false);
+      return new Promise((resolve) => {
+        const done = (ok: boolean) => {
+          clearTimeout(timer);
+          listeners.delete(onChange);
+          resolve(ok);
+        };
+        const onChange = (up: boolean) => {
+          if (up) done(true);
+        };
+        const timer = setTimeout(() => done(false), timeoutMs);
+        listeners.add(onChange);
+      });
     },
     async drain() {
       if (nc.isClosed()) return;

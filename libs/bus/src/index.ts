@@ -7,7 +7,14 @@ export { publishJson, subscribeJson, publishBytes, subscribeMessages } from "./t
 export type { SubscribeJsonOptions } from "./typed.ts";
 export { requestJson, serveJson } from "./request-reply.ts";
 export type { RequestJsonOptions, ServeJsonOptions } from "./request-reply.ts";
-export { openKv, watchKvIntoMap, watchBucket } from "./kv-map.ts";
+export { openKv, openOwnedKv, watchKvIntoMap, watchBucket, KvLoadTimeoutError } from "./kv-map.ts";
+export {
+  replicasFor,
+  ensureStreamReplicas,
+  ReplicaUpdateError,
+  MAX_REPLICAS,
+  CLUSTER_DEFAULT_REPLICAS,
+} from "./replicas.ts";
 export { ensureBusResources } from "./bus-resources.ts";
 export type { KvMap, KvMapOptions } from "./kv-map.ts";
 export {

@@ -8,7 +8,6 @@ import {
   RetentionPolicy,
   StorageType,
   jetstream,
-  jetstreamManager,
 } from "@nats-io/jetstream";
 import type { JetStreamManager, JsMsg, StreamConfig } from "@nats-io/jetstream";
 import {
@@ -20,6 +19,7 @@ import {
 } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus } from "./connection.ts";
+import { ensureStreamReplicas, managerFor } from "./replicas.ts";
 
 const DAY_MS = 24 * 60 * 60_000;
 
@@ -59,33 +59,24 @@ const STREAM_CONFIGS: Array<Partial<StreamConfig> & { name: string }> = [
   },
 ];
 
-/** Creates the batch streams when they do not exist yet (idempotent, safe to race). */
-export async function ensureJobStreams(bus: Bus): Promise<void> {
+/**
+ * Creates the batch streams when they do not exist yet, with the bus's replicas (idempotent,
+ * safe to race). With `owner`, an existing stream with another number of replicas is
+ * changed to it; without, existing streams are only looked at (intake may not change them).
+ */
+export async function ensureJobStreams(bus: Bus, options: { owner?: boolean } = {}): Promise<void> {
   const jsm = await managerOf(bus);
   for (const config of STREAM_CONFIGS) {
-    try {
-      await jsm.streams.info(config.name);
-    } catch {
-      await jsm.streams.add(config).catch(async (err: unknown) => {
-        // Another service created it between our check and our add.
-        await jsm.streams.info(config.name).catch(() => {
-          throw err;
-        });
-      });
-    }
+    if (options.owner) await ensureStreamReplicas(jsm, config, bus.replicas());
+    else
+      await jsm.streams
+        .info(config.name)
+        .catch(() => jsm.streams.add({ ...config, num_replicas: bus.replicas() }));
   }
 }
 
-const managers = new WeakMap<Bus, Promise<JetStreamManager>>();
-
-/** One JetStream manager per connection (creating one costs a round trip). */
 function managerOf(bus: Bus): Promise<JetStreamManager> {
-  let jsm = managers.get(bus);
-  if (!jsm) {
-    jsm = jetstreamManager(natsConnectionOf(bus));
-    managers.set(bus, jsm);
-  }
-  return jsm;
+  return managerFor(natsConnectionOf(bus));
 }
 
 /** A job as a pull consumer delivers it: ack, nak, working, term, headers and bytes. */

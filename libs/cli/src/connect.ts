@@ -21,6 +21,7 @@ export async function connectCli(url: string | undefined, io: CliIo): Promise<Bu
   const token = io.env.NATS_TOKEN;
   const seed = io.env.NATS_NKEY_SEED_FILE;
   const ca = io.env.NATS_CA_FILE;
+  const replicas = replicasOf(io.env.NATS_REPLICAS);
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
@@ -39,6 +40,7 @@ export async function connectCli(url: string | undefined, io: CliIo): Promise<Bu
         ...(token ? { token } : {}),
         ...(seed ? { nkeySeedFile: seed } : {}),
         ...(ca ? { caFile: ca } : {}),
+        ...(replicas !== undefined ? { replicas } : {}),
       }),
       timeout,
     ]);
@@ -48,6 +50,16 @@ export async function connectCli(url: string | undefined, io: CliIo): Promise<Bu
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** `NATS_REPLICAS`: copies of every stream and bucket `zml apply` sets up (1–5). */
+function replicasOf(value: string | undefined): number | undefined {
+  if (value === undefined || value.trim() === "") return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 5) {
+    throw new CliError(`NATS_REPLICAS must be a whole number from 1 to 5, got '${value}'`);
+  }
+  return n;
 }
 
 /** Runs `fn` with a connected bus and drains it afterwards, whatever `fn` does. */

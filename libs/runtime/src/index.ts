@@ -23,3 +23,5 @@ export type {
   WorkCounter,
 } from "./shutdown.ts";
 export { guardedConnector, guardedLookup, NodeAddressRefusedError } from "./node-connector.ts";
+export { startWhenPossible, untilShutdown } from "./start-retry.ts";
+export type { StartWhenPossibleOptions, StartRetryLogger } from "./start-retry.ts";

@@ -3,7 +3,7 @@ export type { Logger, LoggerOptions, DestinationStream } from "./logger.ts";
 export { lazyChild } from "./lazy-child.ts";
 export { startTelemetry, otlpTracesUrl } from "./tracing.ts";
 export type { Telemetry, TelemetryOptions } from "./tracing.ts";
-export { createMetrics } from "./metrics.ts";
+export { createMetrics, withAttemptRegistry } from "./metrics.ts";
 export type { Metrics, MetricsOptions } from "./metrics.ts";
 export { startOpsServer } from "./ops-server.ts";
 export type { OpsServer, OpsServerOptions } from "./ops-server.ts";

@@ -2,7 +2,7 @@
 // measurements and nodes from KV, attests every tier 3/4 node in the background, publishes
 // results to `zml_attestations` + `zml.attestation.result.<node>`, and answers
 // `zml.attestation.verify`. `main.ts` hands it the bus, the trust policy and the real fetch.
-import { encodeJson, openKv, publishJson, watchBucket, watchKvIntoMap } from "@zml/bus";
+import { encodeJson, openOwnedKv, publishJson, watchBucket, watchKvIntoMap } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
   ApprovedMeasurementSchema,
@@ -57,7 +57,7 @@ export async function startAttestation(deps: AttestationAppDeps): Promise<Attest
     measurements: ReadonlyMap<string, ApprovedMeasurement>;
   } = { revocations: new Map(), measurements: new Map() };
 
-  const resultsKv = await openKv(bus, ATTESTATION_RESULTS_BUCKET);
+  const resultsKv = await openOwnedKv(bus, ATTESTATION_RESULTS_BUCKET);
   const publish = (result: AttestationResult) => {
     const key = `${ATTESTATION_RESULTS_BUCKET}.${result.node_id}`;
     resultsKv

@@ -1,7 +1,13 @@
 // The dispatcher, built from injected parts: config in memory, the routing state, the route
 // and cancel subscriptions, tier-4 sessions and the batch workers. `main.ts` hands it a
 // connected bus and the real clock; tests hand it the same against a test nats-server.
-import { publishJson, subscribeJson, subscribeMessages, watchKvIntoMap, openKv } from "@zml/bus";
+import {
+  publishJson,
+  subscribeJson,
+  subscribeMessages,
+  watchKvIntoMap,
+  openOwnedKv,
+} from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
   createNodeAddressPolicy,
@@ -11,12 +17,15 @@ import {
   NODE_COOLDOWN_SUBJECT,
   NodeCooldownSchema,
   NodeObservationBatchSchema,
+  NODE_STATE_ALL,
+  NodeStateSchema,
   ROUTE_CANCEL_SUBJECT,
   ROUTE_REQUEST_SUBJECT,
   SESSIONS_BUCKET,
   SessionSchema,
   nodeObservationSubject,
 } from "@zml/contracts";
+import type { NodeState } from "@zml/contracts";
 import { waitUntil } from "@zml/runtime";
 import type { StopContext } from "@zml/runtime";
 import type { Logger, Registry } from "@zml/telemetry";
@@ -31,6 +40,7 @@ import { startInFlightShare } from "./in-flight-share.ts";
 import { startLivenessBeats } from "./liveness-beats.ts";
 import { createDispatcherMetrics } from "./metrics.ts";
 import { createNodePools } from "./node-pools.ts";
+import { createNodeStateFeed } from "./node-state-feed.ts";
 import { createObservationBatcher } from "./observation-batcher.ts";
 import { createRoutingState } from "./routing-state.ts";
 import { createSessionStore } from "./session-store.ts";
@@ -70,17 +80,18 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   const { bus, config, log, clock } = deps;
   const state = await watchDispatcherState(bus, log);
   // Tier-4 sessions, loaded before serving like the rest of the configuration.
-  const sessionsKv = await openKv(bus, SESSIONS_BUCKET);
+  const sessionsKv = await openOwnedKv(bus, SESSIONS_BUCKET);
   const sessionMap = await watchKvIntoMap(sessionsKv, { schema: SessionSchema, log });
   const sessions = createSessionStore(sessionsKv, sessionMap);
   const capacity = createCapacitySignal();
+  const nodeStates = createNodeStateFeed(state.states.map.values());
   const routing = createRoutingState({
     nodes: state.nodes.map,
     models: state.models.map,
     policies: state.policies.map,
     costs: state.costs.map,
     quality: state.quality.map,
-    states: state.states.map,
+    states: nodeStates.map,
   });
   // Config changes mark the routing snapshot stale (rebuilt on the next decision); a state
   // change may free capacity for queued requests.
@@ -108,9 +119,11 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   for (const source of [state.attestations, state.revocations, state.nodes]) {
     source.onChange(() => attestation.refresh(clock()));
   }
-  state.states.onChange((key, value) => {
-    if (routing.stateChanged(key, value)) capacity.notify();
-  });
+  const stateArrived = (nodeId: string, value: NodeState | undefined) => {
+    const taken = value ? nodeStates.offer(value) : nodeStates.remove(nodeId);
+    if (taken && routing.stateChanged(nodeId, value)) capacity.notify();
+  };
+  state.states.onChange(stateArrived);
 
   const pools = createNodePools({
     connections: config.DISPATCH_POOL_CONNECTIONS,
@@ -151,7 +164,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     attestation,
     observations,
     sessions,
-    states: state.states.map,
+    states: nodeStates.map,
     secrets: deps.secrets,
     config,
     log,
@@ -159,6 +172,19 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     clock,
     random: deps.random,
   };
+  // The last step that may fail (JetStream away) before any subscription exists, so a
+  // failed start leaves nothing serving behind it when it is tried again.
+  const batch = config.BATCH_ENABLED
+    ? await startBatchWorker({ ...executeDeps, accounts: state.accounts, registry: deps.registry })
+    : undefined;
+  // The aggregator's broadcast: keeps state current while the bucket's stream is unreachable.
+  const stateMessages = subscribeJson(
+    bus,
+    NODE_STATE_ALL,
+    NodeStateSchema,
+    (s) => stateArrived(s.node_id, s),
+    { log },
+  );
   const sessionSubs = serveSessions(
     bus,
     createSessionService({
@@ -179,9 +205,6 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     });
   }, config.SESSION_SWEEP_INTERVAL_MS);
   sweep.unref();
-  const batch = config.BATCH_ENABLED
-    ? await startBatchWorker({ ...executeDeps, accounts: state.accounts, registry: deps.registry })
-    : undefined;
   // Beats first: a request accepted below is followed by intake from its first frame on.
   const beats = startLivenessBeats(bus, {
     replica: deps.replica,
@@ -234,6 +257,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
       cancels.unsubscribe();
       cooldowns.unsubscribe();
       inFlightShare.stop();
+      stateMessages.unsubscribe();
       state.stop();
       sessionMap.stop();
       await pools.close();

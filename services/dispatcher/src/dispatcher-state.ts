@@ -40,7 +40,7 @@ export interface DispatcherState {
 /** Watches every bucket the dispatcher reads; resolves once all are loaded. */
 export async function watchDispatcherState(bus: Bus, log: BusLogger): Promise<DispatcherState> {
   const [nodes, models, policies, costs, quality, states, accounts, attestations, revocations] =
-    await Promise.all([
+    await allOrNone([
       watchBucket(bus, KV_BUCKETS.nodes, { schema: NodeSpecSchema, log }),
       watchBucket(bus, KV_BUCKETS.models, { schema: ModelSpecSchema, log }),
       watchBucket(bus, KV_BUCKETS.policies, { schema: PolicySpecSchema, log }),
@@ -63,4 +63,22 @@ export async function watchDispatcherState(bus: Bus, log: BusLogger): Promise<Di
     revocations,
   };
   return { ...watched, stop: () => Object.values(watched).forEach((w) => w.stop()) };
+}
+
+/**
+ * Like `Promise.all` for watches, but when one fails the others that loaded are stopped: a
+ * start that is tried again (JetStream was away) leaves no watch of the failed try behind.
+ */
+async function allOrNone<T extends readonly Promise<{ stop(): void }>[]>(
+  watches: [...T],
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(watches);
+  const failed = settled.find((r) => r.status === "rejected");
+  if (failed) {
+    for (const r of settled) if (r.status === "fulfilled") r.value.stop();
+    throw (failed as PromiseRejectedResult).reason;
+  }
+  return settled.map((r) => (r as PromiseFulfilledResult<{ stop(): void }>).value) as {
+    -readonly [K in keyof T]: Awaited<T[K]>;
+  };
 }

@@ -3,9 +3,17 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { busOptionsOf, connectBus } from "@zml/bus";
-import { createShutdown, reportStartupErrors } from "@zml/runtime";
-import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
+import type { Bus } from "@zml/bus";
+import { createShutdown, reportStartupErrors, startWhenPossible } from "@zml/runtime";
+import {
+  createLogger,
+  createMetrics,
+  startOpsServer,
+  startTelemetry,
+  withAttemptRegistry,
+} from "@zml/telemetry";
 import { startDispatcher } from "./app.ts";
+import type { Dispatcher } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { loadNodeSecrets } from "./secrets.ts";
 
@@ -22,30 +30,42 @@ const log = createLogger({ service: "dispatcher", level: config.LOG_LEVEL }).chi
 const shutdown = createShutdown(log, config);
 const secrets = loadNodeSecrets(config.ZML_NODE_SECRETS_FILE);
 const { registry } = createMetrics({ service: "dispatcher" });
+// Filled in as start-up gets there. The ops server comes first: while NATS or JetStream is
+// away it answers not-ready, and the dispatcher keeps trying to start instead of exiting
+// (no crash loop under an orchestrator). A signal before the start is done exits at once.
+const started: { bus?: Bus; dispatcher?: Dispatcher } = {};
+const ops = await startOpsServer({
+  registry,
+  isReady: () =>
+    !shutdown.stopping && started.dispatcher !== undefined && started.bus?.isConnected() === true,
+  host: config.DISPATCHER_OPS_HOST,
+  port: config.DISPATCHER_OPS_PORT,
+  log,
+});
 const bus = await connectBus({
   ...busOptionsOf(config, "dispatcher"),
   name: "zml-dispatcher",
   log,
 });
-
-const dispatcher = await startDispatcher({
-  bus,
-  config,
-  log,
-  registry,
-  secrets,
-  clock: Date.now,
-  random: Math.random,
-  randomHex: (bytes) => randomBytes(bytes).toString("hex"),
-  replica,
-});
-const ops = await startOpsServer({
-  registry,
-  isReady: () => !shutdown.stopping && bus.isConnected(),
-  host: config.DISPATCHER_OPS_HOST,
-  port: config.DISPATCHER_OPS_PORT,
-  log,
-});
+started.bus = bus;
+const dispatcher = await startWhenPossible(
+  () =>
+    withAttemptRegistry(registry, (attemptRegistry) =>
+      startDispatcher({
+        bus,
+        config,
+        log,
+        registry: attemptRegistry,
+        secrets,
+        clock: Date.now,
+        random: Math.random,
+        randomHex: (bytes) => randomBytes(bytes).toString("hex"),
+        replica,
+      }),
+    ),
+  { what: "dispatcher", log },
+);
+started.dispatcher = dispatcher;
 log.info({ ops: ops.url, nodes: dispatcher.nodeCount }, "dispatcher ready");
 
 shutdown.onStop(async (context) => {

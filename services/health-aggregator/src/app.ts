@@ -1,7 +1,7 @@
 // One health-aggregator replica, built from injected parts: joins the replica set, polls
 // the registered nodes it owns, runs each through the health state machine and publishes
 // `node.state` plus the KV snapshot. `main.ts` hands it the bus and the real probe.
-import { openKv, publishJson, subscribeJson, watchBucket, watchKvIntoMap } from "@zml/bus";
+import { openOwnedKv, publishJson, subscribeJson, watchBucket, watchKvIntoMap } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
   KV_BUCKETS,
@@ -45,7 +45,7 @@ export interface HealthAggregator {
 
 export async function startHealthAggregator(deps: HealthAggregatorDeps): Promise<HealthAggregator> {
   const { bus, config, log } = deps;
-  const stateKv = await openKv(bus, KV_BUCKETS.nodeState);
+  const stateKv = await openOwnedKv(bus, KV_BUCKETS.nodeState);
   // The last published state of every node, read when this replica takes a node over.
   const snapshots = await watchKvIntoMap(stateKv, { schema: NodeStateSchema, log });
   const healthConfig = {
@@ -83,7 +83,7 @@ export async function startHealthAggregator(deps: HealthAggregatorDeps): Promise
 
   // Members first: a replica that loaded the nodes before it knew its peers would poll them all.
   const membership = await joinReplicaSet({
-    kv: await openKv(bus, KV_BUCKETS.aggregators),
+    kv: await openOwnedKv(bus, KV_BUCKETS.aggregators),
     self: deps.self,
     ttlMs: config.REPLICA_TTL_MS,
     clock: deps.clock,

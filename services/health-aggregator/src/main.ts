@@ -3,10 +3,18 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { busOptionsOf, connectBus } from "@zml/bus";
+import type { Bus } from "@zml/bus";
 import { createNodeAddressPolicy } from "@zml/contracts";
-import { createShutdown, reportStartupErrors } from "@zml/runtime";
-import { createLogger, createMetrics, startOpsServer, startTelemetry } from "@zml/telemetry";
+import { createShutdown, reportStartupErrors, startWhenPossible } from "@zml/runtime";
+import {
+  createLogger,
+  createMetrics,
+  startOpsServer,
+  startTelemetry,
+  withAttemptRegistry,
+} from "@zml/telemetry";
 import { startHealthAggregator } from "./app.ts";
+import type { HealthAggregator } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { createNodeProber } from "./probe.ts";
 
@@ -23,6 +31,18 @@ const log = createLogger({ service: "health-aggregator", level: config.LOG_LEVEL
 });
 const { registry } = createMetrics({ service: "health-aggregator" });
 const shutdown = createShutdown(log, config);
+// Filled in as start-up gets there. The ops server comes first: while NATS or JetStream is
+// away it answers not-ready and start-up keeps trying, instead of exiting into an
+// orchestrator's restart loop. A signal before the start is done exits at once.
+const started: { bus?: Bus; aggregator?: HealthAggregator } = {};
+const ops = await startOpsServer({
+  host: config.AGGREGATOR_OPS_HOST,
+  port: config.AGGREGATOR_OPS_PORT,
+  registry,
+  isReady: () =>
+    !shutdown.stopping && started.aggregator !== undefined && started.bus?.isConnected() === true,
+  log,
+});
 const bus = await connectBus({
   ...busOptionsOf(config, "health-aggregator"),
   name: "zml-health-aggregator",
@@ -38,23 +58,24 @@ const prober = createNodeProber({
   }),
 });
 
-const aggregator = await startHealthAggregator({
-  bus,
-  config,
-  self,
-  probe: prober.probe,
-  log,
-  registry,
-  clock: Date.now,
-  random: Math.random,
-});
-const ops = await startOpsServer({
-  host: config.AGGREGATOR_OPS_HOST,
-  port: config.AGGREGATOR_OPS_PORT,
-  registry,
-  isReady: () => !shutdown.stopping && bus.isConnected(),
-  log,
-});
+started.bus = bus;
+const aggregator = await startWhenPossible(
+  () =>
+    withAttemptRegistry(registry, (attemptRegistry) =>
+      startHealthAggregator({
+        bus,
+        config,
+        self,
+        probe: prober.probe,
+        log,
+        registry: attemptRegistry,
+        clock: Date.now,
+        random: Math.random,
+      }),
+    ),
+  { what: "health-aggregator", log },
+);
+started.aggregator = aggregator;
 log.info({ ops: ops.url, ...aggregator.summary() }, "health-aggregator ready");
 
 shutdown.onStop(async () => {

@@ -33,6 +33,13 @@ export interface Membership {
  * so that long-dead replicas are not counted as alive for a TTL. Entries silent for three
  * TTLs are deleted, so restarts (each with a new id) leave no garbage behind.
  *
+ * A replica only judges others while it hears its own heartbeats come back through the
+ * watch: if they stop (the bucket's stream has no leader, the watch is catching up, or the
+ * bus is down), the silence of the others says nothing about them, and nobody is declared
+ * dead. So losing the bucket never leaves two replicas each owning every node; membership is
+ * frozen as it was until the bucket answers again. A replica that really died meanwhile is
+ * dropped one TTL after the survivors hear themselves again.
+ *
  * Resolves once the current members are known.
  */
 export async function joinReplicaSet(options: MembershipOptions): Promise<Membership> {
@@ -41,6 +48,8 @@ export async function joinReplicaSet(options: MembershipOptions): Promise<Member
   const startedAt = clock();
   let current: readonly string[] = [self];
   let replaying = true;
+  // When this replica last heard its own heartbeat back: proof the bucket and watch work.
+  let selfHeardAt = clock();
 
   const emit = () => {
     const next = set.live(clock());
@@ -69,6 +78,7 @@ export async function joinReplicaSet(options: MembershipOptions): Promise<Member
     onChange: (id, value) => {
       if (value === undefined) set.forget(id);
       else set.heard(id, replaying ? Math.min(value.at, clock()) : clock());
+      if (id === self && value !== undefined) selfHeardAt = clock();
       if (!replaying) emit();
     },
   });
@@ -84,7 +94,9 @@ export async function joinReplicaSet(options: MembershipOptions): Promise<Member
     beat().catch((err: unknown) => {
       log.warn({ err: String(err) }, "aggregator heartbeat not written");
     });
-    if (!options.isConnected() || stalled) {
+    // Two beats not heard back: the bucket (not the others) is what went quiet.
+    const blind = now - selfHeardAt > 2 * tickMs;
+    if (!options.isConnected() || stalled || blind) {
       set.refreshAll(now);
       return;
     }

@@ -1,7 +1,7 @@
-import { connectBus, natsConnectionOf, openKv } from "@zml/bus";
+import { connectBus, natsConnectionOf, openKv, openOwnedKv } from "@zml/bus";
 import type { Bus, KV } from "@zml/bus";
 import { KV_BUCKETS } from "@zml/contracts";
-import { pollUntil, startNatsServer } from "@zml/harness";
+import { pollUntil, startNatsCluster, startNatsServer } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { joinReplicaSet } from "../src/membership.ts";
@@ -92,5 +92,62 @@ describe("aggregator replica set", () => {
     const a = await join("agg-a", 1_500);
     expect(a.member.replicas()).toEqual(["agg-a"]);
     await pollUntil(async () => (await kv.get("agg-ghost"))?.operation === "DEL");
+  });
+});
+
+describe("aggregator replica set while its bucket is unreachable", { timeout: 120_000 }, () => {
+  it("declares nobody dead while the bucket has no quorum, and judges again once it is back", async () => {
+    await using cluster = await startNatsCluster({ env: { PATH: process.env.PATH } });
+    const own: Bus[] = [];
+    const joined: Membership[] = [];
+    const joinOn = async (self: string) => {
+      const b = await connectBus({ ...cluster.client(), name: self, log });
+      own.push(b);
+      const member = await joinReplicaSet({
+        kv: await openKv(b, KV_BUCKETS.aggregators),
+        self,
+        ttlMs: 900,
+        clock: Date.now,
+        isConnected: () => b.isConnected(),
+        log,
+        onChange: () => {},
+      });
+      joined.push(member);
+      return { member, bus: b };
+    };
+    try {
+      const admin = await connectBus({ ...cluster.client(), name: "setup", log, replicas: 3 });
+      own.push(admin);
+      await openOwnedKv(admin, KV_BUCKETS.aggregators);
+      const a = await joinOn("agg-a");
+      const b = await joinOn("agg-b");
+      await pollUntil(() => a.member.replicas().length === 2 && b.member.replicas().length === 2);
+
+      // Two of three servers gone: connections stay up (to the third), the bucket cannot
+      // be written or read. Both replicas keep each other for many TTLs.
+      const [, second, third] = cluster.servers;
+      await Promise.all([second!.kill(), third!.kill()]);
+      const until = Date.now() + 6_000;
+      while (Date.now() < until) {
+        expect(a.member.replicas()).toEqual(["agg-a", "agg-b"]);
+        expect(b.member.replicas()).toEqual(["agg-a", "agg-b"]);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      await Promise.all([second!.start(), third!.start()]);
+
+      // Judging resumes: a replica that now crashes is dropped by the other.
+      await new Promise((r) => setTimeout(r, 2_000));
+      expect(a.member.replicas()).toEqual(["agg-a", "agg-b"]);
+      natsConnectionOf(b.bus)
+        .close()
+        .catch(() => undefined);
+      await pollUntil(() => a.member.replicas().length === 1, {
+        timeoutMs: 30_000,
+        message: "agg-a to drop the crashed agg-b",
+      });
+    } finally {
+      await Promise.all(joined.map((m) => m.leave().catch(() => undefined)));
+      await Promise.all(own.map((x) => x.drain().catch(() => undefined)));
+    }
   });
 });

@@ -1,12 +1,25 @@
 // Composition root: the only place that reads the environment, starts telemetry, connects
 // to NATS and starts the intake app.
 import { busOptionsOf, connectBus } from "@zml/bus";
-import { createShutdown, readConfigFile, reportStartupErrors } from "@zml/runtime";
+import {
+  createShutdown,
+  readConfigFile,
+  reportStartupErrors,
+  startWhenPossible,
+} from "@zml/runtime";
 import { createLogger, createMetrics, startTelemetry } from "@zml/telemetry";
 import { startIntake } from "./app.ts";
 import { loadConfig } from "./config.ts";
 
 reportStartupErrors("zml-intake");
+
+/** A port in use (a system call failed) or a bad certificate or route does not heal. */
+function cannotImproveByWaiting(err: unknown): boolean {
+  const e = err as { syscall?: unknown; code?: unknown };
+  return (
+    typeof e.syscall === "string" || (typeof e.code === "string" && /^(ERR_OSSL|FST_)/.test(e.code))
+  );
+}
 // Tracing is instrumented by hand, so the SDK only has to be up before the first request.
 const telemetry = startTelemetry({ serviceName: "zml-intake", env: process.env });
 const config = loadConfig(process.env);
@@ -34,16 +47,23 @@ const adminBus =
         log,
       });
 
-const intake = await startIntake({
-  bus,
-  ...(adminBus ? { adminBus } : {}),
-  config,
-  registry,
-  log,
-  tls,
-  clock: Date.now,
-  isStopping: () => shutdown.stopping,
-});
+// Its configuration loads before it listens; while JetStream is away that keeps failing,
+// and intake keeps trying rather than exiting into an orchestrator's restart loop.
+const intake = await startWhenPossible(
+  () =>
+    startIntake({
+      bus,
+      ...(adminBus ? { adminBus } : {}),
+      config,
+      // Its metrics are registered after the last step that can fail and be retried.
+      registry,
+      log,
+      tls,
+      clock: Date.now,
+      isStopping: () => shutdown.stopping,
+    }),
+  { what: "intake", log, isPermanent: cannotImproveByWaiting },
+);
 log.info(
   {
     url: intake.url,

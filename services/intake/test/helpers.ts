@@ -4,7 +4,7 @@ import type { Bus } from "@zml/bus";
 import { KV_BUCKETS } from "@zml/contracts";
 import type { AccountSpec, ModelSpec, PolicySpec } from "@zml/contracts";
 import { startNatsServer } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
+import type { NatsClusterHandle, NatsServerHandle } from "@zml/harness";
 import { createLogger, createMetrics } from "@zml/telemetry";
 import { startIntake as startIntakeApp } from "../src/app.ts";
 import type { Intake, IntakeDeps } from "../src/app.ts";
@@ -38,6 +38,7 @@ export const POLICIES: PolicySpec[] = [
 ];
 
 export interface Harness {
+  /** The single server (not set on a cluster). */
   nats: NatsServerHandle;
   bus: Bus;
   app: Intake["app"];
@@ -66,11 +67,14 @@ export async function startIntake(
     config?: ConfigOverrides;
     tls?: IntakeDeps["tls"];
     nats?: NatsServerHandle;
+    /** Runs on this cluster instead (its servers are the caller's to stop). */
+    cluster?: NatsClusterHandle;
     keyStoreMaxStaleMs?: number;
   } = {},
 ): Promise<Harness> {
-  const nats = options.nats ?? (await startNatsServer());
-  const bus = await connectBus({ ...nats.client(), name: "intake-test", log: quietLog });
+  const nats = options.nats ?? (options.cluster ? undefined : await startNatsServer());
+  const client = options.cluster?.client() ?? nats!.client();
+  const bus = await connectBus({ ...client, name: "intake-test", log: quietLog });
   await seed(bus);
   const intake = await startIntakeApp({
     bus,
@@ -102,7 +106,7 @@ export async function startIntake(
     clock: Date.now,
   });
   return {
-    nats,
+    nats: nats!,
     bus,
     app: intake.app,
     url: intake.url,
@@ -110,7 +114,7 @@ export async function startIntake(
     async close() {
       await intake.stop();
       await bus.drain();
-      if (!options.nats) await nats.stop();
+      if (!options.nats) await nats?.stop();
     },
   };
 }

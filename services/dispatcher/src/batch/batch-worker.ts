@@ -1,4 +1,4 @@
-import { ensureJobStreams, openKv } from "@zml/bus";
+import { ensureJobStreams, openOwnedKv } from "@zml/bus";
 import type { JobMessage } from "@zml/bus";
 import { JOB_MESSAGE_TYPE, JOB_STATUS_BUCKET, ZmlError } from "@zml/contracts";
 import { waitUntil } from "@zml/runtime";
@@ -72,8 +72,8 @@ function handBack(ticket: JobRef): void {
  * stored; the result is stored at most once per job id.
  */
 export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWorker> {
-  await ensureJobStreams(deps.bus);
-  const statusKv = await openKv(deps.bus, JOB_STATUS_BUCKET);
+  await ensureJobStreams(deps.bus, { owner: true });
+  const statusKv = await openOwnedKv(deps.bus, JOB_STATUS_BUCKET);
   const metrics = createBatchMetrics(deps.registry);
   const { finish, status } = createJobFinisher({ ...deps, statusKv, metrics });
   const waiting: Ticket[] = [];

@@ -204,7 +204,7 @@ export async function startRig(options: RigOptions): Promise<Rig> {
   }
 }
 
-function activeState(n: RigNode, instanceId: string, now: number): NodeState {
+export function activeState(n: RigNode, instanceId: string, now: number): NodeState {
   return {
     type: "node.state.v1",
     node_id: n.id,

@@ -100,6 +100,9 @@ interface Forward {
   route: string;
 }
 
+/** How long a request waits for intake's bus connection to come back before a 503. */
+const RECONNECT_GRACE_MS = 2_000;
+
 function forward(
   deps: InferenceRouteDeps,
   req: FastifyRequest,
@@ -115,7 +118,19 @@ function forward(
     f.route === "/v1/infer" ? "fallback_models" : "models",
   );
   if (!deps.bus.isConnected()) {
-    throw new ZmlError("bus_unavailable", "gateway is reconnecting to its message bus", null, 1);
+    // A lost nats-server costs its clients a reconnect to another one (well under a second):
+    // a request arriving meanwhile waits for it rather than failing.
+    return deps.bus.waitConnected(RECONNECT_GRACE_MS).then((up) => {
+      if (!up) {
+        throw new ZmlError(
+          "bus_unavailable",
+          "gateway is reconnecting to its message bus",
+          null,
+          1,
+        );
+      }
+      return forward(deps, req, reply, f, relayed);
+    });
   }
   checkFitsBus(deps.bus, f.body.length);
   const span = startServerSpan(req, f.route);

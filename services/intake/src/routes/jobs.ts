@@ -49,11 +49,20 @@ export type JobRouteDeps = ClientRouteDeps;
  */
 export function jobRoutes(deps: JobRouteDeps) {
   let ready: Promise<{ status: KV }> | undefined;
-  // Streams and the status bucket are created on first use, so intake starts without them.
-  const setup = () =>
-    (ready ??= ensureJobStreams(deps.bus).then(async () => ({
-      status: await openKv(deps.bus, JOB_STATUS_BUCKET),
-    })));
+  // Streams and the status bucket are looked up on first use, so intake starts without them;
+  // a failed look (JetStream unreachable) is forgotten, so the next request tries again.
+  const setup = () => {
+    if (!ready) {
+      const attempt = ensureJobStreams(deps.bus).then(async () => ({
+        status: await openKv(deps.bus, JOB_STATUS_BUCKET),
+      }));
+      ready = attempt;
+      attempt.catch(() => {
+        if (ready === attempt) ready = undefined;
+      });
+    }
+    return jobStore(ready);
+  };
 
   return (app: FastifyInstance) => {
     app.post("/v1/jobs", async (req, reply) => {
@@ -72,10 +81,12 @@ export function jobRoutes(deps: JobRouteDeps) {
       const jobId = job.job_id ?? `job-${randomUUID().replaceAll("-", "")}`;
       await setup();
       const h = planHeaders(JOB_MESSAGE_TYPE, job.path, fields, plan, account);
-      const ack = await publishToStream(deps.bus, jobSubmitSubject(account.id, jobId), body, {
-        headers: injectTraceContext(h),
-        msgId: jobKey(account.id, jobId),
-      });
+      const ack = await jobStore(
+        publishToStream(deps.bus, jobSubmitSubject(account.id, jobId), body, {
+          headers: injectTraceContext(h),
+          msgId: jobKey(account.id, jobId),
+        }),
+      );
       return reply.code(202).send({
         object: "job",
         job_id: jobId,
@@ -90,16 +101,14 @@ export function jobRoutes(deps: JobRouteDeps) {
       const notFound = new ZmlError("not_found", `no job '${id}'`, "id");
       if (!JOB_ID_PATTERN.test(id)) throw notFound;
       const { status: statusKv } = await setup();
-      const entry = await statusKv.get(jobKey(account.id, id));
+      const entry = await jobStore(statusKv.get(jobKey(account.id, id)));
       const parsed =
         entry?.operation === "PUT" ? JobStatusSchema.safeParse(entry.json()) : undefined;
       const status = parsed?.success ? parsed.data : undefined;
       if (!status) {
         // Not pulled by a worker yet: it waits in the work queue under this account's subject.
-        const waiting = await lastStreamMessage(
-          deps.bus,
-          JOB_STREAMS.jobs,
-          jobSubmitSubject(account.id, id),
+        const waiting = await jobStore(
+          lastStreamMessage(deps.bus, JOB_STREAMS.jobs, jobSubmitSubject(account.id, id)),
         );
         if (!waiting) throw notFound;
         return {
@@ -114,10 +123,8 @@ export function jobRoutes(deps: JobRouteDeps) {
       }
       // Scoped by account already; a status that says otherwise was not written by ZML.
       if (status.account !== account.id) throw notFound;
-      const result = await lastStreamMessage(
-        deps.bus,
-        JOB_STREAMS.results,
-        jobResultSubject(account.id, id),
+      const result = await jobStore(
+        lastStreamMessage(deps.bus, JOB_STREAMS.results, jobResultSubject(account.id, id)),
       );
       return {
         object: "job",
@@ -132,6 +139,29 @@ export function jobRoutes(deps: JobRouteDeps) {
       };
     });
   };
+}
+
+/** Seconds a client waits before retrying while JetStream elects a new leader (~2–10 s). */
+export const JOB_STORE_RETRY_AFTER_S = 2;
+
+/**
+ * Awaits a JetStream operation of the job routes. Any failure there is JetStream being
+ * unreachable or between leaders (a server of the cluster lost, a stream re-electing): the
+ * request was valid, so the client gets a retryable 503 with `Retry-After`, never a 500.
+ * Resubmitting with the same `job_id` is safe: JetStream dedupes it.
+ */
+async function jobStore<T>(operation: Promise<T>): Promise<T> {
+  try {
+    return await operation;
+  } catch (err) {
+    if (err instanceof ZmlError) throw err;
+    throw new ZmlError(
+      "bus_unavailable",
+      "the job store (JetStream) is briefly unavailable; retry with the same job_id",
+      null,
+      JOB_STORE_RETRY_AFTER_S,
+    );
+  }
 }
 
 function resultView(h: { get(k: string): string }, data: Uint8Array) {

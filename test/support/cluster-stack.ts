@@ -1,0 +1,169 @@
+import { createHash } from "node:crypto";
+import { join } from "node:path";
+import { connectBus, ensureBusResources } from "@zml/bus";
+import type { Bus } from "@zml/bus";
+import type { FleetDocument, NodeSpec } from "@zml/contracts";
+import { applyFleet, parseFleetDocument } from "@zml/fleet";
+import { findFreePort, repoRoot, startNatsCluster, startProcess } from "@zml/harness";
+import type { ManagedProcess, NatsClusterHandle } from "@zml/harness";
+import { startSimNode } from "@zml/node-sim";
+import type { SimNode } from "@zml/node-sim";
+import { API_KEY, ADMIN_TOKEN, MODEL, nodeSpec, quietLog } from "./stack.ts";
+import type { SimSpec } from "./stack.ts";
+
+export interface ClusterStackOptions {
+  nodes: SimSpec[];
+  /** Replicas of each service (default 2). */
+  replicas?: number;
+  /** Extra environment for every service. */
+  env?: Record<string, string>;
+}
+
+export interface ClusterStack {
+  cluster: NatsClusterHandle;
+  /** One URL per intake replica. */
+  intakeUrls: string[];
+  sims: Map<string, SimNode>;
+  /** By name: `intake-1`, `dispatcher-2`, …. */
+  services: Map<string, ManagedProcess>;
+  /** The harness's own connection (allowed everything), for seeding and inspection. */
+  bus: Bus;
+  fleet: FleetDocument;
+  /** Starts a service replica that was not started (or was killed), with extra env. */
+  startService(
+    name: string,
+    extra?: Record<string, string>,
+    ready?: boolean,
+  ): Promise<ManagedProcess>;
+  /** Permission violations any server logged for a service identity. */
+  permissionViolations(): string[];
+  logs(): string;
+  stop(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+const SERVICES = ["health-aggregator", "attestation", "dispatcher", "intake"] as const;
+
+/**
+ * The whole gateway on a 3-node NATS cluster: every service as `replicas` child processes,
+ * each on its own bus identity with every server in its `NATS_URL`, every stream and bucket
+ * R3 (the default on a cluster), and simulated nodes on loopback.
+ */
+export async function startClusterStack(options: ClusterStackOptions): Promise<ClusterStack> {
+  const violations: string[] = [];
+  const cluster = await startNatsCluster({
+    env: { PATH: process.env.PATH },
+    log: (server, line) => {
+      if (line.includes("Violation")) violations.push(`${server}: ${line}`);
+    },
+  });
+  const sims = new Map<string, SimNode>();
+  const services = new Map<string, ManagedProcess>();
+  let bus: Bus | undefined;
+  const stop = async () => {
+    await Promise.allSettled([...services.values()].map((s) => s.stop("SIGTERM", 3_000)));
+    await Promise.allSettled([...sims.values()].map((s) => s.close()));
+    await bus?.drain().catch(() => undefined);
+    await cluster.stop();
+    const ours = violations.filter((l) => /nats\.js:zml-/.test(l));
+    if (ours.length > 0) throw new Error(`services hit permission violations:\n${ours.join("\n")}`);
+  };
+  try {
+    const nodes: NodeSpec[] = [];
+    for (const [i, spec] of options.nodes.entries()) {
+      const sim = await startSimNode({
+        ...spec,
+        flavour: spec.flavour ?? "vllm",
+        models: spec.models ?? [MODEL],
+      });
+      sims.set(sim.nodeId, sim);
+      nodes.push(nodeSpec(sim, spec, i));
+    }
+    const fleet = parseFleetDocument(
+      JSON.stringify({
+        apiVersion: "zml/v1",
+        nodes,
+        models: [{ id: MODEL }],
+        accounts: [
+          {
+            id: "e2e",
+            api_key_sha256: [createHash("sha256").update(API_KEY).digest("hex")],
+            allowed_tiers: [1, 2],
+          },
+        ],
+      }),
+    );
+    bus = await connectBus({ ...cluster.client(), name: "e2e-cluster", log: quietLog });
+    await ensureBusResources(bus);
+    await applyFleet(bus, fleet);
+
+    const replicas = options.replicas ?? 2;
+    const intakePorts = await Promise.all(Array.from({ length: replicas }, () => findFreePort()));
+    const env = {
+      LOG_LEVEL: "info",
+      POLL_INTERVAL_MS: "300",
+      PROBE_TIMEOUT_MS: "1000",
+      ...options.env,
+    };
+    const extraFor = (service: string, replica: number): Record<string, string> => {
+      switch (service) {
+        case "health-aggregator":
+          return { AGGREGATOR_OPS_PORT: "0" };
+        case "attestation":
+          return { ATTESTATION_OPS_PORT: "0" };
+        case "dispatcher":
+          return { DISPATCHER_OPS_PORT: "0" };
+        default:
+          return {
+            ZML_PORT: String(intakePorts[replica - 1] ?? 0),
+            ZML_HOST: "127.0.0.1",
+            ZML_ADMIN_TOKEN: ADMIN_TOKEN,
+            ZML_ADMIN_NATS_NKEY_SEED_FILE: cluster.client("admin").nkeySeedFile!,
+          };
+      }
+    };
+    const root = repoRoot();
+    const startService = async (name: string, extra: Record<string, string> = {}, ready = true) => {
+      const match = /^(.+)-(\d+)$/.exec(name);
+      if (!match || !(SERVICES as readonly string[]).includes(match[1]!)) {
+        throw new Error(`no service ${name}`);
+      }
+      const service = match[1]!;
+      const proc = await startProcess({
+        name,
+        command: process.execPath,
+        args: [join(root, `services/${service}/src/main.ts`)],
+        env: {
+          ...cluster.serviceEnv(service),
+          ...env,
+          ...extraFor(service, Number(match[2])),
+          ...extra,
+        },
+        ...(ready ? { readyLine: /"msg":"[a-z-]+ ready"/, readyTimeoutMs: 60_000 } : {}),
+      });
+      services.set(name, proc);
+      return proc;
+    };
+    const names = SERVICES.flatMap((s) =>
+      Array.from({ length: replicas }, (_, i) => `${s}-${i + 1}`),
+    );
+    await Promise.all(names.map((name) => startService(name)));
+    const stack: ClusterStack = {
+      cluster,
+      intakeUrls: intakePorts.map((p) => `http://127.0.0.1:${p}`),
+      sims,
+      services,
+      bus,
+      fleet,
+      startService,
+      permissionViolations: () => [...violations],
+      logs: () => [...services.values()].map((s) => s.output()).join("\n"),
+      stop,
+      [Symbol.asyncDispose]: stop,
+    };
+    return stack;
+  } catch (err) {
+    await stop().catch(() => undefined);
+    throw err;
+  }
+}
