@@ -1,7 +1,6 @@
 // Issue 17: the gateway on a 3-node NATS cluster, two replicas of every service, under sync
-// and batch load, losing one nats-server and then one health aggregator (SIGKILL each).
-// The kills of a dispatcher and of an intake replica (part B's dead-dispatcher detection)
-// are not in this file yet: part B landed too late to extend it and see it pass.
+// and batch load, losing one nats-server, one health aggregator, one dispatcher and one
+// intake in turn (SIGKILL each).
 import { jetstreamManager } from "@nats-io/jetstream";
 import { natsConnectionOf, subscribeJson } from "@zml/bus";
 import { JOB_STREAMS, KV_BUCKETS, NODE_STATE_ALL, NodeStateSchema } from "@zml/contracts";
@@ -24,6 +23,7 @@ interface SyncRecord {
 }
 interface Submission {
   jobId: string;
+  intake: string;
   at: number;
   status: number;
   retryAfter: string | null;
@@ -46,7 +46,7 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
     await stack?.stop();
   });
 
-  it("loses one nats-server, then one aggregator: no job lost or stored twice, 503 + Retry-After or success for submissions, sync failures only in flight at the kill, no request to a Degraded node", async () => {
+  it("loses one nats-server, one aggregator, one dispatcher, one intake: no job lost or stored twice, 503 + Retry-After or success for submissions, sync failures only in flight on what was killed, a dispatcher's requests ended within ~2 s, no request to a Degraded node", async () => {
     const jsm = await jetstreamManager(natsConnectionOf(stack.bus));
     // Every stream and bucket is R3: the loss of any one server loses no state.
     for (const name of [JOB_STREAMS.jobs, JOB_STREAMS.results, `KV_${KV_BUCKETS.nodeState}`]) {
@@ -71,11 +71,15 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
     // Load: sync requests across both intakes, and a steady stream of batch jobs.
     let loadOn = true;
     let turn = 0;
+    // The intakes a load balancer sends to: a killed one leaves the rotation as it dies.
+    let liveIntakes = [...stack.intakeUrls];
+    let killedIntake: string | undefined = undefined; // set as it is killed
+    let intakeKillAt = Infinity;
     const sync: SyncRecord[] = [];
     const syncWorker = async () => {
       while (loadOn) {
         const n = turn++;
-        const url = stack.intakeUrls[n % stack.intakeUrls.length]!;
+        const url = liveIntakes[n % liveIntakes.length]!;
         const id = `sync-${n}`;
         const start = Date.now();
         let status: number;
@@ -96,8 +100,9 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
     };
     const submissions: Submission[] = [];
     const accepted = new Set<string>();
-    const submitOne = async (jobId: string, intake: string) => {
+    const submitOne = async (jobId: string, first: number) => {
       for (let attempt = 0; attempt < 20; attempt++) {
+        const intake = liveIntakes[(first + attempt) % liveIntakes.length]!;
         const at = Date.now();
         let status: number;
         let retryAfter: string | null = null;
@@ -117,11 +122,13 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
         } catch {
           status = 0;
         }
-        submissions.push({ jobId, at, status, retryAfter });
+        submissions.push({ jobId, intake, at, status, retryAfter });
         if (status === 202) {
           accepted.add(jobId);
           return;
         }
+        // Lost with a killed intake: sent again elsewhere (the job id makes it idempotent).
+        if (status === 0 && intake === killedIntake) continue;
         if (status !== 503) return; // recorded; the assertions below fail on it
         await sleep(Number(retryAfter ?? "1") * 1000);
       }
@@ -132,7 +139,7 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
       for (let i = 0; loadOn; i++) {
         const jobId = `cluster-job-${i}`;
         submitted.push(jobId);
-        pending.push(submitOne(jobId, stack.intakeUrls[i % stack.intakeUrls.length]!));
+        pending.push(submitOne(jobId, i));
         await sleep(150);
       }
       await Promise.all(pending);
@@ -173,26 +180,44 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
       { timeoutMs: 30_000, message: "every node probed again after the aggregator kill" },
     );
     await sleep(2_000);
+
+    // 3. SIGKILL one dispatcher: intake misses its liveness beats within about a second and
+    // re-routes what it held (or answers 503 dispatcher_lost), instead of waiting the timeout.
+    const dispatcherKillAt = Date.now();
+    await stack.services.get("dispatcher-1")!.kill();
+    await sleep(4_000);
+
+    // 4. SIGKILL one intake: only the requests it held fail; clients go on with the other.
+    killedIntake = stack.intakeUrls[0]!;
+    liveIntakes = liveIntakes.filter((u) => u !== killedIntake);
+    intakeKillAt = Date.now();
+    await stack.services.get("intake-1")!.kill();
+    await sleep(3_000);
     loadOn = false;
     await load;
 
     // Every submission was answered 202, or 503 with Retry-After; every job was accepted.
+    const lostWithIntake = (s: Submission) =>
+      s.status === 0 && s.intake === killedIntake && s.at <= intakeKillAt;
     const bad = submissions.filter(
-      (s) => !(s.status === 202 || (s.status === 503 && s.retryAfter !== null)),
+      (s) =>
+        !(s.status === 202 || (s.status === 503 && s.retryAfter !== null) || lostWithIntake(s)),
     );
     expect(bad).toEqual([]);
     expect([...accepted].sort()).toEqual([...submitted].sort());
     expect(submitted.length).toBeGreaterThan(20);
 
     // 0 jobs lost: each one finishes; 0 results written twice: one result message per job.
+    const deliveries = new Map<string, number>();
     await pollUntil(
       async () => {
         for (const jobId of submitted) {
           const res = await fetch(`${stack.intakeUrls[1]!}/v1/jobs/${jobId}`, {
             headers: authHeaders(),
           });
-          const body = (await res.json()) as { status?: string };
+          const body = (await res.json()) as { status?: string; deliveries?: number };
           if (res.status !== 200 || body.status !== "done") return false;
+          deliveries.set(jobId, body.deliveries ?? 0);
         }
         return true;
       },
@@ -202,10 +227,14 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
     const perJob = Object.values(results.state.subjects ?? {});
     expect(perJob.length).toBe(submitted.length);
     expect(perJob.filter((n) => n !== 1)).toEqual([]);
+    // Every finished job counts at least the delivery that finished it.
+    expect([...deliveries.values()].filter((n) => n < 1)).toEqual([]);
 
-    // Sync requests: the only failures are ones in flight at the server kill (sent before
-    // the killed server's clients could notice it was gone).
+    // Sync requests: the only failures are ones in flight on what was killed: at the server
+    // kill (sent before its clients could notice it was gone), on the dispatcher, on the intake.
     const failed = sync.filter((r) => r.status !== 200);
+    const spans = (r: SyncRecord, at: number) => r.start <= at && r.end >= at;
+    const heldByKilledIntake = (r: SyncRecord) => r.url === killedIntake && r.start <= intakeKillAt;
     const summary = JSON.stringify({
       killed: victim.name,
       sync_total: sync.length,
@@ -213,6 +242,10 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
       jobs: submitted.length,
       submissions: submissions.length,
       answered_503: submissions.filter((x) => x.status === 503).length,
+      lost_with_intake: submissions.filter(lostWithIntake).length,
+      jobs_delivered_twice: [...deliveries.values()].filter((n) => n >= 2).length,
+      dispatcher_kill_failed: failed.filter((r) => spans(r, dispatcherKillAt)).length,
+      intake_kill_failed: failed.filter(heldByKilledIntake).length,
       marked_after_ms: (markedAt ?? 0) - killAt,
       degraded_payloads: degradedPayloads,
     });
@@ -228,9 +261,19 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
         .slice(0, 20),
     ]);
     expect(
-      failed.filter((r) => !(r.start <= killNoticedBy && r.end >= killAt)),
+      failed.filter(
+        (r) =>
+          !(r.start <= killNoticedBy && r.end >= killAt) &&
+          !spans(r, dispatcherKillAt) &&
+          !heldByKilledIntake(r),
+      ),
       `${summary}\n${JSON.stringify(traces, null, 1)}`,
     ).toEqual([]);
+    // What the killed dispatcher held ended (re-routed, or 503) within ~2 s, not at the timeout.
+    const heldLong = sync.filter(
+      (r) => spans(r, dispatcherKillAt) && r.end - dispatcherKillAt > 2_500,
+    );
+    expect(heldLong, summary).toEqual([]);
     expect(sync.filter((r) => r.status === 200).length).toBeGreaterThan(50);
 
     // No new request reached the node once it was marked Degraded.

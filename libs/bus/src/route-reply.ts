@@ -171,6 +171,13 @@ export interface ReplyMux {
    * (that replica is gone); returns how many there were.
    */
   failServedBy(replica: string, error: ZmlError): number;
+  /**
+   * Ends every pending request that no dispatcher has accepted (no `accept` frame, no frame
+   * at all) within `withinMs` of being sent: the request was lost on the way (a nats-server
+   * or the dispatcher that got it died before accepting), so waiting longer only reaches the
+   * timeout. Returns how many there were.
+   */
+  failUnaccepted(withinMs: number, error: ZmlError): number;
   pendingCount(): number;
   close(): void;
 }
@@ -188,6 +195,7 @@ interface Pending {
   onFrame: (frame: RouteFrame) => void;
   /** The dispatcher replica that accepted the request, once its `accept` frame arrived. */
   servedBy: string | undefined;
+  sentAt: number;
   nextSeq: number;
   timer: NodeJS.Timeout;
   idleTimeoutMs: number;
@@ -252,6 +260,7 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       const p: Pending = {
         onFrame,
         servedBy: undefined,
+        sentAt: Date.now(),
         nextSeq: 0,
         idleTimeoutMs: options.idleTimeoutMs,
         timer: setTimeout(() => {
@@ -276,6 +285,16 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       let failed = 0;
       for (const [id, p] of pending) {
         if (p.servedBy !== replica) continue;
+        failOne(id, p, error);
+        failed++;
+      }
+      return failed;
+    },
+    failUnaccepted(withinMs, error) {
+      const sentBefore = Date.now() - withinMs;
+      let failed = 0;
+      for (const [id, p] of pending) {
+        if (p.servedBy !== undefined || p.nextSeq > 0 || p.sentAt >= sentBefore) continue;
         failOne(id, p, error);
         failed++;
       }

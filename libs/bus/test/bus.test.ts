@@ -174,6 +174,38 @@ describe("route reply frames", () => {
     mux.close();
   });
 
+  it("fails a request no replica accepted within the bound, and never an accepted one", async () => {
+    // One subscriber swallows requests (as a message lost with a dying server would be);
+    // the other accepts, then stays silent (a live replica's long answer).
+    const swallow = nc().subscribe("t.swallow", { callback: () => {} });
+    const accept = nc().subscribe("t.accepts", {
+      callback: (_err, msg) => sendAccept(bus, msg.reply!, "replica-a"),
+    });
+    const accepted: string[] = [];
+    const mux = createReplyMux(bus, { onAccept: (r) => accepted.push(r) });
+    const frames: Record<string, RouteFrame[]> = { lost: [], taken: [] };
+    for (const [key, subject] of [
+      ["lost", "t.swallow"],
+      ["taken", "t.accepts"],
+    ] as const) {
+      mux.request(subject, new Uint8Array(0), createHeaders(), (f) => frames[key]!.push(f), {
+        idleTimeoutMs: 30_000,
+      });
+    }
+    await pollUntil(() => accepted.length === 1);
+    const lost = new ZmlError("dispatcher_lost", "never accepted", null, 1);
+    // Within the bound nothing is failed, accepted or not.
+    expect(mux.failUnaccepted(60_000, lost)).toBe(0);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(mux.failUnaccepted(20, lost)).toBe(1);
+    expect(frames.lost!.map((f) => errorOfFrame(f).code)).toEqual(["dispatcher_lost"]);
+    expect(frames.taken).toEqual([]);
+    expect(mux.pendingCount()).toBe(1);
+    swallow.unsubscribe();
+    accept.unsubscribe();
+    mux.close();
+  });
+
   it("ends with an error frame when nobody serves the subject", async () => {
     const mux = createReplyMux(bus);
     const frame = await new Promise<RouteFrame>((resolve) =>

@@ -2,6 +2,12 @@ import type { Decision, RankedCandidate, Rejection } from "./types.ts";
 
 /** Attempts per request, shared by retries on other nodes and the fallback-model chain. */
 export const MAX_ATTEMPTS = 3;
+/**
+ * A retry or fallback needs at least this long before the deadline. A timer set for the
+ * deadline can fire a millisecond before the wall clock reaches it; a further attempt then
+ * has no time to answer, and would only race the deadline.
+ */
+export const MIN_RETRY_WINDOW_MS = 20;
 
 /** How one dispatch attempt failed. */
 export type AttemptFailure =
@@ -112,8 +118,10 @@ export function nextAttempt(input: NextAttemptInput): NextAttempt {
     ? Math.min(MAX_ATTEMPTS, Math.max(1, Math.trunc(requested)))
     : MAX_ATTEMPTS;
   if (failures.length >= budget) return { action: "stop", reason: "attempts_exhausted" };
-  if (input.deadlineMs !== undefined && input.now !== undefined && input.now >= input.deadlineMs) {
-    return { action: "stop", reason: "deadline_exceeded" };
+  if (input.deadlineMs !== undefined && input.now !== undefined) {
+    const window = last === undefined ? 0 : MIN_RETRY_WINDOW_MS;
+    if (input.now >= input.deadlineMs - window)
+      return { action: "stop", reason: "deadline_exceeded" };
   }
 
   const exclude = new Set(failures.map((f) => f.nodeId));

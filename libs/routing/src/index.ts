@@ -30,7 +30,13 @@ export { estimateResponseMs, estimateCostUsd } from "./estimate.ts";
 export { decide } from "./decide.ts";
 export { firstByteTimeoutMs, FIRST_BYTE_FLOOR_MS } from "./first-byte.ts";
 export type { FirstByteInput } from "./first-byte.ts";
-export { MAX_ATTEMPTS, nextAttempt, classifyFailure, shouldCoolDown } from "./attempts.ts";
+export {
+  MAX_ATTEMPTS,
+  MIN_RETRY_WINDOW_MS,
+  nextAttempt,
+  classifyFailure,
+  shouldCoolDown,
+} from "./attempts.ts";
 export type {
   AttemptFailure,
   FailedAttempt,

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   classifyFailure,
   decide,
+  MIN_RETRY_WINDOW_MS,
   nextAttempt,
   shouldCoolDown,
   type AttemptFailure,
@@ -150,6 +151,14 @@ describe("nextAttempt", () => {
     ).toMatchObject({
       reason: "deadline_exceeded",
     });
+    // A retry with almost no time left is not started; a first attempt still is.
+    const almost = { deadlineMs: NOW + MIN_RETRY_WINDOW_MS - 1, now: NOW };
+    expect(nextAttempt({ models: [MODEL], failures, route, ...almost })).toMatchObject({
+      reason: "deadline_exceeded",
+    });
+    expect(nextAttempt({ models: [MODEL], failures: [], route, ...almost }).action).toBe("try");
+    const enough = { deadlineMs: NOW + MIN_RETRY_WINDOW_MS + 1, now: NOW };
+    expect(nextAttempt({ models: [MODEL], failures, route, ...enough }).action).toBe("try");
   });
 });
 

@@ -322,6 +322,19 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
         deps.log.warn({ dispatcher: replica, reason, requests: failed }, "dispatcher lost");
       }
     },
+    // A dispatcher accepts a request the moment it gets it; one still unaccepted after the
+    // loss bound never reached a live one (lost with a killed nats-server or dispatcher), and
+    // is re-routed or answered dispatcher_lost like a request whose dispatcher died.
+    onSweep: () => {
+      const lost = new ZmlError(
+        "dispatcher_lost",
+        "no dispatcher accepted this request; retry",
+        null,
+        1,
+      );
+      const failed = mux.failUnaccepted(config.ZML_DISPATCHER_LOSS_MS, lost);
+      if (failed > 0) deps.log.warn({ requests: failed }, "route requests never accepted");
+    },
   });
   const unlisten = bus.onConnectionChange((connected) => {
     if (!connected) {

@@ -78,6 +78,8 @@ export function followDispatchers(
     clock: () => number;
     log: BusLogger;
     onLost: (replica: string, reason: LossReason) => void;
+    /** After each sweep that judged (on time, connected): for checks on the same beat. */
+    onSweep?: () => void;
   },
 ): DispatcherFollower {
   const { clock } = options;
@@ -97,7 +99,9 @@ export function followDispatchers(
     const now = clock();
     const late = now - lastSweepAt > options.sweepEveryMs + options.lossAfterMs / 2;
     lastSweepAt = now;
-    if (!late && bus.isConnected()) tracker.sweep(now);
+    if (late || !bus.isConnected()) return;
+    tracker.sweep(now);
+    options.onSweep?.();
   }, options.sweepEveryMs);
   timer.unref();
   return {
