@@ -1,8 +1,11 @@
+import { jetstream } from "@nats-io/jetstream";
+import { createHeaders, natsConnectionOf } from "@zml/bus";
+import { HEADERS, JOB_HEADERS, jobResultSubject } from "@zml/contracts";
 import type { PolicySpec } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readResults, submitJob } from "../support/jobs.ts";
-import { startStack, waitForStatus } from "../support/stack.ts";
+import { authHeaders, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 const policy = (name: string, extra: Partial<PolicySpec> = {}): PolicySpec => ({
@@ -55,6 +58,31 @@ describe("batch jobs on JetStream", () => {
     expect(results).toHaveLength(1);
     expect(results[0]).toMatchObject({ outcome: "done", status: 200 });
     expect(JSON.parse(results[0]!.body).object).toBe("chat.completion");
+  });
+
+  it("reports the stored result in the status of a job run again after an earlier delivery stored it", async () => {
+    // As left by a delivery that stored its result and died before its ack: the result is
+    // there, the job is delivered (again), runs, and cannot store a second result.
+    const h = createHeaders();
+    h.set(JOB_HEADERS.jobId, "stored-1");
+    h.set(JOB_HEADERS.outcome, "done");
+    h.set(HEADERS.status, "200");
+    await jetstream(natsConnectionOf(stack.bus)).publish(
+      jobResultSubject("e2e", "stored-1"),
+      '{"object":"chat.completion"}',
+      { headers: h },
+    );
+    await submitJob(stack.bus, "e2e", "stored-1", BATCH);
+    const status = await pollUntil(
+      async () => {
+        const res = await fetch(`${stack.intakeUrl}/v1/jobs/stored-1`, { headers: authHeaders() });
+        const body = (await res.json()) as { status?: string; attempts?: number };
+        return body.status === "done" && (body.attempts ?? 0) >= 1 ? body : undefined;
+      },
+      { timeoutMs: 15_000, message: "the job's status to report the stored result" },
+    );
+    expect(status).toMatchObject({ status: "done" });
+    expect((await readResults(stack.bus)).filter((r) => r.jobId === "stored-1")).toHaveLength(1);
   });
 
   it("fails a job whose node answers 400, without retry", async () => {

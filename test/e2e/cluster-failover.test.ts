@@ -209,20 +209,29 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
 
     // 0 jobs lost: each one finishes; 0 results written twice: one result message per job.
     const deliveries = new Map<string, number>();
+    // The jobs not done yet, with what intake says of them (for the failure message).
+    const notDone = new Map<string, string>();
     await pollUntil(
       async () => {
         for (const jobId of submitted) {
+          if (deliveries.has(jobId)) continue;
           const res = await fetch(`${stack.intakeUrls[1]!}/v1/jobs/${jobId}`, {
             headers: authHeaders(),
           });
-          const body = (await res.json()) as { status?: string; deliveries?: number };
-          if (res.status !== 200 || body.status !== "done") return false;
-          deliveries.set(jobId, body.deliveries ?? 0);
+          const text = await res.text();
+          const body = JSON.parse(text) as { status?: string; deliveries?: number };
+          if (res.status === 200 && body.status === "done") {
+            deliveries.set(jobId, body.deliveries ?? 0);
+            notDone.delete(jobId);
+          } else notDone.set(jobId, `${res.status} ${text.slice(0, 300)}`);
         }
-        return true;
+        return notDone.size === 0;
       },
       { timeoutMs: 90_000, intervalMs: 1_000, message: "every job done" },
-    );
+    ).catch((err: unknown) => {
+      const some = [...notDone].slice(0, 5).map(([id, what]) => `${id}: ${what}`);
+      throw new Error(`${String(err)}; ${notDone.size} not done, e.g.\n${some.join("\n")}`);
+    });
     const results = await jsm.streams.info(JOB_STREAMS.results, { subjects_filter: ">" });
     const perJob = Object.values(results.state.subjects ?? {});
     expect(perJob.length).toBe(submitted.length);

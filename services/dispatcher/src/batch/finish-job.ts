@@ -5,7 +5,7 @@ import type { JobOutcome } from "@zml/contracts";
 import type { DispatcherConfig } from "../config.ts";
 import type { BatchMetrics } from "./batch-metrics.ts";
 import type { JobFinish } from "./job-outcome.ts";
-import { recordResult, writeStatus } from "./results.ts";
+import { recordResult, storedOutcome, writeStatus } from "./results.ts";
 
 /** What finishing a job needs: the message to ack and where its result goes. */
 export interface JobRef {
@@ -84,6 +84,11 @@ export function createJobFinisher(deps: JobFinisherDeps) {
       if (recorded) {
         deps.metrics.outcomes.inc({ outcome: final });
         status(job, final, outcome.status, outcome.errorCode, outcome.attempts);
+      } else {
+        // An earlier delivery stored the result, then lost its ack (its dispatcher or server
+        // died): this delivery set the status to running, so it now reports the stored one.
+        const stored = await storedOutcome(deps.bus, account, jobId);
+        if (stored) status(job, stored.outcome, stored.status, null, outcome.attempts);
       }
     } catch (err) {
       // The job stays unacked and comes back after the ack wait; its result is fenced.

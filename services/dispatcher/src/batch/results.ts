@@ -1,6 +1,14 @@
-import { createHeaders, publishToStream } from "@zml/bus";
+import { createHeaders, lastStreamMessage, publishToStream } from "@zml/bus";
 import type { Bus, KV } from "@zml/bus";
-import { HEADERS, JOB_HEADERS, JobStatusSchema, jobKey, jobResultSubject } from "@zml/contracts";
+import {
+  HEADERS,
+  JOB_HEADERS,
+  JOB_OUTCOMES,
+  JOB_STREAMS,
+  JobStatusSchema,
+  jobKey,
+  jobResultSubject,
+} from "@zml/contracts";
 import type { JobOutcome, JobStatus } from "@zml/contracts";
 
 export interface JobResult {
@@ -32,6 +40,27 @@ export async function recordResult(bus: Bus, result: JobResult): Promise<boolean
     onlyIfSubjectEmpty: true,
   });
   return published.stored;
+}
+
+/**
+ * The outcome and HTTP status of the result already stored for a job, or null when there is
+ * none (or it does not say). A redelivered job whose result an earlier delivery stored reports
+ * that result, the record, in its status.
+ */
+export async function storedOutcome(
+  bus: Bus,
+  account: string,
+  jobId: string,
+): Promise<{ outcome: JobOutcome; status: number | null } | null> {
+  const stored = await lastStreamMessage(
+    bus,
+    JOB_STREAMS.results,
+    jobResultSubject(account, jobId),
+  );
+  const outcome = stored?.headers?.get(JOB_HEADERS.outcome);
+  if (!outcome || !(JOB_OUTCOMES as readonly string[]).includes(outcome)) return null;
+  const status = Number(stored?.headers?.get(HEADERS.status));
+  return { outcome: outcome as JobOutcome, status: Number.isInteger(status) ? status : null };
 }
 
 /** Writes a job's status; status is advisory (the results stream is the record). */
