@@ -10,7 +10,7 @@ import {
   serviceEnvFor,
 } from "./bus-security.ts";
 import type { BusSecurity, NatsClientOptions } from "./bus-security.ts";
-import { findFreePort } from "./free-port.ts";
+import { findRestartablePort } from "./free-port.ts";
 import { renderNatsConfig } from "./nats-config.ts";
 import { pollUntil } from "./poll.ts";
 import { startProcess } from "./process.ts";
@@ -277,7 +277,7 @@ async function dockerReachable(): Promise<boolean> {
 
 async function containerServer(options: StartNatsServerOptions): Promise<NatsServerHandle> {
   const { GenericContainer, Wait } = await import("testcontainers");
-  const port = options.port ?? (await findFreePort());
+  const port = options.port ?? (await findRestartablePort());
   const storeDir = "/data";
   let container = new GenericContainer(CONTAINER_IMAGE)
     .withCopyContentToContainer([
