@@ -1,14 +1,12 @@
-import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { connectBus, ensureBusResources } from "@zml/bus";
 import type { Bus } from "@zml/bus";
-import type { FleetDocument, NodeSpec } from "@zml/contracts";
-import { applyFleet, parseFleetDocument } from "@zml/fleet";
+import type { FleetDocument } from "@zml/contracts";
+import { applyFleet } from "@zml/fleet";
 import { findFreePort, repoRoot, startNatsCluster, startProcess } from "@zml/harness";
 import type { ManagedProcess, NatsClusterHandle } from "@zml/harness";
-import { startSimNode } from "@zml/node-sim";
 import type { SimNode } from "@zml/node-sim";
-import { API_KEY, ADMIN_TOKEN, MODEL, nodeSpec, quietLog } from "./stack.ts";
+import { ADMIN_TOKEN, e2eFleet, quietLog, startSims } from "./stack.ts";
 import type { SimSpec } from "./stack.ts";
 
 export interface ClusterStackOptions {
@@ -69,30 +67,7 @@ export async function startClusterStack(options: ClusterStackOptions): Promise<C
     if (ours.length > 0) throw new Error(`services hit permission violations:\n${ours.join("\n")}`);
   };
   try {
-    const nodes: NodeSpec[] = [];
-    for (const [i, spec] of options.nodes.entries()) {
-      const sim = await startSimNode({
-        ...spec,
-        flavour: spec.flavour ?? "vllm",
-        models: spec.models ?? [MODEL],
-      });
-      sims.set(sim.nodeId, sim);
-      nodes.push(nodeSpec(sim, spec, i));
-    }
-    const fleet = parseFleetDocument(
-      JSON.stringify({
-        apiVersion: "zml/v1",
-        nodes,
-        models: [{ id: MODEL }],
-        accounts: [
-          {
-            id: "e2e",
-            api_key_sha256: [createHash("sha256").update(API_KEY).digest("hex")],
-            allowed_tiers: [1, 2],
-          },
-        ],
-      }),
-    );
+    const fleet = e2eFleet(await startSims(options.nodes, sims));
     bus = await connectBus({ ...cluster.client(), name: "e2e-cluster", log: quietLog });
     await ensureBusResources(bus);
     await applyFleet(bus, fleet);

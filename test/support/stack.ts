@@ -100,6 +100,44 @@ export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
  * A whole gateway for a test: a real nats-server, in-process simulated nodes speaking the
  * real wire formats, the fleet applied to KV, and the four services as child processes.
  */
+/** Starts one simulated node per spec into `sims`; returns the fleet's node entries. */
+export async function startSims(specs: SimSpec[], sims: Map<string, SimNode>): Promise<NodeSpec[]> {
+  const nodes: NodeSpec[] = [];
+  for (const [i, spec] of specs.entries()) {
+    const sim = await startSimNode({
+      ...spec,
+      flavour: spec.flavour ?? "vllm",
+      models: spec.models ?? [MODEL],
+    });
+    sims.set(sim.nodeId, sim);
+    nodes.push(nodeSpec(sim, spec, i));
+  }
+  return nodes;
+}
+
+/** The e2e fleet: the given nodes, one model by default, and the `e2e` account's key. */
+export function e2eFleet(
+  nodes: NodeSpec[],
+  fleet: Pick<Partial<FleetDocument>, "models" | "policies"> = {},
+  allowedTiers: number[] = [1, 2],
+): FleetDocument {
+  return parseFleetDocument(
+    JSON.stringify({
+      apiVersion: "zml/v1",
+      nodes,
+      models: fleet.models ?? [{ id: MODEL }],
+      policies: fleet.policies ?? [],
+      accounts: [
+        {
+          id: "e2e",
+          api_key_sha256: [createHash("sha256").update(API_KEY).digest("hex")],
+          allowed_tiers: allowedTiers,
+        },
+      ],
+    }),
+  );
+}
+
 export async function startStack(options: StackOptions): Promise<Stack> {
   const natsLog: string[] = [];
   const nats = await startNatsServer({
@@ -124,31 +162,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   };
   let bus: Bus | undefined;
   try {
-    const nodes: NodeSpec[] = [];
-    for (const [i, spec] of options.nodes.entries()) {
-      const sim = await startSimNode({
-        ...spec,
-        flavour: spec.flavour ?? "vllm",
-        models: spec.models ?? [MODEL],
-      });
-      sims.set(sim.nodeId, sim);
-      nodes.push(nodeSpec(sim, spec, i));
-    }
-    const fleet = parseFleetDocument(
-      JSON.stringify({
-        apiVersion: "zml/v1",
-        nodes,
-        models: options.fleet?.models ?? [{ id: MODEL }],
-        policies: options.fleet?.policies ?? [],
-        accounts: [
-          {
-            id: "e2e",
-            api_key_sha256: [createHash("sha256").update(API_KEY).digest("hex")],
-            allowed_tiers: options.allowedTiers ?? [1, 2],
-          },
-        ],
-      }),
-    );
+    const nodes = await startSims(options.nodes, sims);
+    const fleet = e2eFleet(nodes, options.fleet, options.allowedTiers);
     bus = await connectBus({ ...nats.client(), name: "e2e", log: quietLog });
     await ensureBusResources(bus);
     await applyFleet(bus, fleet);
