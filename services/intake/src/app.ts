@@ -301,9 +301,9 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
     clock: deps.clock,
   });
   const allowlist = await watchAllowlistFeed(bus, deps.log);
-  // The mux learns from each request's `accept` frame which dispatcher serves it; the
-  // follower ends those requests when that dispatcher's beats stop (or it leaves). Accept
-  // frames only arrive for requests sent once both exist.
+  // The mux learns from each request's first frame (or its `accept`) which dispatcher serves
+  // it; the follower ends those requests when that dispatcher's beats stop (or it leaves).
+  // Such frames only arrive for requests sent once both exist.
   const mux = createReplyMux(bus, { onAccept: (replica) => dispatchers.accepted(replica) });
   const dispatchers = followDispatchers(bus, {
     lossAfterMs: config.ZML_DISPATCHER_LOSS_MS,
