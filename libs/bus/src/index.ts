@@ -32,7 +32,12 @@ export type {
   PullConsumerOptions,
   JobMessage,
 } from "./job-streams.ts";
-export { createAcceptAnnouncer, createReplyWriter, createReplyMux, errorOfFrame } from "./route-reply.ts";
+export {
+  createAcceptAnnouncer,
+  createReplyWriter,
+  createReplyMux,
+  errorOfFrame,
+} from "./route-reply.ts";
 export type {
   RouteFrame,
   AnswerMeta,

@@ -4,6 +4,7 @@ import { ACCEPT_REPLY_KIND, HEADERS, REPLY_KINDS, ZmlError } from "@zml/contract
 import type { ErrorBody, ReplyKind } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
 import { createHeaders as natsHeaders, headerOf } from "./fast-headers.ts";
+import { turnPublisherOf } from "./turn-publisher.ts";
 import type { Bus } from "./connection.ts";
 
 /**
@@ -85,13 +86,14 @@ export function createReplyWriter(
 ): BusReplyWriter {
   const nc = natsConnectionOf(bus);
   const limit = frameBodyLimit(nc.info?.max_payload);
+  const publisher = turnPublisherOf(nc);
   let seq = 0;
   const frame = (kind: ReplyKind, data: Uint8Array, h?: MsgHdrs) => {
     const hdrs = h ?? natsHeaders();
     hdrs.set(HEADERS.replyKind, kind);
     if (seq === 0 && options.replica) hdrs.set(HEADERS.dispatcher, options.replica);
     hdrs.set(HEADERS.seq, String(seq++));
-    nc.publish(replySubject, data, { headers: hdrs });
+    publisher.publish(replySubject, data, { headers: hdrs });
   };
   const described = (status: number, contentType: string, routing: string, meta?: AnswerMeta) => {
     const h = natsHeaders();
@@ -145,14 +147,14 @@ export function createAcceptAnnouncer(
   bus: Bus,
   options: { replica: string; afterMs: number; clock?: () => number },
 ): AcceptAnnouncer {
-  const nc = natsConnectionOf(bus);
+  const publisher = turnPublisherOf(natsConnectionOf(bus));
   const clock = options.clock ?? Date.now;
   const waiting = new Map<string, { writer: BusReplyWriter; since: number }>();
   const announce = (replySubject: string) => {
     const h = natsHeaders();
     h.set(HEADERS.replyKind, ACCEPT_REPLY_KIND);
     h.set(HEADERS.dispatcher, options.replica);
-    nc.publish(replySubject, new Uint8Array(0), { headers: h });
+    publisher.publish(replySubject, new Uint8Array(0), { headers: h });
   };
   const timer = setInterval(
     () => {
@@ -262,6 +264,7 @@ interface Pending {
 /** Replies arrive under the bus's own inbox prefix, where only its identity may subscribe. */
 export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMux {
   const nc = natsConnectionOf(bus);
+  const publisher = turnPublisherOf(nc);
   const prefix = createInbox(bus.inboxPrefix);
   const pending = new Map<string, Pending>();
   let counter = 0;
@@ -329,7 +332,10 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       };
       pending.set(id, p);
       const inbox = `${prefix}.${id}`;
-      nc.publish(subject, data, { headers, reply: inbox });
+      publisher.publish(subject, data, { headers, reply: inbox }, () => {
+        const current = pending.get(id);
+        if (current === p) failOne(id, p, new ZmlError("bus_unavailable", "message bus closed"));
+      });
       return {
         inbox,
         cancel() {
