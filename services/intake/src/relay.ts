@@ -136,28 +136,18 @@ export function relay(
       send(
         (frame) => {
           if (raw) return relayPiece(raw, frame, pieces);
-          if (frame.routing) reply.header(ROUTING_HTTP_HEADER, frame.routing);
-          if (frame.kind === "full") {
-            const status = frame.status ?? 502;
-            if (frame.retryAfterS !== undefined)
-              reply.header("retry-after", String(frame.retryAfterS));
-            reply.code(status).header("content-type", frame.contentType ?? "application/json");
-            done(status);
-            resolve(
-              reply.send(
-                Buffer.from(frame.data.buffer, frame.data.byteOffset, frame.data.byteLength),
-              ),
-            );
-            return;
-          }
-          if (frame.kind === "head") {
-            // Relay the pieces as they come rather than gather them: memory stays bounded.
+          if (frame.kind === "full" || frame.kind === "head") {
+            // Written straight to the socket: fastify's send pipeline (serializer checks,
+            // onSend hooks) adds nothing to an answer relayed as bytes. A `head` starts an
+            // answer too large for one bus message, relayed in pieces as they come, so
+            // memory stays bounded.
             reply.hijack();
             raw = reply.raw;
             relayPiece(raw, frame, pieces);
             resolve(reply);
             return;
           }
+          if (frame.routing) reply.header(ROUTING_HTTP_HEADER, frame.routing);
           const error =
             frame.kind === "error"
               ? errorOfFrame(frame)
