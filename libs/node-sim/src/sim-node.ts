@@ -3,6 +3,12 @@ import { NODE_QUOTE_PATH } from "@zml/contracts";
 import { once } from "node:events";
 import { createServer, get as createHttpGet } from "node:http";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import {
+  constants as h2,
+  createSecureServer as createH2Server,
+  createServer as createH2cServer,
+} from "node:http2";
+import type { Http2ServerRequest, Http2ServerResponse, Http2Session } from "node:http2";
 import { createServer as createHttpsServer, get as httpsGet } from "node:https";
 import type { Socket } from "node:net";
 import { createConcurrencyGate } from "./concurrency-gate.ts";
@@ -15,9 +21,9 @@ import { errorBodyJson, parseInferenceRequest } from "./openai-request.ts";
 import type { InferenceKind } from "./openai-request.ts";
 import { readBody } from "./read-body.ts";
 import { checkTeeOptions, createTeeQuoter, nonceOf, wantsSessionKey } from "./tee.ts";
-import { createTlsIdentity } from "./tls-identity.ts";
+import { createTlsIdentity, tlsIdentityOf } from "./tls-identity.ts";
 import type { TlsIdentity } from "./tls-identity.ts";
-import { SIM_FLAVOURS } from "./types.ts";
+import { SIM_FLAVOURS, SIM_PROTOCOLS } from "./types.ts";
 import type {
   SimFault,
   SimLastRequest,
@@ -113,6 +119,35 @@ function checkOptions(options: SimNodeOptions): void {
     fail("instanceId", "expected a non-empty string");
   }
   if (options.tee !== undefined) checkTeeOptions(options.tee);
+  const protocol = options.protocol ?? "http1";
+  if (!SIM_PROTOCOLS.includes(protocol)) {
+    fail("protocol", `expected one of ${SIM_PROTOCOLS.join(", ")}`);
+  }
+  if (protocol === "h2c" && (options.tee !== undefined || options.tls === true)) {
+    fail("protocol", "h2c is HTTP/2 without TLS; TLS and TEE nodes speak http1 or h2");
+  }
+  const certificate = options.certificate;
+  if (certificate !== undefined) {
+    if (options.tee !== undefined) fail("certificate", "a TEE node makes its own key");
+    if (protocol !== "h2" && options.tls !== true) {
+      fail("certificate", "only a TLS node (tls or protocol h2) presents a certificate");
+    }
+    if (typeof certificate.keyPem !== "string" || typeof certificate.certPem !== "string") {
+      fail("certificate", "expected keyPem and certPem as PEM strings");
+    }
+  }
+}
+
+/**
+ * node:http2's compatibility API has every member the handlers use (method, url, headers,
+ * the body stream, writeHead/write/end, "close", socket.destroy, which resets the stream), so
+ * they take it as the HTTP/1.1 types; what differs per protocol is handled where it is used.
+ */
+function asHttp1(
+  req: IncomingMessage | Http2ServerRequest,
+  res: ServerResponse | Http2ServerResponse,
+): [IncomingMessage, ServerResponse] {
+  return [req as unknown as IncomingMessage, res as unknown as ServerResponse];
 }
 
 /**
@@ -156,11 +191,21 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   const modelsBody = JSON.stringify({ object: "list", data: options.models.map(modelCard) });
 
   const quoter = options.tee === undefined ? undefined : createTeeQuoter(options.tee);
+  const protocol = options.protocol ?? "http1";
   // In TEE mode this key is made inside the TD; the quotes bind it even after a key swap.
   const tdIdentity =
-    options.tee !== undefined || options.tls === true ? createTlsIdentity(nodeId) : undefined;
+    options.certificate !== undefined
+      ? tlsIdentityOf(options.certificate.keyPem, options.certificate.certPem)
+      : options.tee !== undefined || options.tls === true || protocol === "h2"
+        ? createTlsIdentity(nodeId)
+        : undefined;
   let served: TlsIdentity | undefined = tdIdentity;
-  const keyOfSocket = new WeakMap<Socket, string>();
+  // The key each connection was opened with: its socket (HTTP/1.1) or its session (HTTP/2).
+  const keyOfSocket = new WeakMap<object, string>();
+  const sessions = new Set<Http2Session>();
+  /** What a request arrived on: the unit a key swap or a reset ends. */
+  const connectionOf = (req: IncomingMessage): object =>
+    protocol === "http1" ? req.socket : (req as unknown as Http2ServerRequest).stream.session!;
   const payloadsByKey: Record<string, number> = {};
   const faults = createFaultSlot();
   const gate = createConcurrencyGate(config.maxConcurrency);
@@ -169,7 +214,12 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   let inFlight = 0;
   let completed = 0;
   // The last body is kept as received and hashed only when someone asks for stats.
-  let last: { path: string; headers: IncomingHttpHeaders; body: Buffer } | null = null;
+  let last: {
+    path: string;
+    headers: IncomingHttpHeaders;
+    body: Buffer;
+    httpVersion: string;
+  } | null = null;
   let lastSummary: SimLastRequest | null = null;
 
   const ctx: GenerationContext = {
@@ -190,6 +240,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
         path: last.path,
         headers: visibleHeaders(last.headers),
         body_sha256: createHash("sha256").update(last.body).digest("hex"),
+        http_version: last.httpVersion,
       };
     }
     return {
@@ -231,16 +282,16 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     if (!read.ok) {
       if (read.reason === "too_large") {
         const message = `request body exceeds ${SIM_BODY_LIMIT_BYTES} bytes`;
-        sendJson(res, 413, errorBodyJson({ status: 413, message, param: null }), {
-          connection: "close",
-        });
+        // HTTP/2 has no connection header: the stream ends, the session goes on.
+        const close: Record<string, string> = protocol === "http1" ? { connection: "close" } : {};
+        sendJson(res, 413, errorBodyJson({ status: 413, message, param: null }), close);
       }
       return;
     }
     payloadsReceived += 1;
-    const key = keyOfSocket.get(req.socket);
+    const key = keyOfSocket.get(connectionOf(req));
     if (key !== undefined) payloadsByKey[key] = (payloadsByKey[key] ?? 0) + 1;
-    last = { path, headers: req.headers, body: read.body };
+    last = { path, headers: req.headers, body: read.body, httpVersion: req.httpVersion };
     lastSummary = null;
     inFlight += 1;
     res.once("close", () => {
@@ -293,7 +344,9 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
 
   function applyRequestFault(req: IncomingMessage, res: ServerResponse, fault: SimFault): void {
     if (fault.kind === "reset") {
-      req.socket.resetAndDestroy();
+      // HTTP/2: the stream is reset (RST_STREAM), not the connection the others share.
+      if (protocol === "http1") req.socket.resetAndDestroy();
+      else (req as unknown as Http2ServerRequest).stream.close(h2.NGHTTP2_INTERNAL_ERROR);
     } else if (fault.kind === "status") {
       const retryAfter = fault.retryAfterS ?? (fault.status === 429 ? 1 : undefined);
       const headers: Record<string, string> =
@@ -492,10 +545,15 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       sendJson(res, 500, errorBodyJson({ status: 500, message: "simulator error", param: null }));
   }
 
-  const handler = (req: IncomingMessage, res: ServerResponse) => {
+  const handler = (
+    request: IncomingMessage | Http2ServerRequest,
+    response: ServerResponse | Http2ServerResponse,
+  ) => {
+    const [req, res] = asHttp1(request, response);
     res.setHeader("x-sim-node", nodeId);
-    // A connection from before a key swap ends after this answer.
-    const key = keyOfSocket.get(req.socket);
+    // An HTTP/1.1 connection from before a key swap ends after this answer (HTTP/2 sessions
+    // are closed gracefully by the swap itself).
+    const key = protocol === "http1" ? keyOfSocket.get(req.socket) : undefined;
     if (key !== undefined && key !== served?.keySha256) res.setHeader("connection", "close");
     try {
       const pending = route(req, res);
@@ -504,11 +562,15 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       failed(res);
     }
   };
-  const server =
-    served === undefined
-      ? createServer({ noDelay: true }, handler)
-      : createHttpsServer({ noDelay: true, key: served.keyPem, cert: served.certPem }, handler);
-  if (served !== undefined) {
+  const server = createNodeServer(protocol, served, handler);
+  if (protocol !== "http1") {
+    server.on("connection", (socket: Socket) => socket.setNoDelay(true));
+    server.on("session", (session: Http2Session) => {
+      sessions.add(session);
+      if (served) keyOfSocket.set(session, served.keySha256);
+      session.once("close", () => sessions.delete(session));
+    });
+  } else if (served !== undefined) {
     server.on("secureConnection", (socket: Socket) => {
       if (served) keyOfSocket.set(socket, served.keySha256);
     });
@@ -528,7 +590,9 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     }
     served = createTlsIdentity(nodeId);
     server.setSecureContext({ key: served.keyPem, cert: served.certPem });
-    server.closeIdleConnections();
+    if ("closeIdleConnections" in server) server.closeIdleConnections();
+    // GOAWAY: open streams finish, no new ones start, then the session ends.
+    for (const session of sessions) session.close();
   }
 
   function setFault(fault: SimFault | null): void {
@@ -552,7 +616,8 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       ctx.closing = true;
       gate.clear();
       server.close(() => resolve());
-      server.closeAllConnections();
+      if ("closeAllConnections" in server) server.closeAllConnections();
+      for (const session of sessions) session.destroy();
     });
     return closed;
   }
@@ -572,4 +637,31 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     close,
     [Symbol.asyncDispose]: close,
   };
+}
+
+type Handler = (
+  req: IncomingMessage | Http2ServerRequest,
+  res: ServerResponse | Http2ServerResponse,
+) => void;
+
+/**
+ * The listening server for `protocol`. HTTP/2 servers speak nothing else (no HTTP/1.1
+ * upgrade or fallback): a client that does not speak HTTP/2 fails at once.
+ */
+function createNodeServer(
+  protocol: "http1" | "h2c" | "h2",
+  identity: TlsIdentity | undefined,
+  handler: Handler,
+) {
+  const tls = identity === undefined ? undefined : { key: identity.keyPem, cert: identity.certPem };
+  if (protocol === "h2c") return createH2cServer(handler);
+  if (protocol === "h2") {
+    const server = createH2Server({ ...tls, allowHTTP1: false }, handler);
+    // A client that did not offer h2 by ALPN gets no answer; drop it now, not after 10 s.
+    server.on("unknownProtocol", (socket: Socket) => socket.destroy());
+    return server;
+  }
+  return tls === undefined
+    ? createServer({ noDelay: true }, handler)
+    : createHttpsServer({ noDelay: true, ...tls }, handler);
 }

@@ -7,6 +7,15 @@ export type SimFlavour = "vllm" | "tgi";
 export const SIM_FLAVOURS: readonly SimFlavour[] = ["vllm", "tgi"];
 
 /**
+ * What a simulated node speaks: HTTP/1.1 (plain, or TLS with `tls`), `h2c` (HTTP/2 on a plain
+ * socket, prior knowledge) or `h2` (HTTP/2 over TLS, chosen by ALPN). An HTTP/2 node speaks
+ * only HTTP/2, so a client that falls back to HTTP/1.1 fails instead of measuring the wrong
+ * protocol.
+ */
+export type SimProtocol = "http1" | "h2c" | "h2";
+export const SIM_PROTOCOLS: readonly SimProtocol[] = ["http1", "h2c", "h2"];
+
+/**
  * A fault the node applies to the requests it receives until it is cleared, or until it has
  * been applied `times` times (then it clears itself).
  *
@@ -68,6 +77,8 @@ export interface SimLastRequest {
   headers: Record<string, string | string[]>;
   /** Hex SHA-256 of the body bytes exactly as received. */
   body_sha256: string;
+  /** `1.1` or `2.0`, as the node saw the request. */
+  http_version: string;
 }
 
 /** Counters tests read from `GET /_sim/stats` or `stats()`. */
@@ -155,6 +166,14 @@ export interface SimNodeOptions {
    * expect the certificate to chain to a CA.
    */
   tls?: boolean;
+  /** Default `http1`. `h2` serves TLS (a fresh self-signed key unless `certificate` is given). */
+  protocol?: SimProtocol;
+  /**
+   * The key and certificate (PEM) a TLS node presents instead of a fresh self-signed one, e.g.
+   * one for `127.0.0.1` that the client is told to trust. Not in TEE mode: there the key is
+   * made inside the TD.
+   */
+  certificate?: { keyPem: string; certPem: string };
 }
 
 /** A running simulated node. */
