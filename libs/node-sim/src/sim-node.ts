@@ -8,12 +8,21 @@ import {
   createSecureServer as createH2Server,
   createServer as createH2cServer,
 } from "node:http2";
-import type { Http2ServerRequest, Http2ServerResponse, Http2Session } from "node:http2";
+import type {
+  Http2SecureServer,
+  Http2Server,
+  Http2ServerRequest,
+  Http2ServerResponse,
+  Http2Session,
+} from "node:http2";
 import { createServer as createHttpsServer, get as httpsGet } from "node:https";
-import type { Socket } from "node:net";
+import type { Server as HttpsServer } from "node:https";
+import type { Server as NetServer, Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import { createConcurrencyGate } from "./concurrency-gate.ts";
 import { embeddingsBody, parseEmbeddingRequest } from "./embeddings.ts";
 import { createFaultSlot } from "./fault-slot.ts";
+import { createSniffingServer } from "./h2c-sniff.ts";
 import { asGenerationFault, runGeneration } from "./generation.ts";
 import type { GenerationContext } from "./generation.ts";
 import { createSimMetrics } from "./metrics.ts";
@@ -205,12 +214,13 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   const sessions = new Set<Http2Session>();
   /** What a request arrived on: the unit a key swap or a reset ends. */
   const connectionOf = (req: IncomingMessage): object =>
-    protocol === "http1" ? req.socket : (req as unknown as Http2ServerRequest).stream.session!;
+    isHttp2(req) ? (req as unknown as Http2ServerRequest).stream.session! : req.socket;
   const payloadsByKey: Record<string, number> = {};
   const faults = createFaultSlot();
   const gate = createConcurrencyGate(config.maxConcurrency);
   const metrics = createSimMetrics(flavour, options.models[0] ?? "", instanceId);
   let payloadsReceived = 0;
+  let payloadsByVersion: Record<string, number> = {};
   let inFlight = 0;
   let completed = 0;
   // The last body is kept as received and hashed only when someone asks for stats.
@@ -252,6 +262,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       waiting: gate.waiting,
       completed,
       last_request: last === null ? null : lastSummary,
+      payloads_by_http_version: { ...payloadsByVersion },
       ...(quoter === undefined ? {} : { quotes_served: quoter.served }),
       ...(served === undefined
         ? {}
@@ -267,6 +278,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
 
   function resetStats(): void {
     payloadsReceived = 0;
+    payloadsByVersion = {};
     completed = 0;
     last = null;
     lastSummary = null;
@@ -283,12 +295,13 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       if (read.reason === "too_large") {
         const message = `request body exceeds ${SIM_BODY_LIMIT_BYTES} bytes`;
         // HTTP/2 has no connection header: the stream ends, the session goes on.
-        const close: Record<string, string> = protocol === "http1" ? { connection: "close" } : {};
+        const close: Record<string, string> = isHttp2(req) ? {} : { connection: "close" };
         sendJson(res, 413, errorBodyJson({ status: 413, message, param: null }), close);
       }
       return;
     }
     payloadsReceived += 1;
+    payloadsByVersion[req.httpVersion] = (payloadsByVersion[req.httpVersion] ?? 0) + 1;
     const key = keyOfSocket.get(connectionOf(req));
     if (key !== undefined) payloadsByKey[key] = (payloadsByKey[key] ?? 0) + 1;
     last = { path, headers: req.headers, body: read.body, httpVersion: req.httpVersion };
@@ -345,8 +358,14 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   function applyRequestFault(req: IncomingMessage, res: ServerResponse, fault: SimFault): void {
     if (fault.kind === "reset") {
       // HTTP/2: the stream is reset (RST_STREAM), not the connection the others share.
-      if (protocol === "http1") req.socket.resetAndDestroy();
-      else (req as unknown as Http2ServerRequest).stream.close(h2.NGHTTP2_INTERNAL_ERROR);
+      if (isHttp2(req)) {
+        (req as unknown as Http2ServerRequest).stream.close(h2.NGHTTP2_INTERNAL_ERROR);
+      } else if ("resetAndDestroy" in req.socket) {
+        req.socket.resetAndDestroy();
+      } else {
+        // An HTTP/1.1 connection of an h2c node runs on a replaying stream, not a TCP socket.
+        (req.socket as Duplex).destroy();
+      }
     } else if (fault.kind === "status") {
       const retryAfter = fault.retryAfterS ?? (fault.status === 429 ? 1 : undefined);
       const headers: Record<string, string> =
@@ -553,7 +572,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     res.setHeader("x-sim-node", nodeId);
     // An HTTP/1.1 connection from before a key swap ends after this answer (HTTP/2 sessions
     // are closed gracefully by the swap itself).
-    const key = protocol === "http1" ? keyOfSocket.get(req.socket) : undefined;
+    const key = isHttp2(req) ? undefined : keyOfSocket.get(req.socket);
     if (key !== undefined && key !== served?.keySha256) res.setHeader("connection", "close");
     try {
       const pending = route(req, res);
@@ -562,15 +581,23 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       failed(res);
     }
   };
-  const server = createNodeServer(protocol, served, handler);
+  const { server, http2 } = createNodeServer(protocol, served, handler);
+  // Every TCP connection, so that close() can end those no HTTP server has taken yet.
+  const sockets = new Set<Socket>();
   if (protocol !== "http1") {
-    server.on("connection", (socket: Socket) => socket.setNoDelay(true));
-    server.on("session", (session: Http2Session) => {
-      sessions.add(session);
-      if (served) keyOfSocket.set(session, served.keySha256);
-      session.once("close", () => sessions.delete(session));
+    server.on("connection", (socket: Socket) => {
+      socket.setNoDelay(true);
+      sockets.add(socket);
+      socket.once("close", () => sockets.delete(socket));
     });
-  } else if (served !== undefined) {
+  }
+  http2?.on("session", (session: Http2Session) => {
+    sessions.add(session);
+    if (served) keyOfSocket.set(session, served.keySha256);
+    session.once("close", () => sessions.delete(session));
+  });
+  if (served !== undefined) {
+    // HTTP/1.1 over TLS (an h2 node's HTTP/1.1 clients included, chosen by ALPN).
     server.on("secureConnection", (socket: Socket) => {
       if (served) keyOfSocket.set(socket, served.keySha256);
     });
@@ -618,6 +645,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       server.close(() => resolve());
       if ("closeAllConnections" in server) server.closeAllConnections();
       for (const session of sessions) session.destroy();
+      for (const socket of sockets) socket.destroy();
     });
     return closed;
   }
@@ -644,24 +672,35 @@ type Handler = (
   res: ServerResponse | Http2ServerResponse,
 ) => void;
 
+function isHttp2(req: IncomingMessage): boolean {
+  return req.httpVersionMajor === 2;
+}
+
 /**
- * The listening server for `protocol`. HTTP/2 servers speak nothing else (no HTTP/1.1
- * upgrade or fallback): a client that does not speak HTTP/2 fails at once.
+ * The listening server for `protocol`, and the HTTP/2 server behind it. An HTTP/2 node also
+ * answers HTTP/1.1 on the same port, as real ones do for health probes: `h2` by ALPN, `h2c`
+ * told apart by the connection preface.
  */
 function createNodeServer(
   protocol: "http1" | "h2c" | "h2",
   identity: TlsIdentity | undefined,
   handler: Handler,
-) {
+): {
+  server: NetServer | HttpsServer | Http2SecureServer;
+  http2?: Http2Server | Http2SecureServer;
+} {
   const tls = identity === undefined ? undefined : { key: identity.keyPem, cert: identity.certPem };
-  if (protocol === "h2c") return createH2cServer(handler);
-  if (protocol === "h2") {
-    const server = createH2Server({ ...tls, allowHTTP1: false }, handler);
-    // A client that did not offer h2 by ALPN gets no answer; drop it now, not after 10 s.
-    server.on("unknownProtocol", (socket: Socket) => socket.destroy());
-    return server;
+  if (protocol === "h2c") {
+    const http2 = createH2cServer(handler);
+    return { server: createSniffingServer(createServer(handler), http2), http2 };
   }
-  return tls === undefined
-    ? createServer({ noDelay: true }, handler)
-    : createHttpsServer({ noDelay: true, ...tls }, handler);
+  if (protocol === "h2") {
+    const http2 = createH2Server({ ...tls, allowHTTP1: true }, handler);
+    return { server: http2, http2 };
+  }
+  const server =
+    tls === undefined
+      ? createServer({ noDelay: true }, handler)
+      : createHttpsServer({ noDelay: true, ...tls }, handler);
+  return { server };
 }

@@ -8,9 +8,9 @@ export const SIM_FLAVOURS: readonly SimFlavour[] = ["vllm", "tgi"];
 
 /**
  * What a simulated node speaks: HTTP/1.1 (plain, or TLS with `tls`), `h2c` (HTTP/2 on a plain
- * socket, prior knowledge) or `h2` (HTTP/2 over TLS, chosen by ALPN). An HTTP/2 node speaks
- * only HTTP/2, so a client that falls back to HTTP/1.1 fails instead of measuring the wrong
- * protocol.
+ * socket, prior knowledge) or `h2` (HTTP/2 over TLS, chosen by ALPN). An HTTP/2 node answers
+ * HTTP/1.1 on the same port too (health probes speak it), told apart by the connection
+ * preface (h2c) or ALPN (h2); `payloads_by_http_version` in the stats shows which was used.
  */
 export type SimProtocol = "http1" | "h2c" | "h2";
 export const SIM_PROTOCOLS: readonly SimProtocol[] = ["http1", "h2c", "h2"];
@@ -96,6 +96,8 @@ export interface SimStats {
   /** Inference requests answered in full with a 200 (streams ended with `[DONE]`). */
   completed: number;
   last_request: SimLastRequest | null;
+  /** Inference payloads received per HTTP version (`1.1`, `2.0`). */
+  payloads_by_http_version: Record<string, number>;
   /** TEE mode only: quotes served on `GET /attestation/quote`. */
   quotes_served?: number;
   /**

@@ -4,6 +4,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect } from "node:http2";
 import type { ClientHttp2Session, IncomingHttpHeaders } from "node:http2";
+import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { RequestOptions } from "node:https";
 import { tmpdir } from "node:os";
@@ -197,27 +198,40 @@ describe.each(["h2c", "h2"] as const)("a node serving %s", (protocol) => {
   });
 });
 
-describe("h2 over TLS", () => {
-  it("refuses a client that offers only HTTP/1.1 by ALPN", async () => {
-    const { node, session } = await startOver("h2");
-    session.close();
+describe.each(["h2c", "h2"] as const)("HTTP/1.1 on a %s node's port", (protocol) => {
+  it("is answered too (health probes), and counted apart from HTTP/2", async () => {
+    const { node, session } = await startOver(protocol);
     try {
-      const outcome = await new Promise<string>((resolve) => {
-        const req = httpsRequest(
-          `${node.url}/health`,
-          { ca: tls.certPem, ALPNProtocols: ["http/1.1"] } as RequestOptions,
-          (res) => resolve(`answered ${res.statusCode}`),
+      // ALPN picks HTTP/1.1 on TLS; the missing connection preface tells it apart on h2c.
+      const version = await new Promise<string>((resolve, reject) => {
+        const req = (protocol === "h2" ? httpsRequest : httpRequest)(
+          `${node.url}/v1/chat/completions`,
+          {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            ...(protocol === "h2" ? ({ ca: tls.certPem } as RequestOptions) : {}),
+          },
+          (res) => {
+            res.resume();
+            res.on("end", () => resolve(`${res.statusCode} ${res.httpVersion}`));
+          },
         );
-        req.on("error", (error: NodeJS.ErrnoException) => resolve(`failed ${error.code}`));
-        req.end();
+        req.on("error", reject);
+        req.end(JSON.stringify(CHAT_BODY));
       });
-      expect(outcome).toMatch(/^failed /);
-      expect(node.stats().payloads_received).toBe(0);
+      expect(version).toBe("200 1.1");
+      expect((await h2(session, "/v1/chat/completions", CHAT_BODY)).status).toBe(200);
+      expect(node.stats().payloads_by_http_version).toEqual({ "1.1": 1, "2.0": 1 });
+      node.resetStats();
+      expect(node.stats().payloads_by_http_version).toEqual({});
     } finally {
+      session.close();
       await node.close();
     }
   });
+});
 
+describe("h2 over TLS", () => {
   it("presents a fresh self-signed key when no certificate is given", async () => {
     await using node = await startSimNode({ ...base, nodeId: "self", protocol: "h2" });
     const session = connect(node.url, { rejectUnauthorized: false });
