@@ -11,7 +11,19 @@ export const NODES = {
   instant: { model: "bench-instant" },
   slow: { model: "bench-20ms", ttftMs: 20 },
   stream: { model: "bench-stream", tokensPerSecond: 50, completionTokens: 20 },
+  // The same nodes spoken to over HTTP/2, by the gateway and by the direct baseline alike.
+  slowH2c: { model: "bench-20ms-h2c", ttftMs: 20, protocol: "h2c" },
+  streamH2c: {
+    model: "bench-stream-h2c",
+    tokensPerSecond: 50,
+    completionTokens: 20,
+    protocol: "h2c",
+  },
+  slowH2: { model: "bench-20ms-h2", ttftMs: 20, protocol: "h2" },
 } as const satisfies Record<string, BenchNodeSpec>;
+
+/** Round pairs of the HTTP/2 rows: fewer than the default, to keep the whole run short. */
+const HTTP2_ROUNDS = 3;
 
 export interface Scenario {
   key: string;
@@ -21,6 +33,8 @@ export interface Scenario {
   stream: boolean;
   /** Size of the prompt text; default a short one. */
   promptBytes?: number;
+  /** At most this many round pairs (default: the run's `--rounds`). */
+  maxRounds?: number;
 }
 
 export const SCENARIOS: Scenario[] = [
@@ -73,6 +87,30 @@ export const SCENARIOS: Scenario[] = [
     node: NODES.stream,
     concurrency: 128,
     stream: true,
+  },
+  {
+    key: "slow64h2c",
+    title: "20 ms node, concurrency 64, h2c",
+    node: NODES.slowH2c,
+    concurrency: 64,
+    stream: false,
+    maxRounds: HTTP2_ROUNDS,
+  },
+  {
+    key: "stream128h2c",
+    title: "128 concurrent streams, 50 tok/s, h2c",
+    node: NODES.streamH2c,
+    concurrency: 128,
+    stream: true,
+    maxRounds: HTTP2_ROUNDS,
+  },
+  {
+    key: "slow64h2",
+    title: "20 ms node, concurrency 64, h2 (TLS)",
+    node: NODES.slowH2,
+    concurrency: 64,
+    stream: false,
+    maxRounds: HTTP2_ROUNDS,
   },
 ];
 
@@ -129,7 +167,14 @@ export async function runScenario(
     stream: scenario.stream,
     ...(scenario.stream ? { expectTokens: scenario.node.completionTokens ?? 16 } : {}),
   };
-  const direct = { ...common, origin: node.url, headers: { "content-type": "application/json" } };
+  // The direct baseline speaks the node's own protocol; intake is always called over HTTP/1.1.
+  const direct = {
+    ...common,
+    origin: node.url,
+    headers: { "content-type": "application/json" },
+    ...(node.protocol === undefined ? {} : { protocol: node.protocol }),
+    ...(node.protocol === "h2" && stack.caPem !== undefined ? { caPem: stack.caPem } : {}),
+  };
   const gateway = {
     ...common,
     origin: stack.intakeUrl,
@@ -156,7 +201,8 @@ export async function runScenario(
     for (const name of Object.keys(after)) cpuMs[name] = after[name]! - before[name]!;
     return { result, cpuMs };
   };
-  for (let i = 0; i < settings.rounds; i++) {
+  const rounds = Math.min(settings.rounds, scenario.maxRounds ?? settings.rounds);
+  for (let i = 0; i < rounds; i++) {
     if (i % 2 === 0) {
       run.direct.push(await measured(direct));
       run.gateway.push(await measured(gateway));

@@ -6,7 +6,6 @@ import { connect } from "node:http2";
 import type { ClientHttp2Session, IncomingHttpHeaders } from "node:http2";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
-import type { RequestOptions } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -209,7 +208,7 @@ describe.each(["h2c", "h2"] as const)("HTTP/1.1 on a %s node's port", (protocol)
           {
             method: "POST",
             headers: { "content-type": "application/json" },
-            ...(protocol === "h2" ? ({ ca: tls.certPem } as RequestOptions) : {}),
+            ...(protocol === "h2" ? { ca: tls.certPem } : {}),
           },
           (res) => {
             res.resume();
