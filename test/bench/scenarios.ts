@@ -1,8 +1,9 @@
 // What is measured and how: each scenario runs paired rounds, direct to the simulated node and
 // through the gateway, alternating which goes first, so that slow drift of the machine (other
 // processes, thermal state, JIT) falls on both sides alike.
+import { Agent, request } from "undici";
 import { BENCH_API_KEY } from "./bench-stack.ts";
-import type { BenchNodeSpec, BenchStack } from "./bench-stack.ts";
+import type { BenchNode, BenchNodeSpec, BenchStack } from "./bench-stack.ts";
 import type { LoadGenerator } from "./load-client.ts";
 import type { LoadResult } from "./plan.ts";
 import { cpuMsOf } from "./proc.ts";
@@ -211,7 +212,30 @@ export async function runScenario(
       run.direct.push(await measured(direct));
     }
   }
+  if (node.protocol !== undefined) await checkServedOver(node, stack.caPem);
   return run;
+}
+
+/**
+ * An HTTP/2 node also answers HTTP/1.1 (for health probes): a row that claims HTTP/2 fails
+ * the run if any inference request, direct or through the gateway, reached it over HTTP/1.1.
+ */
+async function checkServedOver(node: BenchNode, caPem: string | undefined): Promise<void> {
+  const agent = new Agent(caPem === undefined ? {} : { connect: { ca: caPem } });
+  try {
+    const res = await request(`${node.url}/_sim/stats`, { dispatcher: agent });
+    const stats = (await res.body.json()) as { payloads_by_http_version?: Record<string, number> };
+    const versions = stats.payloads_by_http_version ?? {};
+    const other = Object.keys(versions).filter((v) => v !== "2.0");
+    if (other.length > 0 || (versions["2.0"] ?? 0) === 0) {
+      throw new Error(
+        `node ${node.model} was to be spoken to over ${node.protocol} only, ` +
+          `but received ${JSON.stringify(versions)} (payloads per HTTP version)`,
+      );
+    }
+  } finally {
+    await agent.close();
+  }
 }
 
 function cpuSnapshot(pids: CpuPids): Record<string, number> {
