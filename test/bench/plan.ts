@@ -20,6 +20,11 @@ export interface LoadPlan {
   protocol?: "h2c" | "h2";
   /** `h2`: the PEM certificate the origin presents, trusted for this plan's connections. */
   caPem?: string;
+  /**
+   * Worker `i` of `n` sends its first request `i / n × spreadStartsMs` after the round
+   * starts, so that arrivals are spread instead of all workers starting at once.
+   */
+  spreadStartsMs?: number;
 }
 
 /** Nearest-rank percentiles in milliseconds. */

@@ -77,6 +77,9 @@ export interface IntakeDeps extends ClientRouteDeps {
 /** Routes that take a credential; ops routes (`/healthz`, `/metrics`, …) are never throttled. */
 const AUTHENTICATED_PREFIXES = ["/v1/", "/admin/"];
 
+/** How long a stopping intake still answers after its last in-flight request ended. */
+const LINGER_AFTER_LAST_ANSWER_MS = 250;
+
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
 const VERSION = "1.0.0";
 
@@ -381,6 +384,11 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
         mux.failAll(new ZmlError("shutting_down", "this gateway replica is stopping", null, 1));
         await waitUntil(() => inFlight.count() === 0, deps.clock() + 1_000, deps.clock);
       }
+      // A keep-alive client may have sent its next request on a connection just as the last
+      // answer went out: requests already on the wire get their 503 (with `Connection:
+      // close`) instead of a reset.
+      await new Promise((resolve) => setTimeout(resolve, LINGER_AFTER_LAST_ANSWER_MS));
+      await waitUntil(() => inFlight.count() === 0, deps.clock() + 1_000, deps.clock);
       // Nothing is being answered now: keep-alive connections (a client's pool, a prober)
       // would otherwise hold the listener open until they idle out.
       for (const a of [app, adminApp]) if (a) closeAllConnections(a.server);
