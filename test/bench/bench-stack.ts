@@ -2,7 +2,9 @@
 // (so that they never compete with the coordinator's event loop), the fleet applied to KV and
 // the four services as child processes logging at `warn`.
 import { createHash } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectBus, ensureBusResources } from "@zml/bus";
 import type { Bus } from "@zml/bus";
@@ -28,11 +30,14 @@ export interface BenchNodeSpec {
   ttftMs?: number;
   tokensPerSecond?: number;
   completionTokens?: number;
+  /** Declared in the node's spec and served by the simulator; default HTTP/1.1. */
+  protocol?: "h2c" | "h2";
 }
 
 export interface BenchNode {
   model: string;
   url: string;
+  protocol?: "h2c" | "h2";
   process: ManagedProcess;
 }
 
@@ -46,6 +51,8 @@ export interface BenchStack {
   natsPid: number | undefined;
   /** How the benchmark itself connects (the harness identity: it also reads results). */
   natsDriver: NatsClientOptions;
+  /** The certificate `h2` nodes present (for 127.0.0.1), when there are any. */
+  caPem?: string;
   stop(): Promise<void>;
 }
 
@@ -70,18 +77,21 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   const nodes = new Map<string, BenchNode>();
   const services = new Map<string, ManagedProcess>();
   let bus: Bus | undefined;
+  // h2 nodes present one certificate for 127.0.0.1, which the services are told to trust.
+  const tls = options.nodes.some((n) => n.protocol === "h2") ? createBenchCertificate() : undefined;
   const stop = async () => {
     // SIGTERM and a long grace: profiled services write their profile on a clean exit.
     await Promise.allSettled([...services.values()].map((s) => s.stop("SIGTERM", 10_000)));
     await Promise.allSettled([...nodes.values()].map((n) => n.process.stop("SIGTERM", 3_000)));
     await bus?.drain().catch(() => undefined);
     await nats.stop();
+    if (tls) rmSync(tls.dir, { recursive: true, force: true });
   };
   try {
     const specs: NodeSpec[] = [];
     await Promise.all(
       options.nodes.map(async (spec, i) => {
-        const node = await startSimNodeProcess(root, spec);
+        const node = await startSimNodeProcess(root, spec, tls);
         nodes.set(spec.model, node);
         specs[i] = {
           id: spec.model,
@@ -95,6 +105,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
           health_path: "/health",
           metrics_path: "/metrics",
           registered_at: i,
+          ...(spec.protocol === undefined ? {} : { protocol: spec.protocol }),
         };
       }),
     );
@@ -119,6 +130,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     const env = {
       LOG_LEVEL: "warn",
       POLL_INTERVAL_MS: "2000",
+      ...(tls ? { NODE_EXTRA_CA_CERTS: tls.certFile } : {}),
       ...options.serviceEnv,
     };
     const [intakePort, dispatcherOps, aggregatorOps, attestationOps] = await Promise.all([
@@ -171,6 +183,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       opsUrls,
       natsPid: childPidByName("nats-server"),
       natsDriver: nats.client(),
+      ...(tls ? { caPem: readFileSync(tls.certFile, "utf8") } : {}),
       stop,
     };
   } catch (error) {
@@ -189,13 +202,40 @@ function profileEnv(
   return { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` };
 }
 
-async function startSimNodeProcess(root: string, spec: BenchNodeSpec): Promise<BenchNode> {
+interface BenchCertificate {
+  dir: string;
+  keyFile: string;
+  certFile: string;
+}
+
+/** A throw-away P-256 certificate for 127.0.0.1, made with openssl as the e2e tests do. */
+function createBenchCertificate(): BenchCertificate {
+  const dir = mkdtempSync(join(tmpdir(), "zml-bench-h2-"));
+  const keyFile = join(dir, "key.pem");
+  const certFile = join(dir, "cert.pem");
+  execFileSync("openssl", [
+    ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"],
+    ...["-keyout", keyFile, "-out", certFile, "-days", "1"],
+    ...["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+  ]);
+  return { dir, keyFile, certFile };
+}
+
+async function startSimNodeProcess(
+  root: string,
+  spec: BenchNodeSpec,
+  tls: BenchCertificate | undefined,
+): Promise<BenchNode> {
   const args = [
     join(root, "libs/node-sim/src/cli.ts"),
     ...["--id", spec.model, "--model", spec.model],
     ...["--max-concurrency", String(NODE_CAPACITY)],
     ...["--ttft-ms", String(spec.ttftMs ?? 0), "--tps", String(spec.tokensPerSecond ?? 0)],
     ...["--completion-tokens", String(spec.completionTokens ?? 16)],
+    ...(spec.protocol === undefined ? [] : ["--protocol", spec.protocol]),
+    ...(spec.protocol === "h2" && tls
+      ? ["--tls-key-file", tls.keyFile, "--tls-cert-file", tls.certFile]
+      : []),
   ];
   const proc = await startProcess({
     name: `node ${spec.model}`,
@@ -204,7 +244,12 @@ async function startSimNodeProcess(root: string, spec: BenchNodeSpec): Promise<B
     readyLine: /"event":"ready"/,
   });
   const ready = await proc.waitForOutput(/"url":"([^"]+)"/);
-  return { model: spec.model, url: ready[1]!, process: proc };
+  return {
+    model: spec.model,
+    url: ready[1]!,
+    ...(spec.protocol === undefined ? {} : { protocol: spec.protocol }),
+    process: proc,
+  };
 }
 
 /** Polls each model through the gateway until it answers 200 (its node is Active). */

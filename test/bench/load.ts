@@ -9,14 +9,31 @@ import { Samples } from "./stats.ts";
 
 const pools = new Map<string, Pool>();
 
-function poolFor(origin: string): Pool {
-  let pool = pools.get(origin);
+function poolFor(plan: LoadPlan): Pool {
+  const key = `${plan.protocol ?? "http1"} ${plan.origin}`;
+  let pool = pools.get(key);
   if (pool === undefined) {
-    // More connections than any plan's concurrency: every worker keeps its own socket.
-    pool = new Pool(origin, { connections: 512, pipelining: 1, keepAliveTimeout: 60_000 });
-    pools.set(origin, pool);
+    pool =
+      plan.protocol === undefined
+        ? // More connections than any plan's concurrency: every worker keeps its own socket.
+          new Pool(plan.origin, { connections: 512, pipelining: 1, keepAliveTimeout: 60_000 })
+        : // HTTP/2 as a client normally speaks it: every worker's request a stream of one
+          // session (the node allows unlimited streams).
+          new Pool(plan.origin, {
+            connections: 1,
+            allowH2: true,
+            maxConcurrentStreams: 1024,
+            keepAliveTimeout: 60_000,
+            connect: connectOptions(plan),
+          });
+    pools.set(key, pool);
   }
   return pool;
+}
+
+/** `useH2c` (prior knowledge) is an undici connector option missing from its type definitions. */
+function connectOptions(plan: LoadPlan): Record<string, unknown> {
+  return plan.protocol === "h2c" ? { useH2c: true } : plan.caPem ? { ca: plan.caPem } : {};
 }
 
 /** Checks one SSE body: every event is JSON, the tokens are all there, `[DONE]` ends it. */
@@ -52,7 +69,7 @@ function checkStream(
 }
 
 async function run(plan: LoadPlan): Promise<LoadResult> {
-  const pool = poolFor(plan.origin);
+  const pool = poolFor(plan);
   const body = Buffer.from(plan.body);
   const latency = new Samples();
   const ttft = new Samples();

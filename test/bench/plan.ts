@@ -16,6 +16,10 @@ export interface LoadPlan {
   stream: boolean;
   /** Streams: token-bearing events each stream must carry before `[DONE]`. */
   expectTokens?: number;
+  /** HTTP/2 to the origin: `h2c` (prior knowledge) or `h2` (TLS, ALPN); default HTTP/1.1. */
+  protocol?: "h2c" | "h2";
+  /** `h2`: the PEM certificate the origin presents, trusted for this plan's connections. */
+  caPem?: string;
   /**
    * Worker `i` of `n` sends its first request `i / n × spreadStartsMs` after the round
    * starts, so that arrivals are spread instead of all workers starting at once.

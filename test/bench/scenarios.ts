@@ -1,8 +1,9 @@
 // What is measured and how: each scenario runs paired rounds, direct to the simulated node and
 // through the gateway, alternating which goes first, so that slow drift of the machine (other
 // processes, thermal state, JIT) falls on both sides alike.
+import { Agent, request } from "undici";
 import { BENCH_API_KEY } from "./bench-stack.ts";
-import type { BenchNodeSpec, BenchStack } from "./bench-stack.ts";
+import type { BenchNode, BenchNodeSpec, BenchStack } from "./bench-stack.ts";
 import type { LoadGenerator } from "./load-client.ts";
 import type { LoadResult } from "./plan.ts";
 import { cpuMsOf } from "./proc.ts";
@@ -11,7 +12,19 @@ export const NODES = {
   instant: { model: "bench-instant" },
   slow: { model: "bench-20ms", ttftMs: 20 },
   stream: { model: "bench-stream", tokensPerSecond: 50, completionTokens: 20 },
+  // The same nodes spoken to over HTTP/2, by the gateway and by the direct baseline alike.
+  slowH2c: { model: "bench-20ms-h2c", ttftMs: 20, protocol: "h2c" },
+  streamH2c: {
+    model: "bench-stream-h2c",
+    tokensPerSecond: 50,
+    completionTokens: 20,
+    protocol: "h2c",
+  },
+  slowH2: { model: "bench-20ms-h2", ttftMs: 20, protocol: "h2" },
 } as const satisfies Record<string, BenchNodeSpec>;
+
+/** Round pairs of the HTTP/2 rows: fewer than the default, to keep the whole run short. */
+const HTTP2_ROUNDS = 3;
 
 export interface Scenario {
   key: string;
@@ -21,6 +34,8 @@ export interface Scenario {
   stream: boolean;
   /** Size of the prompt text; default a short one. */
   promptBytes?: number;
+  /** At most this many round pairs (default: the run's `--rounds`). */
+  maxRounds?: number;
   /** See `LoadPlan.spreadStartsMs`. */
   spreadStartsMs?: number;
 }
@@ -88,6 +103,30 @@ export const SCENARIOS: Scenario[] = [
     stream: true,
     spreadStartsMs: 400,
   },
+  {
+    key: "slow64h2c",
+    title: "20 ms node, concurrency 64, h2c",
+    node: NODES.slowH2c,
+    concurrency: 64,
+    stream: false,
+    maxRounds: HTTP2_ROUNDS,
+  },
+  {
+    key: "stream128h2c",
+    title: "128 concurrent streams, 50 tok/s, h2c",
+    node: NODES.streamH2c,
+    concurrency: 128,
+    stream: true,
+    maxRounds: HTTP2_ROUNDS,
+  },
+  {
+    key: "slow64h2",
+    title: "20 ms node, concurrency 64, h2 (TLS)",
+    node: NODES.slowH2,
+    concurrency: 64,
+    stream: false,
+    maxRounds: HTTP2_ROUNDS,
+  },
 ];
 
 /** The processes whose CPU time is accounted per round. */
@@ -144,7 +183,14 @@ export async function runScenario(
     ...(scenario.stream ? { expectTokens: scenario.node.completionTokens ?? 16 } : {}),
     ...(scenario.spreadStartsMs ? { spreadStartsMs: scenario.spreadStartsMs } : {}),
   };
-  const direct = { ...common, origin: node.url, headers: { "content-type": "application/json" } };
+  // The direct baseline speaks the node's own protocol; intake is always called over HTTP/1.1.
+  const direct = {
+    ...common,
+    origin: node.url,
+    headers: { "content-type": "application/json" },
+    ...(node.protocol === undefined ? {} : { protocol: node.protocol }),
+    ...(node.protocol === "h2" && stack.caPem !== undefined ? { caPem: stack.caPem } : {}),
+  };
   const gateway = {
     ...common,
     origin: stack.intakeUrl,
@@ -171,7 +217,8 @@ export async function runScenario(
     for (const name of Object.keys(after)) cpuMs[name] = after[name]! - before[name]!;
     return { result, cpuMs };
   };
-  for (let i = 0; i < settings.rounds; i++) {
+  const rounds = Math.min(settings.rounds, scenario.maxRounds ?? settings.rounds);
+  for (let i = 0; i < rounds; i++) {
     if (i % 2 === 0) {
       run.direct.push(await measured(direct));
       run.gateway.push(await measured(gateway));
@@ -180,7 +227,30 @@ export async function runScenario(
       run.direct.push(await measured(direct));
     }
   }
+  if (node.protocol !== undefined) await checkServedOver(node, stack.caPem);
   return run;
+}
+
+/**
+ * An HTTP/2 node also answers HTTP/1.1 (for health probes): a row that claims HTTP/2 fails
+ * the run if any inference request, direct or through the gateway, reached it over HTTP/1.1.
+ */
+async function checkServedOver(node: BenchNode, caPem: string | undefined): Promise<void> {
+  const agent = new Agent(caPem === undefined ? {} : { connect: { ca: caPem } });
+  try {
+    const res = await request(`${node.url}/_sim/stats`, { dispatcher: agent });
+    const stats = (await res.body.json()) as { payloads_by_http_version?: Record<string, number> };
+    const versions = stats.payloads_by_http_version ?? {};
+    const other = Object.keys(versions).filter((v) => v !== "2.0");
+    if (other.length > 0 || (versions["2.0"] ?? 0) === 0) {
+      throw new Error(
+        `node ${node.model} was to be spoken to over ${node.protocol} only, ` +
+          `but received ${JSON.stringify(versions)} (payloads per HTTP version)`,
+      );
+    }
+  } finally {
+    await agent.close();
+  }
 }
 
 function cpuSnapshot(pids: CpuPids): Record<string, number> {

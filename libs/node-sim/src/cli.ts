@@ -1,16 +1,20 @@
 // Runs one simulated node as a process: `node libs/node-sim/src/cli.ts --id h100-a
 // --flavour vllm --model llama-3-8b`. Prints one JSON "ready" line on stdout once it listens
 // and closes on SIGTERM or SIGINT. Bad arguments: a message on stderr and exit code 2.
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { startSimNode } from "./sim-node.ts";
 import { loadTestTeeMaterial } from "./tee-material.ts";
-import { SIM_FLAVOURS } from "./types.ts";
-import type { SimFlavour, SimNodeOptions } from "./types.ts";
+import { SIM_FLAVOURS, SIM_PROTOCOLS } from "./types.ts";
+import type { SimFlavour, SimNodeOptions, SimProtocol } from "./types.ts";
 import { SimInputError } from "./validate.ts";
 
 const USAGE = `usage: node libs/node-sim/src/cli.ts --id <node-id> --model <id> [--model <id> ...]
   [--flavour vllm|tgi] (default vllm)   [--host 127.0.0.1] [--port 0]
   [--ttft-ms 0] [--tps 0] [--max-concurrency 8] [--completion-tokens 16] [--instance-id <id>]
+  [--protocol http1|h2c|h2] (default http1; h2c: HTTP/2 without TLS, h2: HTTP/2 over TLS by ALPN)
+  [--tls-key-file <pem> --tls-cert-file <pem>] the certificate an h2 node presents (default a
+  fresh self-signed one that no client trusts by default)
   TEE mode (tiers 3-4, test certificate chain, never Intel's):
   [--tee-dir <dir> --mrtd <96 hex> [--rtmr0 <hex>] ... [--rtmr3 <hex>] [--tee-debug] [--tee-replay]]
   <dir> holds the shared test PKI (created on first use); <dir>/root.pem is the trust anchor
@@ -26,6 +30,14 @@ function numberArg(name: string, value: string | undefined): number | undefined 
     throw new UsageError(`--${name}: expected a number, got ${JSON.stringify(value)}`);
   }
   return parsed;
+}
+
+function readPem(file: string): string {
+  try {
+    return readFileSync(file, "utf8");
+  } catch (error) {
+    throw new UsageError(`cannot read ${file}: ${(error as Error).message}`);
+  }
 }
 
 interface TeeArgs {
@@ -55,6 +67,9 @@ function parseOptions(argv: string[]): ParsedArgs | "help" {
         "max-concurrency": { type: "string" },
         "completion-tokens": { type: "string" },
         "instance-id": { type: "string" },
+        protocol: { type: "string", default: "http1" },
+        "tls-key-file": { type: "string" },
+        "tls-cert-file": { type: "string" },
         "tee-dir": { type: "string" },
         mrtd: { type: "string" },
         rtmr0: { type: "string" },
@@ -77,8 +92,17 @@ function parseOptions(argv: string[]): ParsedArgs | "help" {
   if (!SIM_FLAVOURS.includes(values.flavour as SimFlavour)) {
     throw new UsageError(`--flavour: expected one of ${SIM_FLAVOURS.join(", ")}`);
   }
+  if (!SIM_PROTOCOLS.includes(values.protocol as SimProtocol)) {
+    throw new UsageError(`--protocol: expected one of ${SIM_PROTOCOLS.join(", ")}`);
+  }
+  const keyFile = values["tls-key-file"];
+  const certFile = values["tls-cert-file"];
+  if ((keyFile === undefined) !== (certFile === undefined)) {
+    throw new UsageError("--tls-key-file and --tls-cert-file go together");
+  }
   const options: SimNodeOptions = {
     nodeId: values.id,
+    protocol: values.protocol as SimProtocol,
     flavour: values.flavour as SimFlavour,
     models: values.model,
     host: values.host,
@@ -93,6 +117,9 @@ function parseOptions(argv: string[]): ParsedArgs | "help" {
   if (maxConcurrency !== undefined) options.maxConcurrency = maxConcurrency;
   if (completionTokens !== undefined) options.completionTokens = completionTokens;
   if (values["instance-id"] !== undefined) options.instanceId = values["instance-id"];
+  if (keyFile !== undefined && certFile !== undefined) {
+    options.certificate = { keyPem: readPem(keyFile), certPem: readPem(certFile) };
+  }
   const measurements = {
     ...(values.mrtd === undefined ? {} : { mrtd: values.mrtd }),
     ...(values.rtmr0 === undefined ? {} : { rtmr0: values.rtmr0 }),

@@ -3,11 +3,26 @@ import { NODE_QUOTE_PATH } from "@zml/contracts";
 import { once } from "node:events";
 import { createServer, get as createHttpGet } from "node:http";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import {
+  constants as h2,
+  createSecureServer as createH2Server,
+  createServer as createH2cServer,
+} from "node:http2";
+import type {
+  Http2SecureServer,
+  Http2Server,
+  Http2ServerRequest,
+  Http2ServerResponse,
+  Http2Session,
+} from "node:http2";
 import { createServer as createHttpsServer, get as httpsGet } from "node:https";
-import type { Socket } from "node:net";
+import type { Server as HttpsServer } from "node:https";
+import type { Server as NetServer, Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import { createConcurrencyGate } from "./concurrency-gate.ts";
 import { embeddingsBody, parseEmbeddingRequest } from "./embeddings.ts";
 import { createFaultSlot } from "./fault-slot.ts";
+import { createSniffingServer } from "./h2c-sniff.ts";
 import { asGenerationFault, runGeneration } from "./generation.ts";
 import type { GenerationContext } from "./generation.ts";
 import { createSimMetrics } from "./metrics.ts";
@@ -15,9 +30,9 @@ import { errorBodyJson, parseInferenceRequest } from "./openai-request.ts";
 import type { InferenceKind } from "./openai-request.ts";
 import { readBody } from "./read-body.ts";
 import { checkTeeOptions, createTeeQuoter, nonceOf, wantsSessionKey } from "./tee.ts";
-import { createTlsIdentity } from "./tls-identity.ts";
+import { createTlsIdentity, tlsIdentityOf } from "./tls-identity.ts";
 import type { TlsIdentity } from "./tls-identity.ts";
-import { SIM_FLAVOURS } from "./types.ts";
+import { SIM_FLAVOURS, SIM_PROTOCOLS } from "./types.ts";
 import type {
   SimFault,
   SimLastRequest,
@@ -113,6 +128,35 @@ function checkOptions(options: SimNodeOptions): void {
     fail("instanceId", "expected a non-empty string");
   }
   if (options.tee !== undefined) checkTeeOptions(options.tee);
+  const protocol = options.protocol ?? "http1";
+  if (!SIM_PROTOCOLS.includes(protocol)) {
+    fail("protocol", `expected one of ${SIM_PROTOCOLS.join(", ")}`);
+  }
+  if (protocol === "h2c" && (options.tee !== undefined || options.tls === true)) {
+    fail("protocol", "h2c is HTTP/2 without TLS; TLS and TEE nodes speak http1 or h2");
+  }
+  const certificate = options.certificate;
+  if (certificate !== undefined) {
+    if (options.tee !== undefined) fail("certificate", "a TEE node makes its own key");
+    if (protocol !== "h2" && options.tls !== true) {
+      fail("certificate", "only a TLS node (tls or protocol h2) presents a certificate");
+    }
+    if (typeof certificate.keyPem !== "string" || typeof certificate.certPem !== "string") {
+      fail("certificate", "expected keyPem and certPem as PEM strings");
+    }
+  }
+}
+
+/**
+ * node:http2's compatibility API has every member the handlers use (method, url, headers,
+ * the body stream, writeHead/write/end, "close", socket.destroy, which resets the stream), so
+ * they take it as the HTTP/1.1 types; what differs per protocol is handled where it is used.
+ */
+function asHttp1(
+  req: IncomingMessage | Http2ServerRequest,
+  res: ServerResponse | Http2ServerResponse,
+): [IncomingMessage, ServerResponse] {
+  return [req as unknown as IncomingMessage, res as unknown as ServerResponse];
 }
 
 /**
@@ -156,20 +200,36 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   const modelsBody = JSON.stringify({ object: "list", data: options.models.map(modelCard) });
 
   const quoter = options.tee === undefined ? undefined : createTeeQuoter(options.tee);
+  const protocol = options.protocol ?? "http1";
   // In TEE mode this key is made inside the TD; the quotes bind it even after a key swap.
   const tdIdentity =
-    options.tee !== undefined || options.tls === true ? createTlsIdentity(nodeId) : undefined;
+    options.certificate !== undefined
+      ? tlsIdentityOf(options.certificate.keyPem, options.certificate.certPem)
+      : options.tee !== undefined || options.tls === true || protocol === "h2"
+        ? createTlsIdentity(nodeId)
+        : undefined;
   let served: TlsIdentity | undefined = tdIdentity;
-  const keyOfSocket = new WeakMap<Socket, string>();
+  // The key each connection was opened with: its socket (HTTP/1.1) or its session (HTTP/2).
+  const keyOfSocket = new WeakMap<object, string>();
+  const sessions = new Set<Http2Session>();
+  /** What a request arrived on: the unit a key swap or a reset ends. */
+  const connectionOf = (req: IncomingMessage): object =>
+    isHttp2(req) ? (req as unknown as Http2ServerRequest).stream.session! : req.socket;
   const payloadsByKey: Record<string, number> = {};
   const faults = createFaultSlot();
   const gate = createConcurrencyGate(config.maxConcurrency);
   const metrics = createSimMetrics(flavour, options.models[0] ?? "", instanceId);
   let payloadsReceived = 0;
+  let payloadsByVersion: Record<string, number> = {};
   let inFlight = 0;
   let completed = 0;
   // The last body is kept as received and hashed only when someone asks for stats.
-  let last: { path: string; headers: IncomingHttpHeaders; body: Buffer } | null = null;
+  let last: {
+    path: string;
+    headers: IncomingHttpHeaders;
+    body: Buffer;
+    httpVersion: string;
+  } | null = null;
   let lastSummary: SimLastRequest | null = null;
 
   const ctx: GenerationContext = {
@@ -190,6 +250,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
         path: last.path,
         headers: visibleHeaders(last.headers),
         body_sha256: createHash("sha256").update(last.body).digest("hex"),
+        http_version: last.httpVersion,
       };
     }
     return {
@@ -201,6 +262,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       waiting: gate.waiting,
       completed,
       last_request: last === null ? null : lastSummary,
+      payloads_by_http_version: { ...payloadsByVersion },
       ...(quoter === undefined ? {} : { quotes_served: quoter.served }),
       ...(served === undefined
         ? {}
@@ -216,6 +278,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
 
   function resetStats(): void {
     payloadsReceived = 0;
+    payloadsByVersion = {};
     completed = 0;
     last = null;
     lastSummary = null;
@@ -231,16 +294,17 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     if (!read.ok) {
       if (read.reason === "too_large") {
         const message = `request body exceeds ${SIM_BODY_LIMIT_BYTES} bytes`;
-        sendJson(res, 413, errorBodyJson({ status: 413, message, param: null }), {
-          connection: "close",
-        });
+        // HTTP/2 has no connection header: the stream ends, the session goes on.
+        const close: Record<string, string> = isHttp2(req) ? {} : { connection: "close" };
+        sendJson(res, 413, errorBodyJson({ status: 413, message, param: null }), close);
       }
       return;
     }
     payloadsReceived += 1;
-    const key = keyOfSocket.get(req.socket);
+    payloadsByVersion[req.httpVersion] = (payloadsByVersion[req.httpVersion] ?? 0) + 1;
+    const key = keyOfSocket.get(connectionOf(req));
     if (key !== undefined) payloadsByKey[key] = (payloadsByKey[key] ?? 0) + 1;
-    last = { path, headers: req.headers, body: read.body };
+    last = { path, headers: req.headers, body: read.body, httpVersion: req.httpVersion };
     lastSummary = null;
     inFlight += 1;
     res.once("close", () => {
@@ -293,7 +357,15 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
 
   function applyRequestFault(req: IncomingMessage, res: ServerResponse, fault: SimFault): void {
     if (fault.kind === "reset") {
-      req.socket.resetAndDestroy();
+      // HTTP/2: the stream is reset (RST_STREAM), not the connection the others share.
+      if (isHttp2(req)) {
+        (req as unknown as Http2ServerRequest).stream.close(h2.NGHTTP2_INTERNAL_ERROR);
+      } else if ("resetAndDestroy" in req.socket) {
+        req.socket.resetAndDestroy();
+      } else {
+        // An HTTP/1.1 connection of an h2c node runs on a replaying stream, not a TCP socket.
+        (req.socket as Duplex).destroy();
+      }
     } else if (fault.kind === "status") {
       const retryAfter = fault.retryAfterS ?? (fault.status === 429 ? 1 : undefined);
       const headers: Record<string, string> =
@@ -492,10 +564,15 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       sendJson(res, 500, errorBodyJson({ status: 500, message: "simulator error", param: null }));
   }
 
-  const handler = (req: IncomingMessage, res: ServerResponse) => {
+  const handler = (
+    request: IncomingMessage | Http2ServerRequest,
+    response: ServerResponse | Http2ServerResponse,
+  ) => {
+    const [req, res] = asHttp1(request, response);
     res.setHeader("x-sim-node", nodeId);
-    // A connection from before a key swap ends after this answer.
-    const key = keyOfSocket.get(req.socket);
+    // An HTTP/1.1 connection from before a key swap ends after this answer (HTTP/2 sessions
+    // are closed gracefully by the swap itself).
+    const key = isHttp2(req) ? undefined : keyOfSocket.get(req.socket);
     if (key !== undefined && key !== served?.keySha256) res.setHeader("connection", "close");
     try {
       const pending = route(req, res);
@@ -504,11 +581,23 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       failed(res);
     }
   };
-  const server =
-    served === undefined
-      ? createServer({ noDelay: true }, handler)
-      : createHttpsServer({ noDelay: true, key: served.keyPem, cert: served.certPem }, handler);
+  const { server, http2 } = createNodeServer(protocol, served, handler);
+  // Every TCP connection, so that close() can end those no HTTP server has taken yet.
+  const sockets = new Set<Socket>();
+  if (protocol !== "http1") {
+    server.on("connection", (socket: Socket) => {
+      socket.setNoDelay(true);
+      sockets.add(socket);
+      socket.once("close", () => sockets.delete(socket));
+    });
+  }
+  http2?.on("session", (session: Http2Session) => {
+    sessions.add(session);
+    if (served) keyOfSocket.set(session, served.keySha256);
+    session.once("close", () => sessions.delete(session));
+  });
   if (served !== undefined) {
+    // HTTP/1.1 over TLS (an h2 node's HTTP/1.1 clients included, chosen by ALPN).
     server.on("secureConnection", (socket: Socket) => {
       if (served) keyOfSocket.set(socket, served.keySha256);
     });
@@ -528,7 +617,9 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     }
     served = createTlsIdentity(nodeId);
     server.setSecureContext({ key: served.keyPem, cert: served.certPem });
-    server.closeIdleConnections();
+    if ("closeIdleConnections" in server) server.closeIdleConnections();
+    // GOAWAY: open streams finish, no new ones start, then the session ends.
+    for (const session of sessions) session.close();
   }
 
   function setFault(fault: SimFault | null): void {
@@ -552,7 +643,9 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
       ctx.closing = true;
       gate.clear();
       server.close(() => resolve());
-      server.closeAllConnections();
+      if ("closeAllConnections" in server) server.closeAllConnections();
+      for (const session of sessions) session.destroy();
+      for (const socket of sockets) socket.destroy();
     });
     return closed;
   }
@@ -572,4 +665,42 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     close,
     [Symbol.asyncDispose]: close,
   };
+}
+
+type Handler = (
+  req: IncomingMessage | Http2ServerRequest,
+  res: ServerResponse | Http2ServerResponse,
+) => void;
+
+function isHttp2(req: IncomingMessage): boolean {
+  return req.httpVersionMajor === 2;
+}
+
+/**
+ * The listening server for `protocol`, and the HTTP/2 server behind it. An HTTP/2 node also
+ * answers HTTP/1.1 on the same port, as real ones do for health probes: `h2` by ALPN, `h2c`
+ * told apart by the connection preface.
+ */
+function createNodeServer(
+  protocol: "http1" | "h2c" | "h2",
+  identity: TlsIdentity | undefined,
+  handler: Handler,
+): {
+  server: NetServer | HttpsServer | Http2SecureServer;
+  http2?: Http2Server | Http2SecureServer;
+} {
+  const tls = identity === undefined ? undefined : { key: identity.keyPem, cert: identity.certPem };
+  if (protocol === "h2c") {
+    const http2 = createH2cServer(handler);
+    return { server: createSniffingServer(createServer(handler), http2), http2 };
+  }
+  if (protocol === "h2") {
+    const http2 = createH2Server({ ...tls, allowHTTP1: true }, handler);
+    return { server: http2, http2 };
+  }
+  const server =
+    tls === undefined
+      ? createServer({ noDelay: true }, handler)
+      : createHttpsServer({ noDelay: true, ...tls }, handler);
+  return { server };
 }

@@ -1,6 +1,6 @@
 // The TLS identity of a simulated node. In TEE mode the key is made "inside the TD" (in this
 // process, never written anywhere) and the quote binds its hash; nothing chains to a CA.
-import { generateKeyPairSync } from "node:crypto";
+import { createPrivateKey, generateKeyPairSync } from "node:crypto";
 import { spkiSha256 } from "@zml/tdx";
 import { createSelfSignedCertificate } from "@zml/tdx/testing";
 
@@ -20,4 +20,9 @@ export function createTlsIdentity(nodeId: string): TlsIdentity {
     certPem: createSelfSignedCertificate(key, nodeId).pem,
     keySha256: spkiSha256(key),
   };
+}
+
+/** The identity of a key and certificate the caller gives (PEM). */
+export function tlsIdentityOf(keyPem: string, certPem: string): TlsIdentity {
+  return { keyPem, certPem, keySha256: spkiSha256(createPrivateKey(keyPem)) };
 }

@@ -7,6 +7,15 @@ export type SimFlavour = "vllm" | "tgi";
 export const SIM_FLAVOURS: readonly SimFlavour[] = ["vllm", "tgi"];
 
 /**
+ * What a simulated node speaks: HTTP/1.1 (plain, or TLS with `tls`), `h2c` (HTTP/2 on a plain
+ * socket, prior knowledge) or `h2` (HTTP/2 over TLS, chosen by ALPN). An HTTP/2 node answers
+ * HTTP/1.1 on the same port too (health probes speak it), told apart by the connection
+ * preface (h2c) or ALPN (h2); `payloads_by_http_version` in the stats shows which was used.
+ */
+export type SimProtocol = "http1" | "h2c" | "h2";
+export const SIM_PROTOCOLS: readonly SimProtocol[] = ["http1", "h2c", "h2"];
+
+/**
  * A fault the node applies to the requests it receives until it is cleared, or until it has
  * been applied `times` times (then it clears itself).
  *
@@ -68,6 +77,8 @@ export interface SimLastRequest {
   headers: Record<string, string | string[]>;
   /** Hex SHA-256 of the body bytes exactly as received. */
   body_sha256: string;
+  /** `1.1` or `2.0`, as the node saw the request. */
+  http_version: string;
 }
 
 /** Counters tests read from `GET /_sim/stats` or `stats()`. */
@@ -85,6 +96,8 @@ export interface SimStats {
   /** Inference requests answered in full with a 200 (streams ended with `[DONE]`). */
   completed: number;
   last_request: SimLastRequest | null;
+  /** Inference payloads received per HTTP version (`1.1`, `2.0`). */
+  payloads_by_http_version: Record<string, number>;
   /** TEE mode only: quotes served on `GET /attestation/quote`. */
   quotes_served?: number;
   /**
@@ -155,6 +168,14 @@ export interface SimNodeOptions {
    * expect the certificate to chain to a CA.
    */
   tls?: boolean;
+  /** Default `http1`. `h2` serves TLS (a fresh self-signed key unless `certificate` is given). */
+  protocol?: SimProtocol;
+  /**
+   * The key and certificate (PEM) a TLS node presents instead of a fresh self-signed one, e.g.
+   * one for `127.0.0.1` that the client is told to trust. Not in TEE mode: there the key is
+   * made inside the TD.
+   */
+  certificate?: { keyPem: string; certPem: string };
 }
 
 /** A running simulated node. */

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { connect } from "node:http2";
 import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
@@ -92,6 +93,29 @@ describe("cli", () => {
     }
   });
 
+  it("serves h2c with --protocol h2c", async () => {
+    const { child, exited } = run(["--id", "h", "--model", "m", "--protocol", "h2c"]);
+    try {
+      const lines = createInterface({ input: child.stdout });
+      const [first] = (await once(lines, "line")) as [string];
+      const { url } = JSON.parse(first) as Ready;
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      const session = connect(url);
+      const status = await new Promise<unknown>((resolve, reject) => {
+        const stream = session.request({ ":path": "/health" });
+        stream.on("response", (headers) => resolve(headers[":status"]));
+        stream.on("error", reject);
+        stream.end();
+      });
+      session.close();
+      expect(status).toBe(200);
+      child.kill("SIGTERM");
+      expect((await exited)[0]).toBe(0);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+
   for (const [label, args, pattern] of [
     ["missing --id", ["--model", "m"], /--id is required/],
     ["missing --model", ["--id", "n"], /--model/],
@@ -99,6 +123,13 @@ describe("cli", () => {
     ["bad number", ["--id", "n", "--model", "m", "--tps", "fast"], /--tps/],
     ["out of range", ["--id", "n", "--model", "m", "--max-concurrency", "0"], /maxConcurrency/],
     ["unknown option", ["--id", "n", "--model", "m", "--bogus"], /bogus/],
+    ["bad protocol", ["--id", "n", "--model", "m", "--protocol", "h3"], /--protocol/],
+    ["key without cert", ["--id", "n", "--model", "m", "--tls-key-file", "k"], /go together/],
+    [
+      "unreadable key",
+      ["--id", "n", "--model", "m", "--tls-key-file", "/nonexistent", "--tls-cert-file", "/x"],
+      /cannot read \/nonexistent/,
+    ],
   ] as const) {
     it(`exits with code 2 on ${label}`, async () => {
       const { exited, stderr, child } = run([...args]);

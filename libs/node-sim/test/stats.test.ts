@@ -21,6 +21,7 @@ describe("stats and run-time config", () => {
       waiting: 0,
       completed: 0,
       last_request: null,
+      payloads_by_http_version: {},
     });
 
     await (await post(`${node.url}/v1/chat/completions`, CHAT_BODY)).text();
