@@ -35,15 +35,26 @@ beforeAll(async () => {
         certificate,
         tokensPerSecond: 200,
       },
+      // Offers h2 by ALPN, but its spec declares no protocol: an HTTP/1.1 node to ZML.
+      {
+        nodeId: "tls-h1",
+        family: "H100",
+        models: ["m-tls-h1"],
+        protocol: "h2",
+        certificate,
+        tokensPerSecond: 200,
+      },
     ],
     env: { NODE_EXTRA_CA_CERTS: join(certDir, "cert.pem") },
-    fleet: { models: [{ id: "m-h2c" }, { id: "m-h2" }] },
+    fleet: { models: [{ id: "m-h2c" }, { id: "m-h2" }, { id: "m-tls-h1" }] },
   });
   await stack.apply({
     ...stack.fleet,
-    nodes: stack.fleet.nodes.map((n) => ({ ...n, protocol: n.id as "h2c" | "h2" })),
+    nodes: stack.fleet.nodes.map((n) =>
+      n.id === "tls-h1" ? n : { ...n, protocol: n.id as "h2c" | "h2" },
+    ),
   });
-  await waitForStatus(stack, "Active", ["h2c", "h2"]);
+  await waitForStatus(stack, "Active", ["h2c", "h2", "tls-h1"]);
 }, 120_000);
 
 afterAll(async () => {
@@ -76,4 +87,15 @@ describe.each(["h2c", "h2"])("a simulated node declared %s", (id) => {
     expect(sim.stats().payloads_by_http_version).toEqual({ "2.0": 2 });
     expect(sim.stats().completed).toBe(2);
   });
+});
+
+it("an https node declared without a protocol is called over HTTP/1.1 even when it offers h2", async () => {
+  const sim = stack.sims.get("tls-h1")!;
+  sim.resetStats();
+  const plain = await chat("m-tls-h1", false);
+  expect(plain.status).toBe(200);
+  await plain.text();
+  const streamed = await chat("m-tls-h1", true);
+  expect((await streamed.text()).endsWith("data: [DONE]\n\n")).toBe(true);
+  expect(sim.stats().payloads_by_http_version).toEqual({ "1.1": 2 });
 });

@@ -39,9 +39,10 @@ export function createNodePools(options: {
   const timeout = options.connectTimeoutMs;
   const addresses = options.nodeAddresses;
   // Every connector goes through the node address policy. `h2` offers HTTP/2 by ALPN (the
-  // node may still pick HTTP/1.1); `h2c` speaks HTTP/2 on a plain socket from the start.
+  // node may still pick HTTP/1.1); `h2c` speaks HTTP/2 on a plain socket from the start;
+  // `http1` offers only HTTP/1.1 (undici's connector would offer h2 by ALPN by default).
   const plain = {
-    http1: guardedConnector(addresses, { timeout }),
+    http1: guardedConnector(addresses, { timeout, allowH2: false }),
     h2: guardedConnector(addresses, { timeout, allowH2: true }),
     h2c: guardedConnector(addresses, withH2c({ timeout })),
   };
@@ -49,7 +50,7 @@ export function createNodePools(options: {
   // every connection shows the key the pinned connector checks.
   const teeOptions = { timeout, rejectUnauthorized: false, maxCachedSessions: 0 };
   const tls = {
-    http1: guardedConnector(addresses, teeOptions),
+    http1: guardedConnector(addresses, { ...teeOptions, allowH2: false }),
     h2: guardedConnector(addresses, { ...teeOptions, allowH2: true }),
     h2c: guardedConnector(addresses, withH2c(teeOptions)),
   };
