@@ -85,6 +85,38 @@ describe("batch jobs on JetStream", () => {
     expect((await readResults(stack.bus)).filter((r) => r.jobId === "stored-1")).toHaveLength(1);
   });
 
+  it("shows a finished job from its stored result when its status record is missing", async () => {
+    // As left by a delivery whose status writes were lost in a failover (they are not
+    // retried): the result, the record, is stored and the job is gone from the work queue.
+    const h = createHeaders();
+    h.set(JOB_HEADERS.jobId, "no-status-1");
+    h.set(JOB_HEADERS.outcome, "failed");
+    h.set(HEADERS.status, "400");
+    h.set(
+      HEADERS.routing,
+      'decision-id="d-1", node="b-1", policy="batch", family="H100", queue-depth=0, tier=1, attempts=2',
+    );
+    await jetstream(natsConnectionOf(stack.bus)).publish(
+      jobResultSubject("e2e", "no-status-1"),
+      '{"error":{"code":"invalid_request"}}',
+      { headers: h },
+    );
+    const res = await fetch(`${stack.intakeUrl}/v1/jobs/no-status-1`, { headers: authHeaders() });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      job_id: "no-status-1",
+      status: "failed",
+      attempts: 2,
+      deliveries: 1,
+      result: { outcome: "failed", http_status: 400, body: { error: { code: "invalid_request" } } },
+    });
+    // A job with neither status, result nor queued message is still unknown.
+    const unknown = await fetch(`${stack.intakeUrl}/v1/jobs/never-sent-1`, {
+      headers: authHeaders(),
+    });
+    expect(unknown.status).toBe(404);
+  });
+
   it("fails a job whose node answers 400, without retry", async () => {
     const bad = stack.sims.get("b-bad")!;
     bad.setFault({ kind: "status", status: 400 });

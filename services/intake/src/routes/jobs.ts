@@ -12,6 +12,7 @@ import {
   JOB_HEADERS,
   JOB_ID_PATTERN,
   JOB_MESSAGE_TYPE,
+  JOB_OUTCOMES,
   JOB_STATUS_BUCKET,
   JOB_STREAMS,
   JobStatusSchema,
@@ -106,6 +107,12 @@ export function jobRoutes(deps: JobRouteDeps) {
         entry?.operation === "PUT" ? JobStatusSchema.safeParse(entry.json()) : undefined;
       const status = parsed?.success ? parsed.data : undefined;
       if (!status) {
+        // The status is advisory and its writes are not retried: one lost in a failover
+        // leaves a finished job with no status. Its result, the record, says how it ended.
+        const stored = await jobStore(
+          lastStreamMessage(deps.bus, JOB_STREAMS.results, jobResultSubject(account.id, id)),
+        );
+        if (stored) return finishedFromResult(id, stored.headers, stored.data);
         // Not pulled by a worker yet: it waits in the work queue under this account's subject.
         const waiting = await jobStore(
           lastStreamMessage(deps.bus, JOB_STREAMS.jobs, jobSubmitSubject(account.id, id)),
@@ -162,6 +169,24 @@ async function jobStore<T>(operation: Promise<T>): Promise<T> {
       JOB_STORE_RETRY_AFTER_S,
     );
   }
+}
+
+/** A finished job as its stored result shows it, for a job whose status record was lost. */
+function finishedFromResult(id: string, h: { get(k: string): string }, data: Uint8Array) {
+  const result = resultView(h, data);
+  const outcome = (JOB_OUTCOMES as readonly string[]).includes(result.outcome)
+    ? result.outcome
+    : "done";
+  return {
+    object: "job",
+    job_id: id,
+    status: outcome,
+    attempts: result.routing?.attempts ?? 1,
+    // At least the delivery that stored the result; the exact count went with the status.
+    deliveries: 1,
+    error_code: null,
+    result,
+  };
 }
 
 function resultView(h: { get(k: string): string }, data: Uint8Array) {
