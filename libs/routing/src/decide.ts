@@ -1,11 +1,10 @@
-import type { NodeApi, Tier } from "@zml/contracts";
+import { NODE_APIS, type NodeApi, type Tier } from "@zml/contracts";
 import { RoutingError, ROUTING_ERROR_CODES } from "./errors.ts";
 import { costUsdFrom, responseMsFrom } from "./estimate.ts";
-import { LIVE_STATUS, type LiveTable } from "./live-table.ts";
+import { GATE, type LiveTable } from "./live-table.ts";
 import { expandPassedOver, pack, R, saturationOf } from "./passed-over.ts";
 import type { ResolvedPolicy } from "./policy.ts";
-import { apiBit } from "./snapshot.ts";
-import type { ModelTierBucket, NodeEntry, RoutingSnapshot } from "./snapshot.ts";
+import type { ApiSlice, ModelTierBucket, NodeEntry, RoutingSnapshot } from "./snapshot.ts";
 import type {
   Decision,
   PassedOver,
@@ -84,8 +83,7 @@ const GROUP_WEIGHT = 1e9;
 /** Maps a uint32 onto [0, 2). */
 const TWO_OVER_2_32 = 2 / 4294967296;
 
-/** Bounds that keep every estimate finite whatever a node or a request reports. */
-const MIN_TPS = 1e-3;
+/** Bound that keeps every estimate finite whatever a request says (see also `MIN_TPS`). */
 const MAX_TOKENS = 1e7;
 
 function scratchFor(n: number): Scratch {
@@ -103,8 +101,8 @@ interface Context {
   exclude: ReadonlySet<string> | undefined;
   tier: Tier;
   api: NodeApi;
-  /** `apiBit(api)`, tested against `snapshot.apiMask`. */
-  apiBit: number;
+  /** Position of `api` in `NODE_APIS`: which {@link ApiSlice} of each family to walk. */
+  apiIndex: number;
   tokens: number;
   target: number;
   now: number;
@@ -113,28 +111,26 @@ interface Context {
 }
 
 /**
- * Pass 1: walks the policy's families (the hinted one first), records why each unusable
- * node is out, and estimates depth, throughput and response time for the viable ones.
+ * Pass 1: walks the policy's families (the hinted one first), narrowed to the nodes serving
+ * the request's API (see {@link ApiSlice}), records why each unusable node is out, and
+ * estimates depth, throughput and response time for the viable ones. What does not depend
+ * on the request (depth, usable or full, throughput) was derived by the live table when its
+ * state changed; this pass only applies the request: exclusions, `now`, tokens, tier.
  */
 function collect(sc: Scratch, cx: Context): void {
   const { snapshot, live, chain, hint, exclude, tokens, target, now } = cx;
   const opts = snapshot.options;
   const isTier34 = cx.tier >= 3;
   // Hoisted so the per-node loop reads locals, not properties.
-  const status = live.status;
+  const gate = live.gate;
+  const liveDepth = live.depth;
+  const rate = live.rate;
   const cooldownUntil = live.cooldownUntil;
   const attestedUntil = live.attestedUntil;
-  const polledDepth = live.polledDepth;
-  const inFlight = live.inFlight;
-  const peerInFlight = live.peerInFlight;
-  const inFlightAtPoll = live.inFlightAtPoll;
-  const burstAllowance = live.burstAllowance;
-  const liveTps = live.tokensPerSecond;
-  const capacityTps = live.capacityTps;
   const latencyEwma = live.latencyEwmaMs;
   const maxConcurrency = snapshot.maxConcurrency;
-  const apiMask = snapshot.apiMask;
-  const wantApi = cx.apiBit;
+  const nodes = snapshot.nodes;
+  const apiIndex = cx.apiIndex;
   const defaultTps = opts.defaultTokensPerSecond;
   const bias = opts.latencyBias;
   const {
@@ -167,47 +163,36 @@ function collect(sc: Scratch, cx: Context): void {
     if (family === undefined || (f >= 0 && family === hint)) continue;
     const group = cx.bucket.families.get(family);
     if (group === undefined) continue;
-    const indices = group.indices;
-    const qualityAt = group.qualityAt;
-    const qualityScore = group.qualityScore;
+    // A node of another API is no candidate at all, like a node of another tier.
+    const slice = group.byApi[apiIndex];
+    if (slice === undefined) {
+      otherApi += group.indices.length;
+      continue;
+    }
+    otherApi += slice.otherApi;
+    const indices = slice.indices;
+    const qualityAt = slice.qualityAt;
+    const qualityScore = slice.qualityScore;
+    considered += indices.length;
     for (let j = 0; j < indices.length; j++) {
       const i = indices[j]!;
-      // A node of another API is no candidate at all, like a node of another tier.
-      if ((apiMask[i]! & wantApi) === 0) {
-        otherApi++;
-        continue;
-      }
-      considered++;
+      const g = gate[i]!;
       let reason = -1;
-      let depth = 0;
-      // Capacity first (what the node sustains when full); the served rate only when no
-      // poll has found it generating yet; the default when neither is known.
-      const capacity = capacityTps[i]!;
-      let tps = capacity > 0 && capacity < Infinity ? capacity : liveTps[i]!;
-      const tpsKnown = tps > 0 && tps < Infinity;
-      tps = tpsKnown ? Math.max(tps, MIN_TPS) : defaultTps;
-      if (exclude !== undefined && exclude.has(snapshot.nodes[i]!.spec.id)) reason = R.excluded;
-      else if (status[i] !== LIVE_STATUS.active) {
-        reason = status[i] === LIVE_STATUS.unknown ? R.no_state : R.not_active;
-      } else if (cooldownUntil[i]! > now) {
+      if (exclude !== undefined && exclude.has(nodes[i]!.spec.id)) reason = R.excluded;
+      else if (g === GATE.noState) reason = R.no_state;
+      else if (g === GATE.notActive) reason = R.not_active;
+      else if (cooldownUntil[i]! > now) {
         reason = R.cooling_down;
         soonest = Math.min(soonest, cooldownUntil[i]! - now);
       } else if (isTier34 && !(attestedUntil[i]! > now)) reason = R.not_attested;
-      else {
-        // effectiveDepth(), inlined: the polled depth corrected by every replica's dispatches
-        // and completions since, never below what all replicas have in flight (requests in
-        // transit when the node was polled are in neither).
-        const total = inFlight[i]! + peerInFlight[i]!;
-        depth = Math.max(total, polledDepth[i]! + total - inFlightAtPoll[i]!);
-        const limit = maxConcurrency[i]!;
-        // The burst allowance is this replica's share of the free slots until its peers
-        // are heard from again (shared in-flight accounting, docs/capacity.md).
-        if (!(depth < limit) || !(burstAllowance[i]! >= 1)) {
-          reason = R.at_capacity;
-          // Time for the node to get one slot back at its throughput.
-          const excess = Number.isFinite(depth) ? Math.max(1, depth - limit + 1) : 1;
-          soonest = Math.min(soonest, (excess * tokensMs) / tps);
-        }
+      else if (g === GATE.full) {
+        reason = R.at_capacity;
+        // Time for the node to get one slot back at its throughput.
+        const depth = liveDepth[i]!;
+        const r = rate[i]!;
+        const tps = r === r ? r : defaultTps;
+        const excess = Number.isFinite(depth) ? Math.max(1, depth - maxConcurrency[i]! + 1) : 1;
+        soonest = Math.min(soonest, (excess * tokensMs) / tps);
       }
       if (reason >= 0) {
         if (reason === R.excluded || reason === R.cooling_down || reason === R.at_capacity) {
@@ -216,11 +201,16 @@ function collect(sc: Scratch, cx: Context): void {
         passed[p++] = pack(i, reason);
         continue;
       }
+      const depth = liveDepth[i]!;
+      const r = rate[i]!;
+      const tpsKnown = r === r;
+      const tps = tpsKnown ? r : defaultTps;
       if (tpsKnown) bestTps = Math.max(bestTps, tps);
       else if (depth === 0) unmeasured[u++] = n;
       // serviceMs(tokens, tps), inlined: this division is the loop's most expensive step.
       const ms = tokensMs / tps;
-      const resp = responseMsFrom(depth, ms, latencyEwma[i]!, bias);
+      const latency = latencyEwma[i]!;
+      const resp = responseMsFrom(depth, ms, latency, bias);
       idx[n] = i;
       familyPosition[n] = f + 1;
       sDepth[n] = depth;
@@ -229,7 +219,7 @@ function collect(sc: Scratch, cx: Context): void {
       // An idle node never measured (no throughput, no latency) is not judged slow on the
       // default guess: the policy's order decides until observations come in. Otherwise a
       // newly added family would lose to any measured one, whatever the chain says.
-      const unmeasuredIdle = depth === 0 && !tpsKnown && Number.isNaN(latencyEwma[i]!);
+      const unmeasuredIdle = depth === 0 && !tpsKnown && Number.isNaN(latency);
       overTarget[n] = resp <= target || unmeasuredIdle ? 0 : 1;
       // NaN unless quality routing is on and the score is fresh (a missing one is NaN).
       quality[n] = wantQuality && qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
@@ -473,7 +463,7 @@ class RoutedDecision implements Decision {
   readonly hintApplied: boolean;
   readonly qualityFresh: boolean | null;
   #nodes: readonly NodeEntry[];
-  #packed: readonly number[];
+  #packed: Int32Array;
   #passedOver: PassedOver[] | undefined;
 
   constructor(
@@ -483,7 +473,7 @@ class RoutedDecision implements Decision {
     candidates: RankedCandidate[],
     viable: number,
     qualityFresh: boolean | null,
-    packed: readonly number[],
+    packed: Int32Array,
   ) {
     const chosen = candidates[0]!;
     this.model = cx.bucket.model;
@@ -564,7 +554,7 @@ export function decide(
       request.exclude !== undefined && request.exclude.size > 0 ? request.exclude : undefined,
     tier,
     api: request.api ?? "chat",
-    apiBit: apiBit(request.api ?? "chat"),
+    apiIndex: NODE_APIS.indexOf(request.api ?? "chat"),
     tokens:
       expected !== undefined && expected > 0 && Number.isFinite(expected)
         ? Math.min(expected, MAX_TOKENS)
@@ -598,12 +588,15 @@ export function decide(
   const chosenWithin = sc.overTarget[sc.top[0]!] === 0;
   const passedCount = sc.passedCount;
   const passed = sc.passed;
-  const packed: number[] = [];
-  for (let p = 0; p < passedCount; p++) packed.push(passed[p]!);
+  // One allocation of the exact size: the filtered nodes, then the viable ones not listed.
+  const packed = new Int32Array(passedCount + n - len);
+  packed.set(passed.subarray(0, passedCount));
+  let q = passedCount;
+  const { idx, inTop, overTarget } = sc;
   for (let s = 0; s < n; s++) {
-    if (sc.inTop[s] === 1) continue;
-    const why = chosenWithin && sc.overTarget[s] === 1 ? R.over_latency_target : R.ranked_lower;
-    packed.push(pack(sc.idx[s]!, why));
+    if (inTop[s] === 1) continue;
+    const why = chosenWithin && overTarget[s] === 1 ? R.over_latency_target : R.ranked_lower;
+    packed[q++] = pack(idx[s]!, why);
   }
   return new RoutedDecision(
     cx,
