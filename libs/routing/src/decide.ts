@@ -4,7 +4,7 @@ import { costUsdFrom, responseMsFrom } from "./estimate.ts";
 import { GATE, type LiveTable } from "./live-table.ts";
 import { expandPassedOver, pack, R, saturationOf } from "./passed-over.ts";
 import type { ResolvedPolicy } from "./policy.ts";
-import type { ApiSlice, ModelTierBucket, NodeEntry, RoutingSnapshot } from "./snapshot.ts";
+import type { ModelTierBucket, NodeEntry, RoutingSnapshot } from "./snapshot.ts";
 import type {
   Decision,
   PassedOver,
@@ -101,7 +101,7 @@ interface Context {
   exclude: ReadonlySet<string> | undefined;
   tier: Tier;
   api: NodeApi;
-  /** Position of `api` in `NODE_APIS`: which {@link ApiSlice} of each family to walk. */
+  /** Position of `api` in `NODE_APIS`: which `ApiSlice` (snapshot.ts) of each family to walk. */
   apiIndex: number;
   tokens: number;
   target: number;
@@ -112,7 +112,7 @@ interface Context {
 
 /**
  * Pass 1: walks the policy's families (the hinted one first), narrowed to the nodes serving
- * the request's API (see {@link ApiSlice}), records why each unusable node is out, and
+ * the request's API (see `ApiSlice` (snapshot.ts)), records why each unusable node is out, and
  * estimates depth, throughput and response time for the viable ones. What does not depend
  * on the request (depth, usable or full, throughput) was derived by the live table when its
  * state changed; this pass only applies the request: exclusions, `now`, tokens, tier.

@@ -45,7 +45,7 @@ function randomSpecs(rnd: Rnd, count: number, prefix: string): NodeSpec[] {
       endpoint: `http://${prefix}${i}:8000`,
       framework: "vllm",
       accelerator_family: pick(rnd, FAMILIES),
-      tier: int(rnd, 1, 4) as Tier,
+      tier: int(rnd, 1, 4),
       models: models.length > 0 ? models : ["m1"],
       apis: apis.length > 0 ? apis : ["chat"],
       max_concurrency: int(rnd, 1, 8),
@@ -185,7 +185,7 @@ function randomRequest(rnd: Rnd, ids: readonly string[]): () => RouteRequest {
   const seed = int(rnd, 1, 1e9);
   const base: RouteRequest = {
     model: pick(rnd, [...MODELS, "m1", "unknown"]),
-    tier: int(rnd, 1, 4) as Tier,
+    tier: int(rnd, 1, 4),
     api: chance(rnd, 0.7) ? pick(rnd, NODE_APIS as readonly NodeApi[]) : undefined,
     acceleratorHint: chance(rnd, 0.4) ? pick(rnd, [...FAMILIES, "Z", "Q"]) : undefined,
     sort: chance(rnd, 0.5) ? pick(rnd, ["quality", "price", "latency"] as const) : undefined,
@@ -242,7 +242,7 @@ describe("indexed decide() against the reference scan", () => {
           // A spec change: some nodes leave, some arrive, others change tier or models.
           const kept = specs.filter(() => chance(rnd, 0.8));
           const changed = kept.map((s) =>
-            chance(rnd, 0.1) ? { ...s, tier: int(rnd, 1, 4) as Tier, models: ["m2"] } : s,
+            chance(rnd, 0.1) ? { ...s, tier: int(rnd, 1, 4), models: ["m2"] } : s,
           );
           specs = [...changed, ...randomSpecs(rnd, int(rnd, 0, 5), `w${step}-`)];
           snapshot = randomSnapshot(rnd, specs);
@@ -277,7 +277,7 @@ describe("indexed decide() against the reference scan", () => {
         endpoint: `http://t${i}:8000`,
         framework: "vllm",
         accelerator_family: FAMILIES[i % 2]!,
-        tier: (i % 3 === 0 ? 3 : 1) as Tier,
+        tier: (i % 3 === 0 ? 3 : 1),
         models: ["m1"],
         apis: ["chat", "completions"],
         max_concurrency: 4,
