@@ -4,7 +4,7 @@
 // chosen node, fallback order, estimates, passed-over list in order, saturation detail,
 // retry-after, and the jitter drawn from the same seeded source.
 import { describe, expect, it } from "vitest";
-import { NODE_APIS, type NodeApi, type NodeSpec, type Tier } from "@zml/contracts";
+import { NODE_APIS, type NodeApi, type NodeSpec } from "@zml/contracts";
 import {
   buildSnapshot,
   compilePolicy,
