@@ -88,6 +88,35 @@ const TWO_OVER_2_32 = 2 / 4294967296;
 /** Bound that keeps every estimate finite whatever a request says (see also `MIN_TPS`). */
 const MAX_TOKENS = 1e7;
 
+/** Per node index, 1 while the node is excluded by the decision in progress; else 0. */
+let excludedMarks = new Uint8Array(64);
+
+function markExcluded(
+  snapshot: RoutingSnapshot,
+  exclude: ReadonlySet<string> | undefined,
+): Uint8Array | undefined {
+  if (exclude === undefined) return undefined;
+  if (excludedMarks.length < snapshot.nodes.length) {
+    excludedMarks = new Uint8Array(Math.max(snapshot.nodes.length, excludedMarks.length * 2));
+  }
+  for (const id of exclude) {
+    const i = snapshot.nodeIndex.get(id);
+    if (i !== undefined) excludedMarks[i] = 1;
+  }
+  return excludedMarks;
+}
+
+function unmarkExcluded(
+  snapshot: RoutingSnapshot,
+  exclude: ReadonlySet<string>,
+  marks: Uint8Array,
+): void {
+  for (const id of exclude) {
+    const i = snapshot.nodeIndex.get(id);
+    if (i !== undefined) marks[i] = 0;
+  }
+}
+
 function scratchFor(n: number): Scratch {
   if (n > scratch.size) scratch = new Scratch(Math.max(n, scratch.size * 2));
   return scratch;
@@ -131,10 +160,11 @@ function filter(sc: Scratch, cx: Context): void {
   const cooldownUntil = live.cooldownUntil;
   const attestedUntil = live.attestedUntil;
   const maxConcurrency = snapshot.maxConcurrency;
-  const nodes = snapshot.nodes;
   const apiIndex = cx.apiIndex;
   const defaultTps = opts.defaultTokensPerSecond;
   const { idx, familyPosition, passed, quality } = sc;
+  // The request's exclusions as marks by node index, so the loop does not hash node ids.
+  const excluded = markExcluded(snapshot, exclude);
   const tokensMs = cx.tokens * 1000;
   const staleBefore = cx.staleBefore;
   const wantQuality = !Number.isNaN(staleBefore);
@@ -168,7 +198,7 @@ function filter(sc: Scratch, cx: Context): void {
       const i = indices[j]!;
       const g = gate[i]!;
       let reason = -1;
-      if (exclude !== undefined && exclude.has(nodes[i]!.spec.id)) reason = R.excluded;
+      if (excluded !== undefined && excluded[i] === 1) reason = R.excluded;
       else if (g === GATE.noState) reason = R.no_state;
       else if (g === GATE.notActive) reason = R.not_active;
       else if (cooldownUntil[i]! > now) {
@@ -200,6 +230,7 @@ function filter(sc: Scratch, cx: Context): void {
       n++;
     }
   }
+  if (excluded !== undefined) unmarkExcluded(snapshot, exclude!, excluded);
   sc.viable = n;
   sc.passedCount = p;
   sc.considered = considered;
