@@ -28,7 +28,8 @@ const STALE_MS = 60_000;
 
 type Rnd = () => number;
 const pick = <T>(rnd: Rnd, xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
-const int = (rnd: Rnd, min: number, max: number): number => min + Math.floor(rnd() * (max - min + 1));
+const int = (rnd: Rnd, min: number, max: number): number =>
+  min + Math.floor(rnd() * (max - min + 1));
 const chance = (rnd: Rnd, p: number): boolean => rnd() < p;
 
 /** A few distinct values only, so that ties between nodes are common. */
@@ -277,7 +278,7 @@ describe("indexed decide() against the reference scan", () => {
         endpoint: `http://t${i}:8000`,
         framework: "vllm",
         accelerator_family: FAMILIES[i % 2]!,
-        tier: (i % 3 === 0 ? 3 : 1),
+        tier: i % 3 === 0 ? 3 : 1,
         models: ["m1"],
         apis: ["chat", "completions"],
         max_concurrency: 4,
