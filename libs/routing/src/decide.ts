@@ -21,7 +21,11 @@ import type {
  */
 class Scratch {
   size: number;
-  /** Per viable slot: node index, family position in visiting order, estimates, keys. */
+  /**
+   * Per viable slot: node index, family position in visiting order and quality (written by
+   * `filter` for every slot); estimates, `overTarget` and keys (written by `rank` only for
+   * the slots that entered the top, the only ones read afterwards).
+   */
   idx: Int32Array;
   familyPosition: Float64Array;
   depth: Float64Array;
@@ -45,7 +49,7 @@ class Scratch {
   /** Packed (node, reason) of every filtered node. */
   passed: Int32Array;
   top: Int32Array;
-  // Outputs of collect().
+  // Outputs of filter().
   viable = 0;
   passedCount = 0;
   considered = 0;
