@@ -141,7 +141,10 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
     isConnected: () => connected && !nc.isClosed(),
     maxPayload: () => nc.info?.max_payload,
     replicas: () => replicasFor(nc.info, options.replicas),
-    flush: () => nc.flush(),
+    flush: () => {
+      turnPublisherOf(nc).flushNow();
+      return nc.flush();
+    },
     onConnectionChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

@@ -37,6 +37,7 @@ export {
   createReplyWriter,
   createReplyMux,
   errorOfFrame,
+  publishInRouteOrder,
 } from "./route-reply.ts";
 export type {
   RouteFrame,

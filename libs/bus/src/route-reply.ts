@@ -182,6 +182,19 @@ export function createAcceptAnnouncer(
   };
 }
 
+/**
+ * Publishes in the order of this connection's route requests and reply frames (see
+ * `turn-publisher.ts`): a `route.cancel` never overtakes the request it cancels.
+ */
+export function publishInRouteOrder(
+  bus: Bus,
+  subject: string,
+  data: Uint8Array,
+  headers: MsgHdrs,
+): void {
+  turnPublisherOf(natsConnectionOf(bus)).publish(subject, data, { headers });
+}
+
 /** Decodes the ErrorBody of an `error` frame, tolerating a malformed one. */
 export function errorOfFrame(frame: RouteFrame): ZmlError {
   try {

@@ -1,5 +1,5 @@
 import type { ServerResponse } from "node:http";
-import { createHeaders, errorOfFrame, publishBytes } from "@zml/bus";
+import { createHeaders, errorOfFrame, publishInRouteOrder } from "@zml/bus";
 import type { Bus, MsgHdrs, PendingReply, ReplyMux, RouteFrame } from "@zml/bus";
 import {
   HEADERS,
@@ -183,7 +183,7 @@ function publishCancel(bus: Bus, inbox: string): void {
   if (!bus.isConnected()) return; // the dispatcher's own deadline ends the call
   const h = createHeaders();
   h.set(HEADERS.cancelInbox, inbox);
-  publishBytes(bus, ROUTE_CANCEL_SUBJECT, new Uint8Array(0), h);
+  publishInRouteOrder(bus, ROUTE_CANCEL_SUBJECT, new Uint8Array(0), h);
 }
 
 /** An HTTP/1.1 or HTTP/2-compatibility response: only what both offer is used. */
