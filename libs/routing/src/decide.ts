@@ -1,10 +1,9 @@
-import type { NodeApi, Tier } from "@zml/contracts";
+import { NODE_APIS, type NodeApi, type Tier } from "@zml/contracts";
 import { RoutingError, ROUTING_ERROR_CODES } from "./errors.ts";
 import { costUsdFrom, responseMsFrom } from "./estimate.ts";
-import { LIVE_STATUS, type LiveTable } from "./live-table.ts";
+import { GATE, type LiveTable } from "./live-table.ts";
 import { expandPassedOver, pack, R, saturationOf } from "./passed-over.ts";
 import type { ResolvedPolicy } from "./policy.ts";
-import { apiBit } from "./snapshot.ts";
 import type { ModelTierBucket, NodeEntry, RoutingSnapshot } from "./snapshot.ts";
 import type {
   Decision,
@@ -22,7 +21,11 @@ import type {
  */
 class Scratch {
   size: number;
-  /** Per viable slot: node index, family position in visiting order, estimates, keys. */
+  /**
+   * Per viable slot: node index, family position in visiting order and quality (written by
+   * `filter` for every slot); estimates, `overTarget` and keys (written by `rank` only for
+   * the slots that entered the top, the only ones read afterwards).
+   */
   idx: Int32Array;
   familyPosition: Float64Array;
   depth: Float64Array;
@@ -41,13 +44,12 @@ class Scratch {
   scoreKey: Float64Array;
   tieBreakKey: Float64Array;
   healthKey: Float64Array;
-  inTop: Uint8Array;
-  /** Viable slots whose node has no throughput measured yet. */
-  unmeasured: Int32Array;
+  /** The listed slots in ascending order, for {@link dropListed}. */
+  listed: Int32Array;
   /** Packed (node, reason) of every filtered node. */
   passed: Int32Array;
   top: Int32Array;
-  // Outputs of collect().
+  // Outputs of filter().
   viable = 0;
   passedCount = 0;
   considered = 0;
@@ -55,6 +57,10 @@ class Scratch {
   otherApi = 0;
   transient = 0;
   soonestFreeMs = 0;
+  /** Best throughput among the viable measured nodes (filter). */
+  bestTps = 0;
+  /** Whether any viable node had a fresh quality score (rank). */
+  anyFresh = false;
 
   constructor(size: number) {
     this.size = size;
@@ -69,8 +75,7 @@ class Scratch {
     this.scoreKey = new Float64Array(size);
     this.tieBreakKey = new Float64Array(size);
     this.healthKey = new Float64Array(size);
-    this.inTop = new Uint8Array(size);
-    this.unmeasured = new Int32Array(size);
+    this.listed = new Int32Array(64);
     this.passed = new Int32Array(size);
     this.top = new Int32Array(64);
   }
@@ -84,9 +89,37 @@ const GROUP_WEIGHT = 1e9;
 /** Maps a uint32 onto [0, 2). */
 const TWO_OVER_2_32 = 2 / 4294967296;
 
-/** Bounds that keep every estimate finite whatever a node or a request reports. */
-const MIN_TPS = 1e-3;
+/** Bound that keeps every estimate finite whatever a request says (see also `MIN_TPS`). */
 const MAX_TOKENS = 1e7;
+
+/** Per node index, 1 while the node is excluded by the decision in progress; else 0. */
+let excludedMarks = new Uint8Array(64);
+
+function markExcluded(
+  snapshot: RoutingSnapshot,
+  exclude: ReadonlySet<string> | undefined,
+): Uint8Array | undefined {
+  if (exclude === undefined) return undefined;
+  if (excludedMarks.length < snapshot.nodes.length) {
+    excludedMarks = new Uint8Array(Math.max(snapshot.nodes.length, excludedMarks.length * 2));
+  }
+  for (const id of exclude) {
+    const i = snapshot.nodeIndex.get(id);
+    if (i !== undefined) excludedMarks[i] = 1;
+  }
+  return excludedMarks;
+}
+
+function unmarkExcluded(
+  snapshot: RoutingSnapshot,
+  exclude: ReadonlySet<string>,
+  marks: Uint8Array,
+): void {
+  for (const id of exclude) {
+    const i = snapshot.nodeIndex.get(id);
+    if (i !== undefined) marks[i] = 0;
+  }
+}
 
 function scratchFor(n: number): Scratch {
   if (n > scratch.size) scratch = new Scratch(Math.max(n, scratch.size * 2));
@@ -103,8 +136,8 @@ interface Context {
   exclude: ReadonlySet<string> | undefined;
   tier: Tier;
   api: NodeApi;
-  /** `apiBit(api)`, tested against `snapshot.apiMask`. */
-  apiBit: number;
+  /** Position of `api` in `NODE_APIS`: which `ApiSlice` (snapshot.ts) of each family to walk. */
+  apiIndex: number;
   tokens: number;
   target: number;
   now: number;
@@ -113,41 +146,30 @@ interface Context {
 }
 
 /**
- * Pass 1: walks the policy's families (the hinted one first), records why each unusable
- * node is out, and estimates depth, throughput and response time for the viable ones.
+ * Pass 1, the filter: walks the policy's families (the hinted one first), narrowed to the
+ * nodes serving the request's API (`ApiSlice` in snapshot.ts), and records why each unusable
+ * node is out. What does not depend on the request (effective depth, usable or full,
+ * throughput) the live table derived when the node's state changed; this pass only applies
+ * the request: exclusions, `now` (cooldowns, attestations) and the tier's attestation rule.
+ * Viable nodes are listed with their family position and (quality mode) fresh score.
  */
-function collect(sc: Scratch, cx: Context): void {
-  const { snapshot, live, chain, hint, exclude, tokens, target, now } = cx;
+function filter(sc: Scratch, cx: Context): void {
+  const { snapshot, live, chain, hint, exclude, now } = cx;
   const opts = snapshot.options;
   const isTier34 = cx.tier >= 3;
   // Hoisted so the per-node loop reads locals, not properties.
-  const status = live.status;
+  const gate = live.gate;
+  const liveDepth = live.depth;
+  const rate = live.rate;
   const cooldownUntil = live.cooldownUntil;
   const attestedUntil = live.attestedUntil;
-  const polledDepth = live.polledDepth;
-  const inFlight = live.inFlight;
-  const peerInFlight = live.peerInFlight;
-  const inFlightAtPoll = live.inFlightAtPoll;
-  const burstAllowance = live.burstAllowance;
-  const liveTps = live.tokensPerSecond;
-  const capacityTps = live.capacityTps;
-  const latencyEwma = live.latencyEwmaMs;
   const maxConcurrency = snapshot.maxConcurrency;
-  const apiMask = snapshot.apiMask;
-  const wantApi = cx.apiBit;
+  const apiIndex = cx.apiIndex;
   const defaultTps = opts.defaultTokensPerSecond;
-  const bias = opts.latencyBias;
-  const {
-    idx,
-    familyPosition,
-    depth: sDepth,
-    service,
-    resp: sResp,
-    overTarget,
-    passed,
-    quality,
-  } = sc;
-  const tokensMs = tokens * 1000;
+  const { idx, familyPosition, passed, quality } = sc;
+  // The request's exclusions as marks by node index, so the loop does not hash node ids.
+  const excluded = markExcluded(snapshot, exclude);
+  const tokensMs = cx.tokens * 1000;
   const staleBefore = cx.staleBefore;
   const wantQuality = !Number.isNaN(staleBefore);
   let n = 0;
@@ -156,10 +178,8 @@ function collect(sc: Scratch, cx: Context): void {
   let otherApi = 0;
   let transient = 0;
   let soonest = Number.POSITIVE_INFINITY;
-  /** Best throughput among the viable measured nodes, and the idle viable slots never measured. */
+  /** Best throughput among the viable measured nodes. */
   let bestTps = 0;
-  let u = 0;
-  const unmeasured = sc.unmeasured;
 
   for (let f = -1; f < chain.length; f++) {
     // Position -1 visits the hinted family first; its own position is then skipped.
@@ -167,47 +187,36 @@ function collect(sc: Scratch, cx: Context): void {
     if (family === undefined || (f >= 0 && family === hint)) continue;
     const group = cx.bucket.families.get(family);
     if (group === undefined) continue;
-    const indices = group.indices;
-    const qualityAt = group.qualityAt;
-    const qualityScore = group.qualityScore;
+    // A node of another API is no candidate at all, like a node of another tier.
+    const slice = group.byApi[apiIndex];
+    if (slice === undefined) {
+      otherApi += group.indices.length;
+      continue;
+    }
+    otherApi += slice.otherApi;
+    const indices = slice.indices;
+    const qualityAt = slice.qualityAt;
+    const qualityScore = slice.qualityScore;
+    considered += indices.length;
     for (let j = 0; j < indices.length; j++) {
       const i = indices[j]!;
-      // A node of another API is no candidate at all, like a node of another tier.
-      if ((apiMask[i]! & wantApi) === 0) {
-        otherApi++;
-        continue;
-      }
-      considered++;
+      const g = gate[i]!;
       let reason = -1;
-      let depth = 0;
-      // Capacity first (what the node sustains when full); the served rate only when no
-      // poll has found it generating yet; the default when neither is known.
-      const capacity = capacityTps[i]!;
-      let tps = capacity > 0 && capacity < Infinity ? capacity : liveTps[i]!;
-      const tpsKnown = tps > 0 && tps < Infinity;
-      tps = tpsKnown ? Math.max(tps, MIN_TPS) : defaultTps;
-      if (exclude !== undefined && exclude.has(snapshot.nodes[i]!.spec.id)) reason = R.excluded;
-      else if (status[i] !== LIVE_STATUS.active) {
-        reason = status[i] === LIVE_STATUS.unknown ? R.no_state : R.not_active;
-      } else if (cooldownUntil[i]! > now) {
+      if (excluded !== undefined && excluded[i] === 1) reason = R.excluded;
+      else if (g === GATE.noState) reason = R.no_state;
+      else if (g === GATE.notActive) reason = R.not_active;
+      else if (cooldownUntil[i]! > now) {
         reason = R.cooling_down;
         soonest = Math.min(soonest, cooldownUntil[i]! - now);
       } else if (isTier34 && !(attestedUntil[i]! > now)) reason = R.not_attested;
-      else {
-        // effectiveDepth(), inlined: the polled depth corrected by every replica's dispatches
-        // and completions since, never below what all replicas have in flight (requests in
-        // transit when the node was polled are in neither).
-        const total = inFlight[i]! + peerInFlight[i]!;
-        depth = Math.max(total, polledDepth[i]! + total - inFlightAtPoll[i]!);
-        const limit = maxConcurrency[i]!;
-        // The burst allowance is this replica's share of the free slots until its peers
-        // are heard from again (shared in-flight accounting, docs/capacity.md).
-        if (!(depth < limit) || !(burstAllowance[i]! >= 1)) {
-          reason = R.at_capacity;
-          // Time for the node to get one slot back at its throughput.
-          const excess = Number.isFinite(depth) ? Math.max(1, depth - limit + 1) : 1;
-          soonest = Math.min(soonest, (excess * tokensMs) / tps);
-        }
+      else if (g === GATE.full) {
+        reason = R.at_capacity;
+        // Time for the node to get one slot back at its throughput.
+        const depth = liveDepth[i]!;
+        const r = rate[i]!;
+        const tps = r === r ? r : defaultTps;
+        const excess = Number.isFinite(depth) ? Math.max(1, depth - maxConcurrency[i]! + 1) : 1;
+        soonest = Math.min(soonest, (excess * tokensMs) / tps);
       }
       if (reason >= 0) {
         if (reason === R.excluded || reason === R.cooling_down || reason === R.at_capacity) {
@@ -216,81 +225,107 @@ function collect(sc: Scratch, cx: Context): void {
         passed[p++] = pack(i, reason);
         continue;
       }
-      if (tpsKnown) bestTps = Math.max(bestTps, tps);
-      else if (depth === 0) unmeasured[u++] = n;
-      // serviceMs(tokens, tps), inlined: this division is the loop's most expensive step.
-      const ms = tokensMs / tps;
-      const resp = responseMsFrom(depth, ms, latencyEwma[i]!, bias);
+      const r = rate[i]!;
+      if (r === r && r > bestTps) bestTps = r;
       idx[n] = i;
       familyPosition[n] = f + 1;
-      sDepth[n] = depth;
-      service[n] = ms;
-      sResp[n] = resp;
-      // An idle node never measured (no throughput, no latency) is not judged slow on the
-      // default guess: the policy's order decides until observations come in. Otherwise a
-      // newly added family would lose to any measured one, whatever the chain says.
-      const unmeasuredIdle = depth === 0 && !tpsKnown && Number.isNaN(latencyEwma[i]!);
-      overTarget[n] = resp <= target || unmeasuredIdle ? 0 : 1;
       // NaN unless quality routing is on and the score is fresh (a missing one is NaN).
       quality[n] = wantQuality && qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
       n++;
     }
   }
-  // Exploration: an idle node never measured is assumed as fast as the best measured one,
-  // not the default guess, so it gets traffic and is measured instead of starved. Once it
-  // has a queue the default applies again: one request at a time is all it risks.
-  if (bestTps > defaultTps) {
-    for (let k = 0; k < u; k++) {
-      const s = unmeasured[k]!;
-      const i = idx[s]!;
-      const ms = tokensMs / bestTps;
-      service[s] = ms;
-      sResp[s] = responseMsFrom(sDepth[s]!, ms, latencyEwma[i]!, bias);
-      if (overTarget[s] === 1 && sResp[s] <= target) overTarget[s] = 0;
-    }
-  }
+  if (excluded !== undefined) unmarkExcluded(snapshot, exclude!, excluded);
   sc.viable = n;
   sc.passedCount = p;
   sc.considered = considered;
   sc.otherApi = otherApi;
   sc.transient = transient;
   sc.soonestFreeMs = soonest;
+  sc.bestTps = bestTps;
 }
 
 /**
- * Pass 2: the ranking keys (see README, "Ranking"). Within the latency target the mode
- * decides; over it, every mode orders by estimated response time. Returns whether any
- * viable node had a fresh quality score (quality mode only).
+ * Pass 2, the ranking: estimates every viable node, computes its ranking keys (see README,
+ * "Ranking": within the latency target the mode decides; over it, every mode orders by
+ * estimated response time), keeps the best `k` slots in `sc.top` by insertion (k is tiny,
+ * the attempt budget, so this beats sorting all n), and writes each slot's passed-over
+ * code at `packed[base + slot]` as if it were not listed. Returns how many were taken.
  */
-function score(
+function rank(
   sc: Scratch,
   cx: Context,
   mode: RankingMode,
   random: (() => number) | undefined,
-): boolean {
-  const { snapshot, live } = cx;
+  k: number,
+  packed: number[],
+  base: number,
+): number {
+  const { snapshot, live, target } = cx;
+  const opts = snapshot.options;
   const n = sc.viable;
   const {
     idx,
     familyPosition,
+    depth: sDepth,
     service,
-    resp,
+    resp: sResp,
     overTarget,
     preferenceKey,
     scoreKey,
     tieBreakKey,
     healthKey,
     quality,
+    top,
   } = sc;
+  const liveDepth = live.depth;
+  const rate = live.rate;
+  const latencyEwma = live.latencyEwmaMs;
+  const healthScore = live.healthScore;
+  const defaultTps = opts.defaultTokensPerSecond;
+  const bias = opts.latencyBias;
+  const tokensMs = cx.tokens * 1000;
+  // Exploration: an idle node never measured is assumed as fast as the best measured one,
+  // not the default guess, so it gets traffic and is measured instead of starved. Once it
+  // has a queue the default applies again: one request at a time is all it risks.
+  const bestTps = sc.bestTps;
+  const explore = bestTps > defaultTps;
   const hinted = cx.hint !== undefined;
-  const jitter = random === undefined ? 0 : snapshot.options.jitter;
+  const jitter = random === undefined ? 0 : opts.jitter;
   const usdPerHour = snapshot.usdPerHour;
   const fallbackPrice = snapshot.fallbackUsdPerHour;
   // One call to `random` per decision seeds a xorshift32 stream for the per-node jitter:
   // cheaper than a call per node, and still reproducible under a seeded source.
   let bits = jitter === 0 ? 0 : (unit(random!()) * 4294967296) | 0 || 0x9e3779b9;
   let anyFresh = false;
+  let len = 0;
   for (let s = 0; s < n; s++) {
+    const i = idx[s]!;
+    const depth = liveDepth[i]!;
+    const latency = latencyEwma[i]!;
+    const r = rate[i]!;
+    let ms: number;
+    let resp: number;
+    let over: number;
+    if (r === r) {
+      // serviceMs(tokens, tps), inlined: this division is the loop's most expensive step.
+      ms = tokensMs / r;
+      resp = responseMsFrom(depth, ms, latency, bias);
+      over = resp <= target ? 0 : 1;
+    } else {
+      ms = tokensMs / defaultTps;
+      resp = responseMsFrom(depth, ms, latency, bias);
+      // An idle node never measured (no throughput, no latency) is not judged slow on the
+      // default guess: the policy's order decides until observations come in. Otherwise a
+      // newly added family would lose to any measured one, whatever the chain says.
+      over = resp <= target || (depth === 0 && Number.isNaN(latency)) ? 0 : 1;
+      if (explore && depth === 0) {
+        ms = tokensMs / bestTps;
+        resp = responseMsFrom(depth, ms, latency, bias);
+        if (over === 1 && resp <= target) over = 0;
+      }
+    }
+    packed[base + s] = pack(i, over === 1 ? R.over_latency_target : R.ranked_lower);
+
     let shake = 1;
     if (jitter !== 0) {
       bits ^= bits << 13;
@@ -298,77 +333,116 @@ function score(
       bits ^= bits << 5;
       shake = 1 + jitter * ((bits >>> 0) * TWO_OVER_2_32 - 1);
     }
+    // The keys stay in locals: most slots lose to the current k-th best at once, and only
+    // the ones taken are written to the slot arrays.
     // The group (within the latency target or not) folds into preferenceKey to save a comparison.
-    const group = overTarget[s]! * GROUP_WEIGHT;
+    const group = over * GROUP_WEIGHT;
     const hintKey = group + (hinted && familyPosition[s] === 0 ? 0 : 1);
-    tieBreakKey[s] = 0;
-    healthKey[s] = 0;
-    if (!Number.isNaN(quality[s]!)) anyFresh = true;
+    const q = quality[s]!;
+    if (!Number.isNaN(q)) anyFresh = true;
+    let preference = hintKey;
+    let main: number;
+    let tieBreak = 0;
+    let health = 0;
     if (group !== 0 || mode === "fastest") {
-      preferenceKey[s] = hintKey;
-      scoreKey[s] = resp[s]! * shake;
-      continue;
-    }
-    if (mode === "latency") {
-      preferenceKey[s] = familyPosition[s]!;
-      scoreKey[s] = resp[s]! * shake;
-      continue;
-    }
-    const i = idx[s]!;
-    const price = usdPerHour[i]!;
-    const cost = costUsdFrom(price === price ? price : fallbackPrice, service[s]!);
-    preferenceKey[s] = hintKey;
-    if (mode === "cost") {
-      scoreKey[s] = cost * shake;
-      tieBreakKey[s] = resp[s]!;
-    } else if (mode === "balanced") {
-      scoreKey[s] = cost * resp[s]! * shake;
-      tieBreakKey[s] = resp[s]!;
+      main = resp * shake;
+    } else if (mode === "latency") {
+      preference = familyPosition[s]!;
+      main = resp * shake;
     } else {
-      // Quality: fresh scores first, best first; the rest by price per unit of health.
-      const health = live.healthScore[i]!;
-      const fresh = !Number.isNaN(quality[s]!);
-      scoreKey[s] = fresh ? -quality[s]! * shake : Number.POSITIVE_INFINITY;
-      tieBreakKey[s] = ((cost * 100) / Math.max(health, 1)) * shake;
-      healthKey[s] = -health;
+      const price = usdPerHour[i]!;
+      const cost = costUsdFrom(price === price ? price : fallbackPrice, ms);
+      if (mode === "cost") {
+        main = cost * shake;
+        tieBreak = resp;
+      } else if (mode === "balanced") {
+        main = cost * resp * shake;
+        tieBreak = resp;
+      } else {
+        // Quality: fresh scores first, best first; the rest by price per unit of health.
+        const h = healthScore[i]!;
+        main = Number.isNaN(q) ? Number.POSITIVE_INFINITY : -q * shake;
+        tieBreak = ((cost * 100) / Math.max(h, 1)) * shake;
+        health = -h;
+      }
     }
+    if (len === k && !keysBefore(sc, preference, main, tieBreak, health, i, top[k - 1]!)) continue;
+    preferenceKey[s] = preference;
+    scoreKey[s] = main;
+    tieBreakKey[s] = tieBreak;
+    healthKey[s] = health;
+    sDepth[s] = depth;
+    service[s] = ms;
+    sResp[s] = resp;
+    overTarget[s] = over;
+    let at = len < k ? len++ : k - 1;
+    while (at > 0 && before(sc, s, top[at - 1]!)) {
+      top[at] = top[at - 1]!;
+      at--;
+    }
+    top[at] = s;
   }
-  return anyFresh;
+  sc.anyFresh = anyFresh;
+  return len;
 }
 
 /** Whether slot `a` ranks before slot `b`: lexicographic on the four keys, then registration. */
 function before(sc: Scratch, a: number, b: number): boolean {
-  const preferenceKey = sc.preferenceKey;
-  if (preferenceKey[a] !== preferenceKey[b]) return preferenceKey[a]! < preferenceKey[b]!;
-  const scoreKey = sc.scoreKey;
-  if (scoreKey[a] !== scoreKey[b]) return scoreKey[a]! < scoreKey[b]!;
-  const tieBreakKey = sc.tieBreakKey;
-  if (tieBreakKey[a] !== tieBreakKey[b]) return tieBreakKey[a]! < tieBreakKey[b]!;
-  const healthKey = sc.healthKey;
-  if (healthKey[a] !== healthKey[b]) return healthKey[a]! < healthKey[b]!;
-  return sc.idx[a]! < sc.idx[b]!;
+  return keysBefore(
+    sc,
+    sc.preferenceKey[a]!,
+    sc.scoreKey[a]!,
+    sc.tieBreakKey[a]!,
+    sc.healthKey[a]!,
+    sc.idx[a]!,
+    b,
+  );
+}
+
+/** {@link before} for a slot whose keys and node index are given rather than stored. */
+function keysBefore(
+  sc: Scratch,
+  preference: number,
+  main: number,
+  tieBreak: number,
+  health: number,
+  node: number,
+  b: number,
+): boolean {
+  const pb = sc.preferenceKey[b]!;
+  if (preference !== pb) return preference < pb;
+  const sb = sc.scoreKey[b]!;
+  if (main !== sb) return main < sb;
+  const tb = sc.tieBreakKey[b]!;
+  if (tieBreak !== tb) return tieBreak < tb;
+  const hb = sc.healthKey[b]!;
+  if (health !== hb) return health < hb;
+  return node < sc.idx[b]!;
 }
 
 /**
- * Pass 3: the best `k` slots into `sc.top`, by insertion: k is tiny (the attempt budget),
- * so this beats sorting all n. Returns how many were taken.
+ * Removes the listed slots' codes from `packed[base…base + n)` (they are candidates, not
+ * passed over), keeping the others in slot order. Returns the codes left in `packed`.
  */
-function selectTop(sc: Scratch, k: number): number {
-  const top = sc.top;
-  const n = sc.viable;
-  let len = 0;
-  for (let s = 0; s < n; s++) {
-    sc.inTop[s] = 0;
-    if (len === k && !before(sc, s, top[k - 1]!)) continue;
-    let p = len < k ? len++ : k - 1;
-    while (p > 0 && before(sc, s, top[p - 1]!)) {
-      top[p] = top[p - 1]!;
-      p--;
+function dropListed(sc: Scratch, len: number, packed: number[], base: number): number {
+  const listed = sc.listed;
+  // The listed slots in ascending order (len is at most maxCandidates).
+  for (let r = 0; r < len; r++) {
+    const s = sc.top[r]!;
+    let at = r;
+    while (at > 0 && listed[at - 1]! > s) {
+      listed[at] = listed[at - 1]!;
+      at--;
     }
-    top[p] = s;
+    listed[at] = s;
   }
-  for (let r = 0; r < len; r++) sc.inTop[top[r]!] = 1;
-  return len;
+  let write = base + listed[0]!;
+  for (let r = 0; r < len; r++) {
+    const from = base + listed[r]! + 1;
+    const to = r + 1 < len ? base + listed[r + 1]! : base + sc.viable;
+    for (let p = from; p < to; p++) packed[write++] = packed[p]!;
+  }
+  return write;
 }
 
 function rankingOf(request: RouteRequest, policy: ResolvedPolicy): RankingMode {
@@ -473,7 +547,9 @@ class RoutedDecision implements Decision {
   readonly hintApplied: boolean;
   readonly qualityFresh: boolean | null;
   #nodes: readonly NodeEntry[];
-  #packed: readonly number[];
+  #packed: number[];
+  #packedLength: number;
+  #overTargetIsRankedLower: boolean;
   #passedOver: PassedOver[] | undefined;
 
   constructor(
@@ -483,7 +559,9 @@ class RoutedDecision implements Decision {
     candidates: RankedCandidate[],
     viable: number,
     qualityFresh: boolean | null,
-    packed: readonly number[],
+    packed: number[],
+    packedLength: number,
+    overTargetIsRankedLower: boolean,
   ) {
     const chosen = candidates[0]!;
     this.model = cx.bucket.model;
@@ -498,10 +576,16 @@ class RoutedDecision implements Decision {
     this.qualityFresh = qualityFresh;
     this.#nodes = cx.snapshot.nodes;
     this.#packed = packed;
+    this.#packedLength = packedLength;
+    this.#overTargetIsRankedLower = overTargetIsRankedLower;
   }
 
   get passedOver(): PassedOver[] {
-    return (this.#passedOver ??= expandPassedOver(this.#nodes, this.#packed));
+    if (this.#passedOver === undefined) {
+      this.#packed.length = this.#packedLength;
+      this.#passedOver = expandPassedOver(this.#nodes, this.#packed, this.#overTargetIsRankedLower);
+    }
+    return this.#passedOver;
   }
 
   toJSON(): Decision {
@@ -564,7 +648,7 @@ export function decide(
       request.exclude !== undefined && request.exclude.size > 0 ? request.exclude : undefined,
     tier,
     api: request.api ?? "chat",
-    apiBit: apiBit(request.api ?? "chat"),
+    apiIndex: NODE_APIS.indexOf(request.api ?? "chat"),
     tokens:
       expected !== undefined && expected > 0 && Number.isFinite(expected)
         ? Math.min(expected, MAX_TOKENS)
@@ -574,12 +658,27 @@ export function decide(
     staleBefore: ranking === "quality" ? now - opts.qualityStalenessMs : Number.NaN,
   };
   const sc = scratchFor(bucket.size);
-  collect(sc, cx);
+  filter(sc, cx);
   const n = sc.viable;
   if (n === 0) return rejectNone(sc, cx, policy);
 
-  const anyFresh = score(sc, cx, ranking, request.random);
-  const len = selectTop(sc, Math.min(opts.maxCandidates, n));
+  // The passed-over codes, one allocation: the filtered nodes, then every viable one, from
+  // which the listed candidates are then dropped.
+  const passedCount = sc.passedCount;
+  // A plain array: a typed one this large is allocated outside the heap, which costs more.
+  const packed = new Array<number>(passedCount + n);
+  const passed = sc.passed;
+  for (let p = 0; p < passedCount; p++) packed[p] = passed[p]!;
+  const len = rank(
+    sc,
+    cx,
+    ranking,
+    request.random,
+    Math.min(opts.maxCandidates, n),
+    packed,
+    passedCount,
+  );
+  const packedLength = dropListed(sc, len, packed, passedCount);
 
   const candidates = new Array<RankedCandidate>(len);
   for (let r = 0; r < len; r++) {
@@ -595,24 +694,18 @@ export function decide(
       withinLatencyTarget: sc.overTarget[s] === 0,
     };
   }
+  // "Over the latency target" explains a loss only when the chosen node is within it.
   const chosenWithin = sc.overTarget[sc.top[0]!] === 0;
-  const passedCount = sc.passedCount;
-  const passed = sc.passed;
-  const packed: number[] = [];
-  for (let p = 0; p < passedCount; p++) packed.push(passed[p]!);
-  for (let s = 0; s < n; s++) {
-    if (sc.inTop[s] === 1) continue;
-    const why = chosenWithin && sc.overTarget[s] === 1 ? R.over_latency_target : R.ranked_lower;
-    packed.push(pack(sc.idx[s]!, why));
-  }
   return new RoutedDecision(
     cx,
     policy.name,
     ranking,
     candidates,
     n,
-    ranking === "quality" ? anyFresh : null,
+    ranking === "quality" ? sc.anyFresh : null,
     packed,
+    packedLength,
+    !chosenWithin,
   );
 }
 

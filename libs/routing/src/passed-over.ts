@@ -35,15 +35,23 @@ export function pack(nodeIndex: number, reason: number): number {
   return nodeIndex * 8 + reason;
 }
 
+/**
+ * The passed-over objects of `packed`. With `overTargetIsRankedLower` (the chosen node is
+ * itself over the latency target), `over_latency_target` codes read as `ranked_lower`: the
+ * target explains no loss when nothing met it.
+ */
 export function expandPassedOver(
   nodes: readonly NodeEntry[],
   packed: ArrayLike<number>,
+  overTargetIsRankedLower = false,
 ): PassedOver[] {
   const out = new Array<PassedOver>(packed.length);
   for (let p = 0; p < packed.length; p++) {
     const code = packed[p]!;
     const spec = nodes[code >>> 3]!.spec;
-    out[p] = { nodeId: spec.id, family: spec.accelerator_family, reason: REASONS[code & 7]! };
+    let reason = code & 7;
+    if (overTargetIsRankedLower && reason === R.over_latency_target) reason = R.ranked_lower;
+    out[p] = { nodeId: spec.id, family: spec.accelerator_family, reason: REASONS[reason]! };
   }
   return out;
 }

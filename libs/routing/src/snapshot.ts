@@ -30,6 +30,20 @@ export interface FamilyGroup {
   /** `quality[j]` score and `updated_at`, NaN when there is none. */
   readonly qualityScore: Float64Array;
   readonly qualityAt: Float64Array;
+  /**
+   * The same nodes narrowed to those serving one API, indexed by the API's position in
+   * `NODE_APIS`: the decision walks only these, never testing a node's API set.
+   */
+  readonly byApi: readonly ApiSlice[];
+}
+
+/** The nodes of a {@link FamilyGroup} that serve one API, with their quality columns. */
+export interface ApiSlice {
+  readonly indices: Int32Array;
+  readonly qualityScore: Float64Array;
+  readonly qualityAt: Float64Array;
+  /** Nodes of the group that do not serve the API. */
+  readonly otherApi: number;
 }
 
 /** Every node serving one model at one tier, grouped by family. */
@@ -88,6 +102,23 @@ function apiMaskOf(apis: readonly NodeApi[]): number {
   let mask = 0;
   for (const api of apis) mask |= apiBit(api);
   return mask;
+}
+
+function apiSliceOf(
+  nodes: readonly NodeEntry[],
+  quality: readonly (QualityScore | null)[],
+  api: NodeApi,
+): ApiSlice {
+  const keep: number[] = [];
+  nodes.forEach((e, j) => {
+    if (e.spec.apis.includes(api)) keep.push(j);
+  });
+  return Object.freeze({
+    indices: Int32Array.from(keep, (j) => nodes[j]!.index),
+    qualityScore: Float64Array.from(keep, (j) => quality[j]?.score ?? Number.NaN),
+    qualityAt: Float64Array.from(keep, (j) => quality[j]?.updated_at ?? Number.NaN),
+    otherApi: nodes.length - keep.length,
+  });
 }
 
 const key2 = (a: string, b: string): string => `${a}\u0000${b}`;
@@ -242,6 +273,7 @@ export function buildSnapshot(
             indices: Int32Array.from(draft.nodes, (e) => e.index),
             qualityScore: Float64Array.from(draft.quality, (q) => q?.score ?? Number.NaN),
             qualityAt: Float64Array.from(draft.quality, (q) => q?.updated_at ?? Number.NaN),
+            byApi: NODE_APIS.map((api) => apiSliceOf(draft.nodes, draft.quality, api)),
           }),
         );
         size += draft.nodes.length;
