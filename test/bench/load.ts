@@ -109,7 +109,9 @@ async function run(plan: LoadPlan): Promise<LoadResult> {
   const startedAt = performance.now();
   const deadline = startedAt + plan.durationMs;
   let endedAt = startedAt;
-  const worker = async () => {
+  const worker = async (_: unknown, i: number) => {
+    const delayMs = ((plan.spreadStartsMs ?? 0) * i) / plan.concurrency;
+    if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
     while (performance.now() < deadline) {
       try {
         await once();

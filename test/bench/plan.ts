@@ -16,6 +16,11 @@ export interface LoadPlan {
   stream: boolean;
   /** Streams: token-bearing events each stream must carry before `[DONE]`. */
   expectTokens?: number;
+  /**
+   * Worker `i` of `n` sends its first request `i / n × spreadStartsMs` after the round
+   * starts, so that arrivals are spread instead of all workers starting at once.
+   */
+  spreadStartsMs?: number;
 }
 
 /** Nearest-rank percentiles in milliseconds. */

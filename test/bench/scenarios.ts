@@ -21,6 +21,8 @@ export interface Scenario {
   stream: boolean;
   /** Size of the prompt text; default a short one. */
   promptBytes?: number;
+  /** See `LoadPlan.spreadStartsMs`. */
+  spreadStartsMs?: number;
 }
 
 export const SCENARIOS: Scenario[] = [
@@ -73,6 +75,18 @@ export const SCENARIOS: Scenario[] = [
     node: NODES.stream,
     concurrency: 128,
     stream: true,
+  },
+  {
+    // The same load, but the streams do not all start at the same instant: with equal
+    // streams, the row above re-sends 128 requests in one burst every 400 ms, so its TTFT is
+    // mostly how long the 128th request of a burst queues for CPU. Here arrivals are spread
+    // evenly over one stream's length, as independent clients' would be.
+    key: "stream128spread",
+    title: "128 concurrent streams, 50 tok/s, starts spread",
+    node: NODES.stream,
+    concurrency: 128,
+    stream: true,
+    spreadStartsMs: 400,
   },
 ];
 
@@ -128,6 +142,7 @@ export async function runScenario(
     concurrency: scenario.concurrency,
     stream: scenario.stream,
     ...(scenario.stream ? { expectTokens: scenario.node.completionTokens ?? 16 } : {}),
+    ...(scenario.spreadStartsMs ? { spreadStartsMs: scenario.spreadStartsMs } : {}),
   };
   const direct = { ...common, origin: node.url, headers: { "content-type": "application/json" } };
   const gateway = {

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { connect } from "@nats-io/transport-node";
 import { nkeyAuthenticator } from "@nats-io/nats-core";
 import type { ConnectionOptions, NatsConnection, Status } from "@nats-io/nats-core";
+import { turnPublisherOf } from "./turn-publisher.ts";
 import { replicasFor } from "./replicas.ts";
 
 /** The subset of a pino logger the bus needs; libraries take a port, not pino itself. */
@@ -164,6 +165,8 @@ export async function connectBus(options: ConnectBusOptions): Promise<Bus> {
     async drain() {
       if (nc.isClosed()) return;
       setConnected(false);
+      // Publishes still waiting for the end of this turn go out with the drain.
+      turnPublisherOf(nc).flushNow();
       await nc.drain();
     },
   };

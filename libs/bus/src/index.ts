@@ -32,11 +32,19 @@ export type {
   PullConsumerOptions,
   JobMessage,
 } from "./job-streams.ts";
-export { createReplyWriter, createReplyMux, errorOfFrame, sendAccept } from "./route-reply.ts";
+export {
+  createAcceptAnnouncer,
+  createReplyWriter,
+  createReplyMux,
+  errorOfFrame,
+} from "./route-reply.ts";
 export type {
   RouteFrame,
   AnswerMeta,
   ReplyWriter,
+  ReplyWriterOptions,
+  BusReplyWriter,
+  AcceptAnnouncer,
   ReplyMux,
   PendingReply,
   MuxRequestOptions,

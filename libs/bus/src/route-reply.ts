@@ -4,6 +4,7 @@ import { ACCEPT_REPLY_KIND, HEADERS, REPLY_KINDS, ZmlError } from "@zml/contract
 import type { ErrorBody, ReplyKind } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
 import { createHeaders as natsHeaders, headerOf } from "./fast-headers.ts";
+import { turnPublisherOf } from "./turn-publisher.ts";
 import type { Bus } from "./connection.ts";
 
 /**
@@ -53,6 +54,19 @@ export interface ReplyWriter {
   error(body: ErrorBody, routing?: string): void;
 }
 
+/** The writer of a reply over the bus, which also says whether it has sent a frame yet. */
+export interface BusReplyWriter extends ReplyWriter {
+  started(): boolean;
+}
+
+export interface ReplyWriterOptions {
+  /**
+   * The dispatcher replica answering, named on the first frame: the requester follows that
+   * replica's liveness from then on without a separate `accept` message.
+   */
+  replica?: string;
+}
+
 /** Room left in each frame for its NATS headers (status, routing, sequence, trace). */
 const FRAME_HEADER_ROOM = 16 * 1024;
 
@@ -65,15 +79,21 @@ function frameBodyLimit(maxPayload: number | undefined): number {
   return Math.max(1024, (maxPayload ?? 1024 * 1024) - FRAME_HEADER_ROOM);
 }
 
-export function createReplyWriter(bus: Bus, replySubject: string): ReplyWriter {
+export function createReplyWriter(
+  bus: Bus,
+  replySubject: string,
+  options: ReplyWriterOptions = {},
+): BusReplyWriter {
   const nc = natsConnectionOf(bus);
   const limit = frameBodyLimit(nc.info?.max_payload);
+  const publisher = turnPublisherOf(nc);
   let seq = 0;
   const frame = (kind: ReplyKind, data: Uint8Array, h?: MsgHdrs) => {
     const hdrs = h ?? natsHeaders();
     hdrs.set(HEADERS.replyKind, kind);
+    if (seq === 0 && options.replica) hdrs.set(HEADERS.dispatcher, options.replica);
     hdrs.set(HEADERS.seq, String(seq++));
-    nc.publish(replySubject, data, { headers: hdrs });
+    publisher.publish(replySubject, data, { headers: hdrs });
   };
   const described = (status: number, contentType: string, routing: string, meta?: AnswerMeta) => {
     const h = natsHeaders();
@@ -108,18 +128,58 @@ export function createReplyWriter(bus: Bus, replySubject: string): ReplyWriter {
       if (routing) h.set(HEADERS.routing, routing);
       frame(REPLY_KINDS.error, encoder.encode(JSON.stringify(body)), h);
     },
+    started: () => seq > 0,
   };
 }
 
 /**
- * Tells the requester which dispatcher replica took its request, before any answer frame,
- * so it can follow that replica's liveness beats. Carries no sequence number.
+ * Tells requesters which dispatcher replica took their request when its answer is slow to
+ * start. A request answered within `afterMs` needs no `accept` message: its first frame names
+ * the replica (see `ReplyWriterOptions.replica`). One shared timer serves every request.
  */
-export function sendAccept(bus: Bus, replySubject: string, replica: string): void {
-  const h = natsHeaders();
-  h.set(HEADERS.replyKind, ACCEPT_REPLY_KIND);
-  h.set(HEADERS.dispatcher, replica);
-  natsConnectionOf(bus).publish(replySubject, new Uint8Array(0), { headers: h });
+export interface AcceptAnnouncer {
+  /** Follows one request until its writer sends a frame; call the returned function when it ends. */
+  track(replySubject: string, writer: BusReplyWriter): () => void;
+  stop(): void;
+}
+
+export function createAcceptAnnouncer(
+  bus: Bus,
+  options: { replica: string; afterMs: number; clock?: () => number },
+): AcceptAnnouncer {
+  const publisher = turnPublisherOf(natsConnectionOf(bus));
+  const clock = options.clock ?? Date.now;
+  const waiting = new Map<string, { writer: BusReplyWriter; since: number }>();
+  const announce = (replySubject: string) => {
+    const h = natsHeaders();
+    h.set(HEADERS.replyKind, ACCEPT_REPLY_KIND);
+    h.set(HEADERS.dispatcher, options.replica);
+    publisher.publish(replySubject, new Uint8Array(0), { headers: h });
+  };
+  const timer = setInterval(
+    () => {
+      const now = clock();
+      for (const [replySubject, w] of waiting) {
+        if (w.writer.started()) waiting.delete(replySubject);
+        else if (now - w.since >= options.afterMs) {
+          waiting.delete(replySubject);
+          if (bus.isConnected()) announce(replySubject);
+        }
+      }
+    },
+    Math.max(1, Math.floor(options.afterMs / 2)),
+  );
+  timer.unref();
+  return {
+    track(replySubject, writer) {
+      waiting.set(replySubject, { writer, since: clock() });
+      return () => waiting.delete(replySubject);
+    },
+    stop() {
+      clearInterval(timer);
+      waiting.clear();
+    },
+  };
 }
 
 /** Decodes the ErrorBody of an `error` frame, tolerating a malformed one. */
@@ -184,7 +244,7 @@ export interface ReplyMux {
 
 export interface ReplyMuxOptions {
   /**
-   * Called with the replica named by an `accept` frame, and again with it for every later
+   * Called with the replica named by an `accept` or a first frame, and again with it for every later
    * frame of that request: each is a sign of the replica's life, so a replica busy streaming
    * an answer is never taken for dead because its beat waits behind its own frames.
    */
@@ -193,7 +253,7 @@ export interface ReplyMuxOptions {
 
 interface Pending {
   onFrame: (frame: RouteFrame) => void;
-  /** The dispatcher replica that accepted the request, once its `accept` frame arrived. */
+  /** The dispatcher replica serving the request, once its `accept` or first frame arrived. */
   servedBy: string | undefined;
   sentAt: number;
   nextSeq: number;
@@ -204,6 +264,7 @@ interface Pending {
 /** Replies arrive under the bus's own inbox prefix, where only its identity may subscribe. */
 export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMux {
   const nc = natsConnectionOf(bus);
+  const publisher = turnPublisherOf(nc);
   const prefix = createInbox(bus.inboxPrefix);
   const pending = new Map<string, Pending>();
   let counter = 0;
@@ -220,9 +281,8 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
     const id = msg.subject.slice(prefix.length + 1);
     const p = pending.get(id);
     if (!p) return; // late frame of a cancelled or timed-out request
-    const kind = msg.headers?.get(HEADERS.replyKind);
-    if (kind === ACCEPT_REPLY_KIND) {
-      const replica = msg.headers?.get(HEADERS.dispatcher);
+    if (headerOf(msg.headers, HEADERS.replyKind) === ACCEPT_REPLY_KIND) {
+      const replica = headerOf(msg.headers, HEADERS.dispatcher);
       if (replica) {
         p.servedBy = replica;
         options.onAccept?.(replica);
@@ -239,6 +299,9 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       return;
     }
     p.nextSeq++;
+    // A request answered quickly gets no `accept`: its first frame names the replica.
+    if (p.servedBy === undefined)
+      p.servedBy = headerOf(msg.headers, HEADERS.dispatcher) || undefined;
     if (p.servedBy !== undefined) options.onAccept?.(p.servedBy);
     if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
       finish(id, p, frame);
@@ -269,7 +332,10 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       };
       pending.set(id, p);
       const inbox = `${prefix}.${id}`;
-      nc.publish(subject, data, { headers, reply: inbox });
+      publisher.publish(subject, data, { headers, reply: inbox }, () => {
+        const current = pending.get(id);
+        if (current === p) failOne(id, p, new ZmlError("bus_unavailable", "message bus closed"));
+      });
       return {
         inbox,
         cancel() {

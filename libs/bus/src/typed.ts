@@ -4,6 +4,7 @@ import type { z } from "zod";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus, BusLogger } from "./connection.ts";
 import { decodeJson, encodeJson } from "./json-codec.ts";
+import { turnPublisherOf } from "./turn-publisher.ts";
 import { extractTraceContext, injectTraceContext } from "./trace-context.ts";
 
 /** Publishes a schema-checked JSON message with the active trace context in its headers. */
@@ -55,7 +56,11 @@ export function subscribeJson<S extends z.ZodType>(
  * headers: for messages whose body is someone else's bytes or empty (e.g. `route.cancel`).
  */
 export function publishBytes(bus: Bus, subject: string, data: Uint8Array, headers?: MsgHdrs): void {
-  natsConnectionOf(bus).publish(subject, data, { headers: injectTraceContext(headers) });
+  // In the turn's order with route requests and reply frames (a cancel never overtakes the
+  // request it cancels).
+  turnPublisherOf(natsConnectionOf(bus)).publish(subject, data, {
+    headers: injectTraceContext(headers),
+  });
 }
 
 /**

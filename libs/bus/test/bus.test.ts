@@ -12,7 +12,7 @@ import {
   natsConnectionOf,
   openKv,
   publishJson,
-  sendAccept,
+  createAcceptAnnouncer,
   subscribeJson,
   watchKvIntoMap,
 } from "../src/index.ts";
@@ -145,9 +145,13 @@ describe("route reply frames", () => {
   it("remembers which replica accepted a request and fails only that replica's requests", async () => {
     const accepted: string[] = [];
     // Two "replicas": each accepts, then stays silent (as one that died mid-request would).
-    const subs = ["t.replica-a", "t.replica-b"].map((subject) =>
+    const announcers = ["replica-a", "replica-b"].map((replica) =>
+      createAcceptAnnouncer(bus, { replica, afterMs: 10 }),
+    );
+    const subs = ["t.replica-a", "t.replica-b"].map((subject, i) =>
       nc().subscribe(subject, {
-        callback: (_err, msg) => sendAccept(bus, msg.reply!, subject.slice(2)),
+        callback: (_err, msg) =>
+          void announcers[i]!.track(msg.reply!, createReplyWriter(bus, msg.reply!)),
       }),
     );
     const mux = createReplyMux(bus, { onAccept: (r) => accepted.push(r) });
@@ -171,6 +175,40 @@ describe("route reply frames", () => {
     expect(mux.pendingCount()).toBe(1);
     expect(mux.failServedBy("replica-a", new ZmlError("dispatcher_lost", "gone"))).toBe(0);
     for (const sub of subs) sub.unsubscribe();
+    for (const a of announcers) a.stop();
+    mux.close();
+  });
+
+  it("learns the serving replica from the first answer frame, with no accept message for a quick answer", async () => {
+    const accepted: string[] = [];
+    const accepts = createAcceptAnnouncer(bus, { replica: "replica-q", afterMs: 60_000 });
+    const kinds: string[] = [];
+    const spy = nc().subscribe(`${bus.inboxPrefix}.>`, {
+      callback: (_err, msg) => void kinds.push(msg.headers?.get(HEADERS.replyKind) ?? "?"),
+    });
+    const sub = nc().subscribe("t.quick", {
+      callback: (_err, msg) => {
+        const w = createReplyWriter(bus, msg.reply!, { replica: "replica-q" });
+        const untrack = accepts.track(msg.reply!, w);
+        w.head(200, "text/event-stream", "");
+        untrack();
+      },
+    });
+    const mux = createReplyMux(bus, { onAccept: (r) => accepted.push(r) });
+    const frames: RouteFrame[] = [];
+    mux.request("t.quick", new Uint8Array(0), createHeaders(), (f) => frames.push(f), {
+      idleTimeoutMs: 30_000,
+    });
+    await pollUntil(() => frames.length === 1);
+    expect(accepted).toEqual(["replica-q"]);
+    // The head frame alone told the mux who serves the stream: its loss ends the request.
+    expect(mux.failServedBy("replica-q", new ZmlError("dispatcher_lost", "gone", null, 1))).toBe(1);
+    expect(errorOfFrame(frames[1]!).code).toBe("dispatcher_lost");
+    await nc().flush();
+    expect(kinds).toEqual(["head"]);
+    spy.unsubscribe();
+    sub.unsubscribe();
+    accepts.stop();
     mux.close();
   });
 
@@ -178,8 +216,9 @@ describe("route reply frames", () => {
     // One subscriber swallows requests (as a message lost with a dying server would be);
     // the other accepts, then stays silent (a live replica's long answer).
     const swallow = nc().subscribe("t.swallow", { callback: () => {} });
+    const accepts = createAcceptAnnouncer(bus, { replica: "replica-a", afterMs: 10 });
     const accept = nc().subscribe("t.accepts", {
-      callback: (_err, msg) => sendAccept(bus, msg.reply!, "replica-a"),
+      callback: (_err, msg) => void accepts.track(msg.reply!, createReplyWriter(bus, msg.reply!)),
     });
     const accepted: string[] = [];
     const mux = createReplyMux(bus, { onAccept: (r) => accepted.push(r) });
@@ -203,6 +242,7 @@ describe("route reply frames", () => {
     expect(mux.pendingCount()).toBe(1);
     swallow.unsubscribe();
     accept.unsubscribe();
+    accepts.stop();
     mux.close();
   });
 

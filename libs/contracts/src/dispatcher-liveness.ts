@@ -4,7 +4,7 @@ import { NODE_ID_PATTERN } from "./subjects.ts";
 /**
  * Dispatcher liveness. Every dispatcher replica publishes a beat here every
  * `interval_ms` while it runs (and one with `leaving: true` when it stops), so a requester
- * that was told by an `accept` frame which replica serves its request learns within about a
+ * that was told by an answer frame or an `accept` which replica serves its request learns within about a
  * second that the replica is gone, instead of waiting for the request's timeout.
  * One beat per replica, not per request: the cost does not grow with traffic.
  */

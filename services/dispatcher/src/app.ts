@@ -2,6 +2,7 @@
 // and cancel subscriptions, tier-4 sessions and the batch workers. `main.ts` hands it a
 // connected bus and the real clock; tests hand it the same against a test nats-server.
 import {
+  createAcceptAnnouncer,
   publishJson,
   subscribeJson,
   subscribeMessages,
@@ -58,7 +59,7 @@ export interface DispatcherDeps {
   random: () => number;
   /** `bytes` random bytes as hex (nonces, session ids). */
   randomHex: (bytes: number) => string;
-  /** This replica's id, in `accept` frames and liveness beats. */
+  /** This replica's id, on each answer's first frame, in `accept` frames and liveness beats. */
   replica: string;
 }
 
@@ -211,10 +212,15 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     intervalMs: config.DISPATCHER_BEAT_INTERVAL_MS,
     log,
   });
+  const accepts = createAcceptAnnouncer(bus, {
+    replica: deps.replica,
+    afterMs: config.DISPATCHER_ACCEPT_AFTER_MS,
+    clock,
+  });
   const requests = subscribeMessages(
     bus,
     ROUTE_REQUEST_SUBJECT,
-    createRouteHandler({ ...executeDeps, cancellations, replica: deps.replica }),
+    createRouteHandler({ ...executeDeps, cancellations, replica: deps.replica, accepts }),
     { queue: DISPATCHER_QUEUE_GROUP, log },
   );
   // Every replica hears every cancel; only the one serving the request acts on it.
@@ -253,6 +259,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
       }
       // Whatever still runs is over for intake now (it re-routes or answers dispatcher_lost).
       beats.leave();
+      accepts.stop();
       observations.flush();
       cancels.unsubscribe();
       cooldowns.unsubscribe();

@@ -17,13 +17,19 @@ const ConfigSchema = z
     /** Port of /healthz, /readyz and /metrics. */
     DISPATCHER_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
     DISPATCHER_OPS_HOST: z.string().default("127.0.0.1"),
-    /** This replica's name in `accept` frames and liveness beats (default host-pid-random). */
+    /** This replica's name in answers, `accept` frames and liveness beats (default host-pid-random). */
     DISPATCHER_REPLICA_ID: z.string().regex(NODE_ID_PATTERN).optional(),
     /**
      * How often this replica publishes its liveness beat. Intake declares a replica lost
      * after `max(ZML_DISPATCHER_LOSS_MS, 3 × this)` without one.
      */
     DISPATCHER_BEAT_INTERVAL_MS: z.coerce.number().int().min(10).max(60_000).default(250),
+    /**
+     * A request that has sent no answer frame this long gets an `accept` frame naming this
+     * replica (a quicker answer names it on its first frame). Keep it well below intake's
+     * `ZML_DISPATCHER_LOSS_MS`, which ends requests nobody accepted within that bound.
+     */
+    DISPATCHER_ACCEPT_AFTER_MS: z.coerce.number().int().min(1).max(10_000).default(100),
     LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
     /** Per-attempt limits on the call to a node. */
     DISPATCH_CONNECT_TIMEOUT_MS: z.coerce.number().int().positive().default(2_000),

@@ -1,6 +1,6 @@
 import { context } from "@opentelemetry/api";
-import { createReplyWriter, extractTraceContext, sendAccept } from "@zml/bus";
-import type { Msg } from "@zml/bus";
+import { createReplyWriter, extractTraceContext } from "@zml/bus";
+import type { AcceptAnnouncer, Msg } from "@zml/bus";
 import { MESSAGE_TYPES, ZmlError } from "@zml/contracts";
 import type { Cancellations } from "./cancellations.ts";
 import { executeRoute } from "./execute-route.ts";
@@ -9,15 +9,17 @@ import { readRouteHeaders } from "./route-headers.ts";
 
 export interface RouteHandlerDeps extends ExecuteDeps {
   cancellations: Cancellations;
-  /** This replica's id, named in the `accept` frame every request gets first. */
+  /** This replica's id, named on the first frame of every answer. */
   replica: string;
+  /** Sends `accept` for requests whose first frame is slow to come. */
+  accepts: AcceptAnnouncer;
 }
 
 /** Serves one `route.request` message: the answer goes back as frames to its reply inbox. */
 export function createRouteHandler(deps: RouteHandlerDeps): (msg: Msg) => Promise<void> {
   return async (msg) => {
     if (!msg.reply) return; // a request nobody waits for
-    const writer = createReplyWriter(deps.bus, msg.reply);
+    const writer = createReplyWriter(deps.bus, msg.reply, { replica: deps.replica });
     let request;
     try {
       request = readRouteHeaders(msg.headers, deps.clock(), MESSAGE_TYPES.routeRequestV1);
@@ -28,15 +30,17 @@ export function createRouteHandler(deps: RouteHandlerDeps): (msg: Msg) => Promis
       writer.error(error.toBody());
       return;
     }
-    // Before any answer frame: intake follows this replica's liveness for this request from
-    // here on. (A refused request above ends at once, with its error as its only frame.)
-    sendAccept(deps.bus, msg.reply, deps.replica);
+    // Intake follows this replica's liveness for this request from its first frame on, or
+    // from an `accept` should that frame be slow (a slow node, a wait for capacity). A
+    // request answered at once costs no extra message.
+    const untrack = deps.accepts.track(msg.reply, writer);
     const cancelled = deps.cancellations.register(msg.reply);
     try {
       await context.with(extractTraceContext(msg.headers), () =>
         executeRoute(deps, { request, body: msg.data, writer, cancelled, waitForCapacity: true }),
       );
     } finally {
+      untrack();
       deps.cancellations.release(msg.reply);
     }
   };

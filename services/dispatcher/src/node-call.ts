@@ -152,6 +152,22 @@ async function relayBody(
   ttftMs: number,
   retryAfterS: number | null,
 ): Promise<AttemptOutcome> {
+  const declared = Number(headerValue(response.headers["content-length"]));
+  if (declared <= HELD_ANSWER_BYTES && declared <= call.maxAnswerBytes) {
+    // The common answer: small, its length declared (undici fails a body that does not
+    // match it). Read whole in one go, without a stream iterator's promise per chunk.
+    let body: Uint8Array;
+    try {
+      body = await response.body.bytes();
+    } catch (err) {
+      return { kind: "retryable", status, retryAfterS: null, ...classify(err) };
+    }
+    call.writer.full(status, contentType, call.routing, body, {
+      nodeMs: call.clock() - call.startedAt,
+      retryAfterS: retryAfterS ?? undefined,
+    });
+    return { kind: "relayed", status, ttftMs, retryAfterS };
+  }
   const held: Buffer[] = [];
   let size = 0;
   let relaying = false;

@@ -77,6 +77,9 @@ export interface IntakeDeps extends ClientRouteDeps {
 /** Routes that take a credential; ops routes (`/healthz`, `/metrics`, …) are never throttled. */
 const AUTHENTICATED_PREFIXES = ["/v1/", "/admin/"];
 
+/** How long a stopping intake still answers after its last in-flight request ended. */
+const LINGER_AFTER_LAST_ANSWER_MS = 250;
+
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
 const VERSION = "1.0.0";
 
@@ -122,21 +125,11 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
   // accepted and must parse as JSON, so a bare `curl -d` works too.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
-  // An HTTP/2 body need not announce its length, and fastify takes a request with neither
-  // Content-Type nor Content-Length for bodiless; the stream itself says whether data follows.
-  app.addHook("onRequest", (req, _reply, done) => {
-    if (isHttp2(req) && req.headers["content-type"] === undefined) {
-      const { stream } = req.raw as unknown as Http2ServerRequest;
-      if (!stream.endAfterHeaders) req.headers["content-type"] = "application/octet-stream";
-    }
-    done();
-  });
   const deadline = bodyDeadline(config.ZML_BODY_TIMEOUT_MS);
-  app.addHook("preParsing", (req, reply, payload) =>
-    req.method === "GET" || req.method === "HEAD"
-      ? Promise.resolve(payload)
-      : deadline(req, reply, payload),
-  );
+  app.addHook("preParsing", (req, reply, payload, done) => {
+    if (req.method === "GET" || req.method === "HEAD") done(null, payload);
+    else deadline(req, reply, payload, done);
+  });
   app.addHook("onSend", (req, reply, payload, done) => {
     reply.header("x-request-id", req.id);
     // Node answers are relayed from the gateway's origin: never let a browser sniff them.
@@ -149,29 +142,37 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
     perMinute: config.ZML_AUTH_FAILURES_PER_MINUTE,
     maxAddresses: 100_000,
   });
-  app.addHook("onRequest", async (req, reply) => {
-    if (!AUTHENTICATED_PREFIXES.some((p) => req.url.startsWith(p))) return;
-    const wait = authThrottle.blockedFor(req.ip, deps.clock());
-    if (wait === undefined) return;
-    const message = "too many failed authentications from this address; retry later";
-    return sendError(reply, new ZmlError("auth_throttled", message, "authorization", wait));
-  });
-  app.addHook("onRequest", (_req, reply, done) => {
+  // Every request's admission checks, in order, in one callback hook (one hook call, no
+  // promise per request). A check that answers sends its reply and ends the chain there.
+  app.addHook("onRequest", (req, reply, done) => {
+    // An HTTP/2 body need not announce its length, and fastify takes a request with neither
+    // Content-Type nor Content-Length for bodiless; the stream itself says whether data
+    // follows.
+    if (isHttp2(req) && req.headers["content-type"] === undefined) {
+      const { stream } = req.raw as unknown as Http2ServerRequest;
+      if (!stream.endAfterHeaders) req.headers["content-type"] = "application/octet-stream";
+    }
+    const authenticated = AUTHENTICATED_PREFIXES.some((p) => req.url.startsWith(p));
+    const wait = authenticated ? authThrottle.blockedFor(req.ip, deps.clock()) : undefined;
+    if (wait !== undefined) {
+      const message = "too many failed authentications from this address; retry later";
+      sendError(reply, new ZmlError("auth_throttled", message, "authorization", wait));
+      return;
+    }
     deps.inFlight?.track(reply.raw);
+    // While stopping, what the listener still receives (a keep-alive connection's next
+    // request) gets a retryable 503 with a body and `Connection: close`; in-flight requests
+    // finish. Probes keep answering, `/readyz` with not-ready.
+    if (deps.isDraining?.()) {
+      // Keep-alive clients reconnect, and so find a replica that is not stopping.
+      if (!isHttp2(req)) reply.header("connection", "close");
+      if (authenticated) {
+        const message = "this gateway replica is stopping; retry";
+        sendError(reply, new ZmlError("shutting_down", message, null, 1));
+        return;
+      }
+    }
     done();
-  });
-  // While stopping, what the listener still receives (a keep-alive connection's next
-  // request) gets a retryable 503 with a body and `Connection: close`; in-flight requests
-  // finish. Probes keep answering, `/readyz` with not-ready.
-  app.addHook("onRequest", async (req, reply) => {
-    if (!deps.isDraining?.()) return;
-    // Keep-alive clients reconnect, and so find a replica that is not stopping.
-    if (!isHttp2(req)) reply.header("connection", "close");
-    if (!AUTHENTICATED_PREFIXES.some((p) => req.url.startsWith(p))) return;
-    return sendError(
-      reply,
-      new ZmlError("shutting_down", "this gateway replica is stopping; retry", null, 1),
-    );
   });
   app.addHook("onResponse", (req, reply, done) => {
     if (reply.statusCode === 401) authThrottle.recordFailure(req.ip, deps.clock());
@@ -301,9 +302,9 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
     clock: deps.clock,
   });
   const allowlist = await watchAllowlistFeed(bus, deps.log);
-  // The mux learns from each request's `accept` frame which dispatcher serves it; the
-  // follower ends those requests when that dispatcher's beats stop (or it leaves). Accept
-  // frames only arrive for requests sent once both exist.
+  // The mux learns from each request's first frame (or its `accept`) which dispatcher serves
+  // it; the follower ends those requests when that dispatcher's beats stop (or it leaves).
+  // Such frames only arrive for requests sent once both exist.
   const mux = createReplyMux(bus, { onAccept: (replica) => dispatchers.accepted(replica) });
   const dispatchers = followDispatchers(bus, {
     lossAfterMs: config.ZML_DISPATCHER_LOSS_MS,
@@ -383,6 +384,11 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
         mux.failAll(new ZmlError("shutting_down", "this gateway replica is stopping", null, 1));
         await waitUntil(() => inFlight.count() === 0, deps.clock() + 1_000, deps.clock);
       }
+      // A keep-alive client may have sent its next request on a connection just as the last
+      // answer went out: requests already on the wire get their 503 (with `Connection:
+      // close`) instead of a reset.
+      await new Promise((resolve) => setTimeout(resolve, LINGER_AFTER_LAST_ANSWER_MS));
+      await waitUntil(() => inFlight.count() === 0, deps.clock() + 1_000, deps.clock);
       // Nothing is being answered now: keep-alive connections (a client's pool, a prober)
       // would otherwise hold the listener open until they idle out.
       for (const a of [app, adminApp]) if (a) closeAllConnections(a.server);

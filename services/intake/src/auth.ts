@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 import { ZmlError } from "@zml/contracts";
 import type { AccountSpec } from "@zml/contracts";
 import type { KeyStoreStatus } from "./key-store.ts";
@@ -71,7 +71,8 @@ export function createAdminAuthenticator(
 }
 
 function sha256(value: string): Buffer {
-  return createHash("sha256").update(value).digest();
+  // One-shot: no Hash object per request.
+  return hash("sha256", value, "buffer");
 }
 
 function bearerToken(authorization: string | undefined): string {

@@ -1,5 +1,5 @@
 import { PassThrough } from "node:stream";
-import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyReply, FastifyRequest, RequestPayload } from "fastify";
 import { BodyTimeoutError, isHttp2 } from "./errors.ts";
 
 /**
@@ -9,12 +9,20 @@ import { BodyTimeoutError, isHttp2 } from "./errors.ts";
  * error handler answers with 408.
  */
 export function bodyDeadline(timeoutMs: number) {
-  return (req: FastifyRequest, reply: FastifyReply, payload: NodeJS.ReadableStream) => {
+  return (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    payload: RequestPayload,
+    done: (err: Error | null, stream: RequestPayload) => void,
+  ) => {
     // A body the HTTP parser has already read to its end cannot be late: it goes to the
     // parser as it is, without a second stream, a pipe and a timer (the common case for a
     // body that fits a packet or two). HTTP/1.1 only: an HTTP/2 request also counts as
     // complete when its stream was aborted.
-    if (!isHttp2(req) && req.raw.complete) return Promise.resolve(payload);
+    if (!isHttp2(req) && req.raw.complete) {
+      done(null, payload);
+      return;
+    }
     const out = new PassThrough();
     const timer = setTimeout(() => out.destroy(new BodyTimeoutError()), timeoutMs);
     const clear = () => clearTimeout(timer);
@@ -25,6 +33,6 @@ export function bodyDeadline(timeoutMs: number) {
     reply.raw.once("close", clear);
     payload.on("error", (err: Error) => out.destroy(err));
     payload.pipe(out);
-    return Promise.resolve(out);
+    done(null, out);
   };
 }

@@ -151,10 +151,13 @@ function forward(
         addedMs / 1000,
       );
     }
-    const decisionId = outcome.routing ? decisionIdOf(outcome.routing) : undefined;
+    const logged = (req.log as unknown as Logger).isLevelEnabled("info");
+    // Read out of the routing header only for a span that records or a line that is written.
+    const decisionId =
+      outcome.routing && (logged || span.isRecording()) ? decisionIdOf(outcome.routing) : undefined;
     endServerSpan(span, status, decisionId, addedMs);
     // Logged in the span's context so the line carries its trace and span ids.
-    if (!(req.log as unknown as Logger).isLevelEnabled("info")) return;
+    if (!logged) return;
     context.with(trace.setSpan(context.active(), span), () =>
       req.log.info(
         {
