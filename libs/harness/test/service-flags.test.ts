@@ -3,8 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { repoRoot } from "./repo-root.ts";
-import { SERVICE_NODE_FLAGS, serviceRuntimeEnv, warmCompileCache } from "./service-flags.ts";
+import { repoRoot, SERVICE_NODE_FLAGS, serviceRuntimeEnv, warmCompileCache } from "../src/index.ts";
 
 const root = repoRoot();
 const scratch = mkdtempSync(join(tmpdir(), "zml-compile-cache-"));
