@@ -10,6 +10,9 @@ import {
   ProcessExitedError,
   repoRoot,
   SERVICE_NODE_FLAGS,
+  serviceCompileCacheDir,
+  serviceRuntimeEnv,
+  warmCompileCache,
   startNatsServer,
   startProcess,
 } from "@zml/harness";
@@ -167,6 +170,14 @@ async function main(): Promise<void> {
       ready: `http://127.0.0.1:${intakePort}/readyz`,
     },
   ];
+  // Started as deployed (libs/harness "service-flags"): the warm compile cache keeps Node's
+  // TypeScript stripper out of each service (~40 MiB each).
+  const compileCache = serviceCompileCacheDir(root);
+  await warmCompileCache(
+    root,
+    services.map((s) => s.name),
+    compileCache,
+  );
   for (const s of services) {
     try {
       started.push(
@@ -174,7 +185,12 @@ async function main(): Promise<void> {
           name: s.name,
           command: process.execPath,
           args: [...SERVICE_NODE_FLAGS, join(root, `services/${s.name}/src/main.ts`)],
-          env: { ...nats.serviceEnv(s.name), ...env, ...s.env },
+          env: {
+            ...serviceRuntimeEnv(compileCache),
+            ...nats.serviceEnv(s.name),
+            ...env,
+            ...s.env,
+          },
           readyUrl: s.ready,
           readyTimeoutMs: 30_000,
           echo: true,

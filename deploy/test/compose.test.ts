@@ -11,7 +11,15 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { parseFleetDocument } from "@zml/fleet";
-import { findNatsServerBinary, repoRoot, startNatsServer, startProcess } from "@zml/harness";
+import {
+  findNatsServerBinary,
+  repoRoot,
+  SERVICE_MALLOC_ENV,
+  SERVICE_NODE_FLAGS,
+  startNatsServer,
+  startProcess,
+} from "@zml/harness";
+import { CONFIG_ERROR_EXIT_CODE } from "@zml/runtime";
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
@@ -379,12 +387,34 @@ describe("Dockerfile", () => {
     const runs = [...stages.values()].flatMap((s) => s.runs);
     expect(runs).toEqual([
       expect.stringMatching(/^npm ci --omit=dev\b/),
+      // The compile cache: made, filled by every service as `node`, then made read-only.
+      "mkdir .compile-cache && chown node .compile-cache",
+      expect.stringMatching(/^for s in .*; do .* node "services\/\$s\/src\/main\.ts"/),
+      "chown -R root:root .compile-cache",
       // The cli target's openssl, for `zml bus-credentials --tls`.
       expect.stringMatching(
         /^apt-get update && apt-get install -y --no-install-recommends openssl\b/,
       ),
     ]);
     expect(existsSync(join(root, "package-lock.json"))).toBe(true);
+  });
+
+  it("runs the services with the dev launcher's and the bench's memory settings, from a compile cache filled for each", () => {
+    const runtime = stages.get("runtime")!;
+    const warm = runtime.runs.find((r) => r.startsWith("for s in "));
+    const [, warmed = ""] = /^for s in ([^;]*);/.exec(warm ?? "") ?? [];
+    expect(warmed.split(/\s+/).sort()).toEqual([...SERVICE_TARGETS].sort());
+    // The services' own config rejects this level: a start that only compiles, then exit 78.
+    expect(warm).toContain(`LOG_LEVEL=invalid-on-purpose-to-only-compile`);
+    expect(warm).toContain(`test $? -eq ${CONFIG_ERROR_EXIT_CODE} || exit 1`);
+    for (const target of SERVICE_TARGETS) {
+      const env = stages.get(target)!.env;
+      expect(env.NODE_OPTIONS, target).toBe(SERVICE_NODE_FLAGS.join(" "));
+      expect(env.NODE_COMPILE_CACHE, target).toBe("/app/.compile-cache");
+      for (const [key, value] of Object.entries(SERVICE_MALLOC_ENV)) {
+        expect(env[key], `${target}: ${key}`).toBe(value);
+      }
+    }
   });
 
   it("runs every target as a non-root user in production mode, stopped by SIGTERM", () => {

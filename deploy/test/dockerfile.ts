@@ -78,13 +78,17 @@ export function parseDockerfile(text: string): Map<string, Stage> {
     if (op === "ARG" && stage === undefined) continue;
     if (stage === undefined) throw new Error(`${op} before the first FROM`);
     switch (op) {
-      case "ENV":
-        for (const pair of rest.split(/\s+/)) {
-          const eq = pair.indexOf("=");
-          if (eq <= 0) throw new Error(`ENV must use KEY=value pairs: ${rest}`);
-          stage.env[pair.slice(0, eq)] = pair.slice(eq + 1);
+      case "ENV": {
+        // KEY=value pairs; a value with spaces is in double quotes (no escapes inside).
+        const pairs = /^(?:[A-Za-z_][A-Za-z0-9_]*=(?:"[^"]*"|[^\s"]*)(?:\s+|$))+$/;
+        if (!pairs.test(rest)) throw new Error(`ENV must use KEY=value pairs: ${rest}`);
+        for (const [, key, quoted, plain] of rest.matchAll(
+          /([A-Za-z_][A-Za-z0-9_]*)=(?:"([^"]*)"|([^\s"]*))/g,
+        )) {
+          stage.env[key!] = quoted ?? plain ?? "";
         }
         break;
+      }
       case "ENTRYPOINT":
         stage.entrypoint = execForm(rest, op);
         // Docker resets an inherited CMD when ENTRYPOINT is set.

@@ -312,6 +312,18 @@ describe("every pod", { timeout: 60_000 }, () => {
     }
   });
 
+  it("leaves the image's memory settings to it: no Node flags, compile cache or malloc setting overridden", () => {
+    // The image sets them (deploy/docker/Dockerfile, checked in compose.test.ts); other V8
+    // flags in NODE_OPTIONS would miss its compile cache, which is kept per set of flags.
+    for (const { w, c } of containers) {
+      for (const e of c.env ?? []) {
+        expect(e.name, `${describeObject(w)} ${c.name}`).not.toMatch(
+          /^(NODE_OPTIONS|NODE_COMPILE_CACHE|MALLOC_[A-Z_]+)$/,
+        );
+      }
+    }
+  });
+
   it("requests and limits CPU and memory", () => {
     for (const { w, c } of containers) {
       const where = `${describeObject(w)} ${c.name}`;

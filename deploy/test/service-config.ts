@@ -22,8 +22,12 @@ export const LISTEN_KEYS: Record<ServiceTarget, { port: string; host: string }> 
   attestation: { port: "ATTESTATION_OPS_PORT", host: "ATTESTATION_OPS_HOST" },
 };
 
-/** Variables every service may get besides its own config: read by the OTel SDK and Node. */
-export const STANDARD_ENV = /^(OTEL_[A-Z_]+|NODE_ENV)$/;
+/**
+ * Variables every service may get besides its own config: read by the OTel SDK, Node and glibc
+ * (the memory settings, libs/harness/src/service-flags.ts).
+ */
+export const STANDARD_ENV =
+  /^(OTEL_[A-Z_]+|NODE_ENV|NODE_OPTIONS|NODE_COMPILE_CACHE|MALLOC_ARENA_MAX|MALLOC_[A-Z]+_THRESHOLD_)$/;
 
 /** The keys of a service's config schema (the bus settings included). */
 export function configKeys(target: ServiceTarget): Set<string> {

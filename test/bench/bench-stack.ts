@@ -15,8 +15,11 @@ import {
   pollUntil,
   repoRoot,
   SERVICE_NODE_FLAGS,
+  serviceCompileCacheDir,
+  serviceRuntimeEnv,
   startNatsServer,
   startProcess,
+  warmCompileCache,
 } from "@zml/harness";
 import type { ManagedProcess, NatsClientOptions, NatsServerHandle } from "@zml/harness";
 import { request } from "undici";
@@ -149,6 +152,14 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     const opsUrls = new Map(
       serviceSpecs.map(([name, , port]) => [name, `http://127.0.0.1:${port}`]),
     );
+    // Run as deployed (libs/harness "service-flags"): a cold cache would load the TypeScript
+    // stripper into every service for its whole life and skew the memory figures.
+    const compileCache = serviceCompileCacheDir(root);
+    await warmCompileCache(
+      root,
+      serviceSpecs.map(([name]) => name),
+      compileCache,
+    );
     await Promise.all(
       serviceSpecs.map(async ([name, extra]) => {
         const proc = await startProcess({
@@ -156,6 +167,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
           command: process.execPath,
           args: [...SERVICE_NODE_FLAGS, join(root, `services/${name}/src/main.ts`)],
           env: {
+            ...serviceRuntimeEnv(compileCache),
             ...nats.serviceEnv(name),
             ...env,
             ...extra,

@@ -12,7 +12,13 @@ export { startProcess, ProcessExitedError, ProcessTimeoutError } from "./process
 export type { ManagedProcess, StartProcessOptions } from "./process.ts";
 export type { OutputStream } from "./output-log.ts";
 export { repoRoot } from "./repo-root.ts";
-export { SERVICE_NODE_FLAGS } from "./service-flags.ts";
+export {
+  SERVICE_MALLOC_ENV,
+  SERVICE_NODE_FLAGS,
+  serviceCompileCacheDir,
+  serviceRuntimeEnv,
+  warmCompileCache,
+} from "./service-flags.ts";
 export { createTestCertificate } from "./tls-cert.ts";
 export type { TestCertificate } from "./tls-cert.ts";
 export { HARNESS_IDENTITY, UnknownHarnessIdentityError } from "./bus-security.ts";
