@@ -257,9 +257,10 @@ export interface ReplyMux {
 
 export interface ReplyMuxOptions {
   /**
-   * Called with the replica named by an `accept` or a first frame, and again with it for every later
-   * frame of that request: each is a sign of the replica's life, so a replica busy streaming
-   * an answer is never taken for dead because its beat waits behind its own frames.
+   * Called with the replica named by an `accept` or a first frame, and again with it for
+   * every later frame of that request: each is a sign of the replica's life, so a replica
+   * busy streaming an answer is never taken for dead because its beat waits behind its own
+   * frames.
    */
   onAccept?: (replica: string) => void;
 }
