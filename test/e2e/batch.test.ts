@@ -1,6 +1,6 @@
 import { jetstream } from "@nats-io/jetstream";
-import { createHeaders, natsConnectionOf } from "@zml/bus";
-import { HEADERS, JOB_HEADERS, jobResultSubject } from "@zml/contracts";
+import { createHeaders, natsConnectionOf, openKv } from "@zml/bus";
+import { HEADERS, JOB_HEADERS, JOB_STATUS_BUCKET, jobKey, jobResultSubject } from "@zml/contracts";
 import type { PolicySpec } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -110,6 +110,24 @@ describe("batch jobs on JetStream", () => {
       deliveries: 1,
       result: { outcome: "failed", http_status: 400, body: { error: { code: "invalid_request" } } },
     });
+    // Its status stuck at `running` (the final write lost): the result says how it ended.
+    const kv = await openKv(stack.bus, JOB_STATUS_BUCKET);
+    await kv.put(
+      jobKey("e2e", "no-status-1"),
+      JSON.stringify({
+        type: "job.status.v1",
+        job_id: "no-status-1",
+        account: "e2e",
+        status: "running",
+        http_status: null,
+        error_code: null,
+        attempts: 1,
+        deliveries: 2,
+        updated_at: Date.now(),
+      }),
+    );
+    const stuck = await fetch(`${stack.intakeUrl}/v1/jobs/no-status-1`, { headers: authHeaders() });
+    expect(await stuck.json()).toMatchObject({ status: "failed", attempts: 2, deliveries: 2 });
     // A job with neither status, result nor queued message is still unknown.
     const unknown = await fetch(`${stack.intakeUrl}/v1/jobs/never-sent-1`, {
       headers: authHeaders(),

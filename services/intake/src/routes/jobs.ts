@@ -106,13 +106,18 @@ export function jobRoutes(deps: JobRouteDeps) {
       const parsed =
         entry?.operation === "PUT" ? JobStatusSchema.safeParse(entry.json()) : undefined;
       const status = parsed?.success ? parsed.data : undefined;
+      // Scoped by account already; a status that says otherwise was not written by ZML.
+      if (status && status.account !== account.id) throw notFound;
+      const result = await jobStore(
+        lastStreamMessage(deps.bus, JOB_STREAMS.results, jobResultSubject(account.id, id)),
+      );
+      // The status is advisory and its writes are not retried: one lost in a failover can
+      // leave a finished job with no status, or still `running`. Its result, the record,
+      // then says how it ended.
+      if (result && !(status && isOutcome(status.status))) {
+        return finishedFromResult(id, result.headers, result.data, status?.deliveries);
+      }
       if (!status) {
-        // The status is advisory and its writes are not retried: one lost in a failover
-        // leaves a finished job with no status. Its result, the record, says how it ended.
-        const stored = await jobStore(
-          lastStreamMessage(deps.bus, JOB_STREAMS.results, jobResultSubject(account.id, id)),
-        );
-        if (stored) return finishedFromResult(id, stored.headers, stored.data);
         // Not pulled by a worker yet: it waits in the work queue under this account's subject.
         const waiting = await jobStore(
           lastStreamMessage(deps.bus, JOB_STREAMS.jobs, jobSubmitSubject(account.id, id)),
@@ -128,11 +133,6 @@ export function jobRoutes(deps: JobRouteDeps) {
           result: null,
         };
       }
-      // Scoped by account already; a status that says otherwise was not written by ZML.
-      if (status.account !== account.id) throw notFound;
-      const result = await jobStore(
-        lastStreamMessage(deps.bus, JOB_STREAMS.results, jobResultSubject(account.id, id)),
-      );
       return {
         object: "job",
         job_id: id,
@@ -171,19 +171,28 @@ async function jobStore<T>(operation: Promise<T>): Promise<T> {
   }
 }
 
-/** A finished job as its stored result shows it, for a job whose status record was lost. */
-function finishedFromResult(id: string, h: { get(k: string): string }, data: Uint8Array) {
+function isOutcome(status: string): boolean {
+  return (JOB_OUTCOMES as readonly string[]).includes(status);
+}
+
+/**
+ * A finished job as its stored result shows it, for a job whose status record was lost or
+ * never got past `running`.
+ */
+function finishedFromResult(
+  id: string,
+  h: { get(k: string): string },
+  data: Uint8Array,
+  deliveries: number | undefined,
+) {
   const result = resultView(h, data);
-  const outcome = (JOB_OUTCOMES as readonly string[]).includes(result.outcome)
-    ? result.outcome
-    : "done";
   return {
     object: "job",
     job_id: id,
-    status: outcome,
+    status: isOutcome(result.outcome) ? result.outcome : "done",
     attempts: result.routing?.attempts ?? 1,
     // At least the delivery that stored the result; the exact count went with the status.
-    deliveries: 1,
+    deliveries: deliveries ?? 1,
     error_code: null,
     result,
   };
