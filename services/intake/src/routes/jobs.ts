@@ -108,9 +108,11 @@ export function jobRoutes(deps: JobRouteDeps) {
       const status = parsed?.success ? parsed.data : undefined;
       // Scoped by account already; a status that says otherwise was not written by ZML.
       if (status && status.account !== account.id) throw notFound;
-      const result = await jobStore(
-        lastStreamMessage(deps.bus, JOB_STREAMS.results, jobResultSubject(account.id, id)),
-      );
+      const readResult = () =>
+        jobStore(
+          lastStreamMessage(deps.bus, JOB_STREAMS.results, jobResultSubject(account.id, id)),
+        );
+      const result = await readResult();
       // The status is advisory and its writes are not retried: one lost in a failover can
       // leave a finished job with no status, or still `running`. Its result, the record,
       // then says how it ended.
@@ -122,7 +124,13 @@ export function jobRoutes(deps: JobRouteDeps) {
         const waiting = await jobStore(
           lastStreamMessage(deps.bus, JOB_STREAMS.jobs, jobSubmitSubject(account.id, id)),
         );
-        if (!waiting) throw notFound;
+        if (!waiting) {
+          // Or it finished between the reads above: a worker acks a job (which takes it out
+          // of the queue) only once its result is stored, so the result is there now.
+          const finished = await readResult();
+          if (finished) return finishedFromResult(id, finished.headers, finished.data, undefined);
+          throw notFound;
+        }
         return {
           object: "job",
           job_id: id,
