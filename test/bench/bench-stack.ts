@@ -2,15 +2,14 @@
 // (so that they never compete with the coordinator's event loop), the fleet applied to KV and
 // the four services as child processes logging at `warn`.
 import { createHash } from "node:crypto";
-import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { connectBus, ensureBusResources } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import type { NodeSpec } from "@zml/contracts";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import {
+  createTestCertificate,
   findFreePort,
   pollUntil,
   repoRoot,
@@ -21,7 +20,12 @@ import {
   startProcess,
   warmCompileCache,
 } from "@zml/harness";
-import type { ManagedProcess, NatsClientOptions, NatsServerHandle } from "@zml/harness";
+import type {
+  ManagedProcess,
+  NatsClientOptions,
+  NatsServerHandle,
+  TestCertificate,
+} from "@zml/harness";
 import { request } from "undici";
 import { childPidByName } from "./proc.ts";
 
@@ -81,14 +85,14 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   const services = new Map<string, ManagedProcess>();
   let bus: Bus | undefined;
   // h2 nodes present one certificate for 127.0.0.1, which the services are told to trust.
-  const tls = options.nodes.some((n) => n.protocol === "h2") ? createBenchCertificate() : undefined;
+  const tls = options.nodes.some((n) => n.protocol === "h2") ? createTestCertificate() : undefined;
   const stop = async () => {
     // SIGTERM and a long grace: profiled services write their profile on a clean exit.
     await Promise.allSettled([...services.values()].map((s) => s.stop("SIGTERM", 10_000)));
     await Promise.allSettled([...nodes.values()].map((n) => n.process.stop("SIGTERM", 3_000)));
     await bus?.drain().catch(() => undefined);
     await nats.stop();
-    if (tls) rmSync(tls.dir, { recursive: true, force: true });
+    tls?.dispose();
   };
   try {
     const specs: NodeSpec[] = [];
@@ -133,7 +137,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     const env = {
       LOG_LEVEL: "warn",
       POLL_INTERVAL_MS: "2000",
-      ...(tls ? { NODE_EXTRA_CA_CERTS: tls.certFile } : {}),
+      ...(tls ? { NODE_EXTRA_CA_CERTS: tls.certPath } : {}),
       ...options.serviceEnv,
     };
     const [intakePort, dispatcherOps, aggregatorOps, attestationOps] = await Promise.all([
@@ -195,7 +199,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       opsUrls,
       natsPid: childPidByName("nats-server"),
       natsDriver: nats.client(),
-      ...(tls ? { caPem: readFileSync(tls.certFile, "utf8") } : {}),
+      ...(tls ? { caPem: tls.cert.toString("utf8") } : {}),
       stop,
     };
   } catch (error) {
@@ -214,29 +218,10 @@ function profileEnv(
   return { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` };
 }
 
-interface BenchCertificate {
-  dir: string;
-  keyFile: string;
-  certFile: string;
-}
-
-/** A throw-away P-256 certificate for 127.0.0.1, made with openssl as the e2e tests do. */
-function createBenchCertificate(): BenchCertificate {
-  const dir = mkdtempSync(join(tmpdir(), "zml-bench-h2-"));
-  const keyFile = join(dir, "key.pem");
-  const certFile = join(dir, "cert.pem");
-  execFileSync("openssl", [
-    ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"],
-    ...["-keyout", keyFile, "-out", certFile, "-days", "1"],
-    ...["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-  ]);
-  return { dir, keyFile, certFile };
-}
-
 async function startSimNodeProcess(
   root: string,
   spec: BenchNodeSpec,
-  tls: BenchCertificate | undefined,
+  tls: TestCertificate | undefined,
 ): Promise<BenchNode> {
   const args = [
     join(root, "libs/node-sim/src/cli.ts"),
@@ -246,7 +231,7 @@ async function startSimNodeProcess(
     ...["--completion-tokens", String(spec.completionTokens ?? 16)],
     ...(spec.protocol === undefined ? [] : ["--protocol", spec.protocol]),
     ...(spec.protocol === "h2" && tls
-      ? ["--tls-key-file", tls.keyFile, "--tls-cert-file", tls.certFile]
+      ? ["--tls-key-file", tls.keyPath, "--tls-cert-file", tls.certPath]
       : []),
   ];
   const proc = await startProcess({

@@ -1,13 +1,10 @@
 // HTTP/2 to nodes whose spec declares it (issue 21): h2c (prior knowledge, no TLS) and h2
 // (ALPN over TLS), HTTP/1.1 for the rest. Observed at nodes of our own that record the HTTP
 // version of every request and see streams end, break off or time out.
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { ServerResponse } from "node:http";
 import type { PolicySpec } from "@zml/contracts";
-import { pollUntil } from "@zml/harness";
+import { createTestCertificate, pollUntil } from "@zml/harness";
+import type { TestCertificate } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hostileNodeSpec, startHostileNode } from "../support/hostile-node.ts";
 import type { HostileNode } from "../support/hostile-node.ts";
@@ -25,7 +22,7 @@ type Mode = "stream" | "stall" | "silent";
 const modes = new Map<string, Mode>();
 const nodes = new Map<string, HostileNode>();
 let stack: Stack;
-let certDir: string;
+let certificate: TestCertificate | undefined;
 
 /** Streams the tokens 30 ms apart; or one token and then nothing; or nothing at all. */
 const answer = (id: string) => (_req: unknown, res: ServerResponse) => {
@@ -45,16 +42,8 @@ const answer = (id: string) => (_req: unknown, res: ServerResponse) => {
 
 beforeAll(async () => {
   // A certificate for 127.0.0.1 that the services trust (NODE_EXTRA_CA_CERTS).
-  certDir = mkdtempSync(join(tmpdir(), "zml-h2-"));
-  execFileSync("openssl", [
-    ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"],
-    ...["-keyout", join(certDir, "key.pem"), "-out", join(certDir, "cert.pem"), "-days", "1"],
-    ...["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-  ]);
-  const tls = {
-    key: readFileSync(join(certDir, "key.pem"), "utf8"),
-    cert: readFileSync(join(certDir, "cert.pem"), "utf8"),
-  };
+  certificate = createTestCertificate();
+  const tls = { key: certificate.key.toString("utf8"), cert: certificate.cert.toString("utf8") };
   nodes.set("h2c", await startHostileNode(answer("h2c"), { protocol: "h2c" }));
   nodes.set("h2", await startHostileNode(answer("h2"), { protocol: "h2", tls }));
   nodes.set("h1", await startHostileNode(answer("h1")));
@@ -68,7 +57,7 @@ beforeAll(async () => {
   };
   stack = await startStack({
     nodes: [],
-    env: { NODE_EXTRA_CA_CERTS: join(certDir, "cert.pem") },
+    env: { NODE_EXTRA_CA_CERTS: certificate.certPath },
     fleet: {
       models: [...nodes.keys()].map((id) => ({ id: `m-${id}`, default_policy: "h2-test" })),
       policies: [policy],
@@ -87,7 +76,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
   await Promise.all([...nodes.values()].map((n) => n.close()));
-  if (certDir) rmSync(certDir, { recursive: true, force: true });
+  certificate?.dispose();
 });
 
 const chat = (id: string, signal?: AbortSignal) =>

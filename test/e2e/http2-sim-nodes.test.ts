@@ -1,28 +1,21 @@
 // The simulated vLLM node over HTTP/2 behind the whole gateway, as `npm run bench` uses it:
 // the health aggregator probes it over HTTP/1.1 on the same port (so it becomes Active), the
 // dispatcher calls it over h2c or h2 as its spec declares, and answers come back whole.
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { createTestCertificate } from "@zml/harness";
+import type { TestCertificate } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { authHeaders, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 let stack: Stack;
-let certDir: string;
+let testCertificate: TestCertificate | undefined;
 
 beforeAll(async () => {
   // A certificate for 127.0.0.1 that the services trust (NODE_EXTRA_CA_CERTS).
-  certDir = mkdtempSync(join(tmpdir(), "zml-sim-h2-"));
-  execFileSync("openssl", [
-    ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"],
-    ...["-keyout", join(certDir, "key.pem"), "-out", join(certDir, "cert.pem"), "-days", "1"],
-    ...["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-  ]);
+  testCertificate = createTestCertificate();
   const certificate = {
-    keyPem: readFileSync(join(certDir, "key.pem"), "utf8"),
-    certPem: readFileSync(join(certDir, "cert.pem"), "utf8"),
+    keyPem: testCertificate.key.toString("utf8"),
+    certPem: testCertificate.cert.toString("utf8"),
   };
   stack = await startStack({
     nodes: [
@@ -45,7 +38,7 @@ beforeAll(async () => {
         tokensPerSecond: 200,
       },
     ],
-    env: { NODE_EXTRA_CA_CERTS: join(certDir, "cert.pem") },
+    env: { NODE_EXTRA_CA_CERTS: testCertificate.certPath },
     fleet: { models: [{ id: "m-h2c" }, { id: "m-h2" }, { id: "m-tls-h1" }] },
   });
   await stack.apply({
@@ -59,7 +52,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
-  if (certDir) rmSync(certDir, { recursive: true, force: true });
+  testCertificate?.dispose();
 });
 
 const chat = (model: string, stream: boolean) =>
