@@ -4,10 +4,9 @@
 import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer as createH2cServer, createSecureServer } from "node:http2";
-import { createServer as createNetServer } from "node:net";
 import type { AddressInfo, Server, Socket } from "node:net";
-import { Duplex } from "node:stream";
 import type { NodeSpec } from "@zml/contracts";
+import { createSniffingServer } from "@zml/node-sim";
 
 export type InferenceHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -61,12 +60,8 @@ export async function startHostileNode(
   if (protocol === "h2c") {
     // The compatibility API hands out objects shaped like node:http's.
     const h2 = createH2cServer((req, res) => handle(req as never, res as never));
-    server = createNetServer((socket) => {
-      socket.once("data", (first: Buffer) => {
-        const target = first.subarray(0, 3).toString("latin1") === "PRI" ? h2 : http1;
-        target.emit("connection", replaying(socket, first));
-      });
-    });
+    // Told apart by the connection preface: generic h2c server behaviour, not ZML's.
+    server = createSniffingServer(http1, h2);
   } else if (protocol === "h2") {
     if (!options.tls) throw new Error("an h2 node needs tls: { key, cert }");
     server = createSecureServer({ ...options.tls, allowHTTP1: true }, (req, res) =>
@@ -118,30 +113,6 @@ export async function startHostileNode(
         server.close(() => resolve());
       }),
   };
-}
-
-/**
- * The socket as a stream that first yields `first` (already read to tell the protocols
- * apart) and then the rest: node's HTTP servers read a real socket's handle directly, so
- * bytes put back with `unshift` would be lost to them.
- */
-function replaying(socket: Socket, first: Buffer): Duplex {
-  const duplex = new Duplex({
-    read: () => void socket.resume(),
-    write: (chunk: Buffer, _enc, done) => void socket.write(chunk, done),
-    final: (done) => void socket.end(done),
-    destroy: (err, done) => {
-      socket.destroy(err ?? undefined);
-      done(err);
-    },
-  });
-  duplex.push(first);
-  socket.on("data", (chunk) => {
-    if (!duplex.push(chunk)) socket.pause();
-  });
-  socket.once("end", () => duplex.push(null));
-  socket.once("close", () => duplex.destroy());
-  return duplex;
 }
 
 /** Writes `block` to `res` until `totalBytes` are out or the connection closes, honouring drain. */

@@ -7,6 +7,7 @@
 export { startSimNode, SIM_BODY_LIMIT_BYTES } from "./sim-node.ts";
 export { parseSimFault, parseSimConfigPatch, SimInputError, SIM_FAULT_KINDS } from "./validate.ts";
 export { SIM_FLAVOURS } from "./types.ts";
+export { createSniffingServer } from "./h2c-sniff.ts";
 export { loadTestTeeMaterial } from "./tee-material.ts";
 export type { TestTeeMaterial } from "./tee-material.ts";
 export type {
