@@ -156,27 +156,34 @@ export function createAcceptAnnouncer(
     h.set(HEADERS.dispatcher, options.replica);
     publisher.publish(replySubject, new Uint8Array(0), { headers: h });
   };
-  const timer = setInterval(
-    () => {
-      const now = clock();
-      for (const [replySubject, w] of waiting) {
-        if (w.writer.started()) waiting.delete(replySubject);
-        else if (now - w.since >= options.afterMs) {
-          waiting.delete(replySubject);
-          if (bus.isConnected()) announce(replySubject);
-        }
+  // Runs only while some request waits: an idle dispatcher has no timer to wake it.
+  let timer: NodeJS.Timeout | undefined;
+  const sweep = () => {
+    const now = clock();
+    for (const [replySubject, w] of waiting) {
+      if (w.writer.started()) waiting.delete(replySubject);
+      else if (now - w.since >= options.afterMs) {
+        waiting.delete(replySubject);
+        if (bus.isConnected()) announce(replySubject);
       }
-    },
-    Math.max(1, Math.floor(options.afterMs / 2)),
-  );
-  timer.unref();
+    }
+    if (waiting.size === 0) stop();
+  };
+  const stop = () => {
+    clearInterval(timer);
+    timer = undefined;
+  };
   return {
     track(replySubject, writer) {
       waiting.set(replySubject, { writer, since: clock() });
+      if (timer === undefined) {
+        timer = setInterval(sweep, Math.max(1, Math.floor(options.afterMs / 2)));
+        timer.unref();
+      }
       return () => waiting.delete(replySubject);
     },
     stop() {
-      clearInterval(timer);
+      stop();
       waiting.clear();
     },
   };
