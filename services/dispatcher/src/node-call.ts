@@ -28,8 +28,10 @@ export interface NodeCall {
   body: Uint8Array;
   headers: Record<string, string>;
   stream: boolean;
+  /** Cuts the call: the client went away, the deadline passed, or no first byte in time. */
   signal: AbortSignal;
-  headersTimeoutMs: number;
+  /** Called when the node's response headers arrive (see `attempt-signal.ts`). */
+  onFirstByte: () => void;
   bodyIdleTimeoutMs: number;
   /** Most bytes a node may answer with; past it the call is cut with `response_too_large`. */
   maxAnswerBytes: number;
@@ -54,12 +56,15 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
       headers: call.headers,
       body: call.body,
       signal: call.signal,
-      headersTimeout: call.headersTimeoutMs,
+      // The first-byte limit is the signal's (a precise timer); undici's would fire up to
+      // half a second early or late.
+      headersTimeout: 0,
       bodyTimeout: call.bodyIdleTimeoutMs,
     });
   } catch (err) {
     return { kind: "retryable", status: null, retryAfterS: null, ...classify(err) };
   }
+  call.onFirstByte();
   const status = response.statusCode;
   const retryAfterS = parseRetryAfter(headerValue(response.headers["retry-after"]), call.clock());
   const ttftMs = call.clock() - call.startedAt;

@@ -52,7 +52,7 @@ const call = (pool: Pool, writer: ReplyWriter, over = {}) =>
     stream: false,
     api: "chat",
     signal: new AbortController().signal,
-    headersTimeoutMs: 5_000,
+    onFirstByte: () => {},
     bodyIdleTimeoutMs: 5_000,
     maxAnswerBytes: 16 * MiB,
     writer,

@@ -46,7 +46,11 @@ export async function dispatchAttempt(
   if (attempt === 1) exec.onDispatched?.();
   const startedAt = deps.clock();
   let outcome: AttemptOutcome;
-  const abort = attemptSignal(cancelled, request.deadline - startedAt);
+  const abort = attemptSignal(cancelled, {
+    firstByteMs: plan.firstByteMs ?? deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
+    deadline: request.deadline,
+    clock: deps.clock,
+  });
   try {
     outcome = await callNode({
       pool: deps.pools.get(node),
@@ -56,7 +60,7 @@ export async function dispatchAttempt(
       stream: request.stream,
       api: request.api,
       signal: abort.signal,
-      headersTimeoutMs: plan.firstByteMs ?? deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
+      onFirstByte: abort.firstByteArrived,
       bodyIdleTimeoutMs: deps.config.DISPATCH_BODY_IDLE_TIMEOUT_MS,
       maxAnswerBytes: deps.config.DISPATCH_MAX_ANSWER_BYTES,
       writer: exec.writer,
