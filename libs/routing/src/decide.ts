@@ -298,6 +298,23 @@ function rank(
   let bits = jitter === 0 ? 0 : (unit(random!()) * 4294967296) | 0 || 0x9e3779b9;
   let anyFresh = false;
   let len = 0;
+  // The keys of the k-th best so far (`top[k - 1]`), kept in locals once the top is full:
+  // most slots only need comparing with it, and this spares reading them back per slot.
+  let lastPreference = 0;
+  let lastMain = 0;
+  let lastTieBreak = 0;
+  let lastHealth = 0;
+  let lastNode = 0;
+  // Per-slot constants as locals: the loop then neither compares strings nor reads
+  // module bindings (each read of one is checked for initialisation).
+  const byResponse = mode === "fastest";
+  const byLatency = mode === "latency";
+  const byCost = mode === "cost";
+  const byBalance = mode === "balanced";
+  const overCode = R.over_latency_target;
+  const lowerCode = R.ranked_lower;
+  const groupWeight = GROUP_WEIGHT;
+  const unitScale = TWO_OVER_2_32;
   for (let s = 0; s < n; s++) {
     const i = idx[s]!;
     const depth = liveDepth[i]!;
@@ -324,19 +341,19 @@ function rank(
         if (over === 1 && resp <= target) over = 0;
       }
     }
-    packed[base + s] = pack(i, over === 1 ? R.over_latency_target : R.ranked_lower);
+    packed[base + s] = pack(i, over === 1 ? overCode : lowerCode);
 
     let shake = 1;
     if (jitter !== 0) {
       bits ^= bits << 13;
       bits ^= bits >>> 17;
       bits ^= bits << 5;
-      shake = 1 + jitter * ((bits >>> 0) * TWO_OVER_2_32 - 1);
+      shake = 1 + jitter * ((bits >>> 0) * unitScale - 1);
     }
     // The keys stay in locals: most slots lose to the current k-th best at once, and only
     // the ones taken are written to the slot arrays.
     // The group (within the latency target or not) folds into preferenceKey to save a comparison.
-    const group = over * GROUP_WEIGHT;
+    const group = over * groupWeight;
     const hintKey = group + (hinted && familyPosition[s] === 0 ? 0 : 1);
     const q = quality[s]!;
     if (!Number.isNaN(q)) anyFresh = true;
@@ -344,18 +361,18 @@ function rank(
     let main: number;
     let tieBreak = 0;
     let health = 0;
-    if (group !== 0 || mode === "fastest") {
+    if (group !== 0 || byResponse) {
       main = resp * shake;
-    } else if (mode === "latency") {
+    } else if (byLatency) {
       preference = familyPosition[s]!;
       main = resp * shake;
     } else {
       const price = usdPerHour[i]!;
       const cost = costUsdFrom(price === price ? price : fallbackPrice, ms);
-      if (mode === "cost") {
+      if (byCost) {
         main = cost * shake;
         tieBreak = resp;
-      } else if (mode === "balanced") {
+      } else if (byBalance) {
         main = cost * resp * shake;
         tieBreak = resp;
       } else {
@@ -366,7 +383,23 @@ function rank(
         health = -h;
       }
     }
-    if (len === k && !keysBefore(sc, preference, main, tieBreak, health, i, top[k - 1]!)) continue;
+    if (
+      len === k &&
+      !orderedBefore(
+        preference,
+        main,
+        tieBreak,
+        health,
+        i,
+        lastPreference,
+        lastMain,
+        lastTieBreak,
+        lastHealth,
+        lastNode,
+      )
+    ) {
+      continue;
+    }
     preferenceKey[s] = preference;
     scoreKey[s] = main;
     tieBreakKey[s] = tieBreak;
@@ -381,6 +414,14 @@ function rank(
       at--;
     }
     top[at] = s;
+    if (len === k) {
+      const last = top[k - 1]!;
+      lastPreference = preferenceKey[last]!;
+      lastMain = scoreKey[last]!;
+      lastTieBreak = tieBreakKey[last]!;
+      lastHealth = healthKey[last]!;
+      lastNode = idx[last]!;
+    }
   }
   sc.anyFresh = anyFresh;
   return len;
@@ -409,15 +450,41 @@ function keysBefore(
   node: number,
   b: number,
 ): boolean {
-  const pb = sc.preferenceKey[b]!;
-  if (preference !== pb) return preference < pb;
-  const sb = sc.scoreKey[b]!;
-  if (main !== sb) return main < sb;
-  const tb = sc.tieBreakKey[b]!;
-  if (tieBreak !== tb) return tieBreak < tb;
-  const hb = sc.healthKey[b]!;
-  if (health !== hb) return health < hb;
-  return node < sc.idx[b]!;
+  return orderedBefore(
+    preference,
+    main,
+    tieBreak,
+    health,
+    node,
+    sc.preferenceKey[b]!,
+    sc.scoreKey[b]!,
+    sc.tieBreakKey[b]!,
+    sc.healthKey[b]!,
+    sc.idx[b]!,
+  );
+}
+
+/**
+ * The ranking order on the keys themselves: lexicographic on the four keys (README's
+ * k1..k4), then registration (node index). `a…` ranks before `b…` when this is true.
+ */
+function orderedBefore(
+  aPreference: number,
+  aMain: number,
+  aTieBreak: number,
+  aHealth: number,
+  aNode: number,
+  bPreference: number,
+  bMain: number,
+  bTieBreak: number,
+  bHealth: number,
+  bNode: number,
+): boolean {
+  if (aPreference !== bPreference) return aPreference < bPreference;
+  if (aMain !== bMain) return aMain < bMain;
+  if (aTieBreak !== bTieBreak) return aTieBreak < bTieBreak;
+  if (aHealth !== bHealth) return aHealth < bHealth;
+  return aNode < bNode;
 }
 
 /**
