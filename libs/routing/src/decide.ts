@@ -22,8 +22,8 @@ import type {
 class Scratch {
   size: number;
   /**
-   * Per viable slot: node index, family position in visiting order and quality (written by
-   * `filter` for every slot); estimates, `overTarget` and keys (written by `rank` only for
+   * Per viable slot: node index, family position in visiting order and (quality mode only)
+   * fresh quality score (written by `filter` for every slot); estimates, `overTarget` and keys (written by `rank` only for
    * the slots that entered the top, the only ones read afterwards).
    */
   idx: Int32Array;
@@ -229,8 +229,9 @@ function filter(sc: Scratch, cx: Context): void {
       if (r === r && r > bestTps) bestTps = r;
       idx[n] = i;
       familyPosition[n] = f + 1;
-      // NaN unless quality routing is on and the score is fresh (a missing one is NaN).
-      quality[n] = wantQuality && qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
+      // Quality mode only (no other mode reads it): the score if fresh, else NaN (a missing
+      // one is NaN too).
+      if (wantQuality) quality[n] = qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
       n++;
     }
   }
@@ -290,6 +291,8 @@ function rank(
   const bestTps = sc.bestTps;
   const explore = bestTps > defaultTps;
   const hinted = cx.hint !== undefined;
+  // Whether `filter` wrote the slots' quality scores; without, every score counts as missing.
+  const wantQuality = !Number.isNaN(cx.staleBefore);
   const jitter = random === undefined ? 0 : opts.jitter;
   const usdPerHour = snapshot.usdPerHour;
   const fallbackPrice = snapshot.fallbackUsdPerHour;
@@ -355,7 +358,7 @@ function rank(
     // The group (within the latency target or not) folds into preferenceKey to save a comparison.
     const group = over * groupWeight;
     const hintKey = group + (hinted && familyPosition[s] === 0 ? 0 : 1);
-    const q = quality[s]!;
+    const q = wantQuality ? quality[s]! : Number.NaN;
     if (!Number.isNaN(q)) anyFresh = true;
     let preference = hintKey;
     let main: number;
@@ -751,7 +754,7 @@ export function decide(
   for (let r = 0; r < len; r++) {
     const s = sc.top[r]!;
     const entry = snapshot.nodes[sc.idx[s]!]!;
-    const quality = sc.quality[s]!;
+    const quality = Number.isNaN(cx.staleBefore) ? Number.NaN : sc.quality[s]!;
     candidates[r] = {
       node: entry.spec,
       queueDepth: sc.depth[s]!,
