@@ -22,12 +22,19 @@ import type {
 class Scratch {
   size: number;
   /**
-   * Per viable slot: node index, family position in visiting order and (quality mode only)
-   * fresh quality score (written by `filter` for every slot); estimates, `overTarget` and keys (written by `rank` only for
+   * Per viable slot: node index and (quality mode only) fresh quality score (written by
+   * `filter` for every slot); estimates, `overTarget` and keys (written by `rank` only for
    * the slots that entered the top, the only ones read afterwards).
    */
   idx: Int32Array;
-  familyPosition: Float64Array;
+  /**
+   * The slots in runs of one family each, in visiting order: run `r` ends before slot
+   * `runEnd[r]` and its family has position `runPosition[r]` (0 for the hinted family,
+   * else 1 + its index in the policy's chain). Written by `filter`.
+   */
+  runEnd = new Int32Array(8);
+  runPosition = new Int32Array(8);
+  runs = 0;
   depth: Float64Array;
   /** Service time of one request on the node (ms), see `serviceMs`. */
   service: Float64Array;
@@ -65,7 +72,6 @@ class Scratch {
   constructor(size: number) {
     this.size = size;
     this.idx = new Int32Array(size);
-    this.familyPosition = new Float64Array(size);
     this.depth = new Float64Array(size);
     this.service = new Float64Array(size);
     this.resp = new Float64Array(size);
@@ -166,7 +172,12 @@ function filter(sc: Scratch, cx: Context): void {
   const maxConcurrency = snapshot.maxConcurrency;
   const apiIndex = cx.apiIndex;
   const defaultTps = opts.defaultTokensPerSecond;
-  const { idx, familyPosition, passed, quality } = sc;
+  const { idx, passed, quality } = sc;
+  if (sc.runEnd.length <= chain.length) {
+    sc.runEnd = new Int32Array(chain.length + 1);
+    sc.runPosition = new Int32Array(chain.length + 1);
+  }
+  let runs = 0;
   // The request's exclusions as marks by node index, so the loop does not hash node ids.
   const excluded = markExcluded(snapshot, exclude);
   const tokensMs = cx.tokens * 1000;
@@ -228,14 +239,17 @@ function filter(sc: Scratch, cx: Context): void {
       const r = rate[i]!;
       if (r === r && r > bestTps) bestTps = r;
       idx[n] = i;
-      familyPosition[n] = f + 1;
       // Quality mode only (no other mode reads it): the score if fresh, else NaN (a missing
       // one is NaN too).
       if (wantQuality) quality[n] = qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
       n++;
     }
+    sc.runEnd[runs] = n;
+    sc.runPosition[runs] = f + 1;
+    runs++;
   }
   if (excluded !== undefined) unmarkExcluded(snapshot, exclude!, excluded);
+  sc.runs = runs;
   sc.viable = n;
   sc.passedCount = p;
   sc.considered = considered;
@@ -266,7 +280,8 @@ function rank(
   const n = sc.viable;
   const {
     idx,
-    familyPosition,
+    runEnd,
+    runPosition,
     depth: sDepth,
     service,
     resp: sResp,
@@ -318,112 +333,118 @@ function rank(
   const lowerCode = R.ranked_lower;
   const groupWeight = GROUP_WEIGHT;
   const unitScale = TWO_OVER_2_32;
-  for (let s = 0; s < n; s++) {
-    const i = idx[s]!;
-    const depth = liveDepth[i]!;
-    const latency = latencyEwma[i]!;
-    const r = rate[i]!;
-    let ms: number;
-    let resp: number;
-    let over: number;
-    if (r === r) {
-      // serviceMs(tokens, tps), inlined: this division is the loop's most expensive step.
-      ms = tokensMs / r;
-      resp = responseMsFrom(depth, ms, latency, bias);
-      over = resp <= target ? 0 : 1;
-    } else {
-      ms = tokensMs / defaultTps;
-      resp = responseMsFrom(depth, ms, latency, bias);
-      // An idle node never measured (no throughput, no latency) is not judged slow on the
-      // default guess: the policy's order decides until observations come in. Otherwise a
-      // newly added family would lose to any measured one, whatever the chain says.
-      over = resp <= target || (depth === 0 && Number.isNaN(latency)) ? 0 : 1;
-      if (explore && depth === 0) {
-        ms = tokensMs / bestTps;
+  let s = 0;
+  for (let run = 0; run < sc.runs; run++) {
+    // The family's position in visiting order, the same for every slot of the run.
+    const position = runPosition[run]!;
+    const end = runEnd[run]!;
+    for (; s < end; s++) {
+      const i = idx[s]!;
+      const depth = liveDepth[i]!;
+      const latency = latencyEwma[i]!;
+      const r = rate[i]!;
+      let ms: number;
+      let resp: number;
+      let over: number;
+      if (r === r) {
+        // serviceMs(tokens, tps), inlined: this division is the loop's most expensive step.
+        ms = tokensMs / r;
         resp = responseMsFrom(depth, ms, latency, bias);
-        if (over === 1 && resp <= target) over = 0;
-      }
-    }
-    packed[base + s] = pack(i, over === 1 ? overCode : lowerCode);
-
-    let shake = 1;
-    if (jitter !== 0) {
-      bits ^= bits << 13;
-      bits ^= bits >>> 17;
-      bits ^= bits << 5;
-      shake = 1 + jitter * ((bits >>> 0) * unitScale - 1);
-    }
-    // The keys stay in locals: most slots lose to the current k-th best at once, and only
-    // the ones taken are written to the slot arrays.
-    // The group (within the latency target or not) folds into preferenceKey to save a comparison.
-    const group = over * groupWeight;
-    const hintKey = group + (hinted && familyPosition[s] === 0 ? 0 : 1);
-    const q = wantQuality ? quality[s]! : Number.NaN;
-    if (!Number.isNaN(q)) anyFresh = true;
-    let preference = hintKey;
-    let main: number;
-    let tieBreak = 0;
-    let health = 0;
-    if (group !== 0 || byResponse) {
-      main = resp * shake;
-    } else if (byLatency) {
-      preference = familyPosition[s]!;
-      main = resp * shake;
-    } else {
-      const price = usdPerHour[i]!;
-      const cost = costUsdFrom(price === price ? price : fallbackPrice, ms);
-      if (byCost) {
-        main = cost * shake;
-        tieBreak = resp;
-      } else if (byBalance) {
-        main = cost * resp * shake;
-        tieBreak = resp;
+        over = resp <= target ? 0 : 1;
       } else {
-        // Quality: fresh scores first, best first; the rest by price per unit of health.
-        const h = healthScore[i]!;
-        main = Number.isNaN(q) ? Number.POSITIVE_INFINITY : -q * shake;
-        tieBreak = ((cost * 100) / Math.max(h, 1)) * shake;
-        health = -h;
+        ms = tokensMs / defaultTps;
+        resp = responseMsFrom(depth, ms, latency, bias);
+        // An idle node never measured (no throughput, no latency) is not judged slow on the
+        // default guess: the policy's order decides until observations come in. Otherwise a
+        // newly added family would lose to any measured one, whatever the chain says.
+        over = resp <= target || (depth === 0 && Number.isNaN(latency)) ? 0 : 1;
+        if (explore && depth === 0) {
+          ms = tokensMs / bestTps;
+          resp = responseMsFrom(depth, ms, latency, bias);
+          if (over === 1 && resp <= target) over = 0;
+        }
       }
-    }
-    if (
-      len === k &&
-      !orderedBefore(
-        preference,
-        main,
-        tieBreak,
-        health,
-        i,
-        lastPreference,
-        lastMain,
-        lastTieBreak,
-        lastHealth,
-        lastNode,
-      )
-    ) {
-      continue;
-    }
-    preferenceKey[s] = preference;
-    scoreKey[s] = main;
-    tieBreakKey[s] = tieBreak;
-    healthKey[s] = health;
-    sDepth[s] = depth;
-    service[s] = ms;
-    sResp[s] = resp;
-    overTarget[s] = over;
-    let at = len < k ? len++ : k - 1;
-    while (at > 0 && before(sc, s, top[at - 1]!)) {
-      top[at] = top[at - 1]!;
-      at--;
-    }
-    top[at] = s;
-    if (len === k) {
-      const last = top[k - 1]!;
-      lastPreference = preferenceKey[last]!;
-      lastMain = scoreKey[last]!;
-      lastTieBreak = tieBreakKey[last]!;
-      lastHealth = healthKey[last]!;
-      lastNode = idx[last]!;
+      packed[base + s] = pack(i, over === 1 ? overCode : lowerCode);
+
+      let shake = 1;
+      if (jitter !== 0) {
+        bits ^= bits << 13;
+        bits ^= bits >>> 17;
+        bits ^= bits << 5;
+        shake = 1 + jitter * ((bits >>> 0) * unitScale - 1);
+      }
+      // The keys stay in locals: most slots lose to the current k-th best at once, and only
+      // the ones taken are written to the slot arrays.
+      // The group (within the latency target or not) folds into preferenceKey to save a comparison.
+      const group = over * groupWeight;
+      const hintKey = group + (hinted && position === 0 ? 0 : 1);
+      const q = wantQuality ? quality[s]! : Number.NaN;
+      if (!Number.isNaN(q)) anyFresh = true;
+      let preference = hintKey;
+      let main: number;
+      let tieBreak = 0;
+      let health = 0;
+      if (group !== 0 || byResponse) {
+        main = resp * shake;
+      } else if (byLatency) {
+        preference = position;
+        main = resp * shake;
+      } else {
+        const price = usdPerHour[i]!;
+        const cost = costUsdFrom(price === price ? price : fallbackPrice, ms);
+        if (byCost) {
+          main = cost * shake;
+          tieBreak = resp;
+        } else if (byBalance) {
+          main = cost * resp * shake;
+          tieBreak = resp;
+        } else {
+          // Quality: fresh scores first, best first; the rest by price per unit of health.
+          const h = healthScore[i]!;
+          main = Number.isNaN(q) ? Number.POSITIVE_INFINITY : -q * shake;
+          tieBreak = ((cost * 100) / Math.max(h, 1)) * shake;
+          health = -h;
+        }
+      }
+      if (
+        len === k &&
+        !orderedBefore(
+          preference,
+          main,
+          tieBreak,
+          health,
+          i,
+          lastPreference,
+          lastMain,
+          lastTieBreak,
+          lastHealth,
+          lastNode,
+        )
+      ) {
+        continue;
+      }
+      preferenceKey[s] = preference;
+      scoreKey[s] = main;
+      tieBreakKey[s] = tieBreak;
+      healthKey[s] = health;
+      sDepth[s] = depth;
+      service[s] = ms;
+      sResp[s] = resp;
+      overTarget[s] = over;
+      let at = len < k ? len++ : k - 1;
+      while (at > 0 && before(sc, s, top[at - 1]!)) {
+        top[at] = top[at - 1]!;
+        at--;
+      }
+      top[at] = s;
+      if (len === k) {
+        const last = top[k - 1]!;
+        lastPreference = preferenceKey[last]!;
+        lastMain = scoreKey[last]!;
+        lastTieBreak = tieBreakKey[last]!;
+        lastHealth = healthKey[last]!;
+        lastNode = idx[last]!;
+      }
     }
   }
   sc.anyFresh = anyFresh;
