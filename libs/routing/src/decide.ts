@@ -277,7 +277,6 @@ function rank(
 ): number {
   const { snapshot, live, target } = cx;
   const opts = snapshot.options;
-  const n = sc.viable;
   const {
     idx,
     runEnd,
@@ -382,29 +381,38 @@ function rank(
       if (!Number.isNaN(q)) anyFresh = true;
       let preference = hintKey;
       let main: number;
-      let tieBreak = 0;
-      let health = 0;
-      if (group !== 0 || byResponse) {
+      const within = group === 0;
+      if (!within || byResponse) {
         main = resp * shake;
       } else if (byLatency) {
         preference = position;
         main = resp * shake;
+      } else if (byCost) {
+        main = costOn(usdPerHour, fallbackPrice, i, ms) * shake;
+      } else if (byBalance) {
+        main = costOn(usdPerHour, fallbackPrice, i, ms) * resp * shake;
       } else {
-        const price = usdPerHour[i]!;
-        const cost = costUsdFrom(price === price ? price : fallbackPrice, ms);
-        if (byCost) {
-          main = cost * shake;
-          tieBreak = resp;
-        } else if (byBalance) {
-          main = cost * resp * shake;
-          tieBreak = resp;
-        } else {
-          // Quality: fresh scores first, best first; the rest by price per unit of health.
-          const h = healthScore[i]!;
-          main = Number.isNaN(q) ? Number.POSITIVE_INFINITY : -q * shake;
-          tieBreak = ((cost * 100) / Math.max(h, 1)) * shake;
-          health = -h;
-        }
+        // Quality: fresh scores first, best first.
+        main = Number.isNaN(q) ? Number.POSITIVE_INFINITY : -q * shake;
+      }
+      // Most slots already lose to the k-th best on the first two keys (this is exactly
+      // where orderedBefore would stop): the tie-breaks, in quality mode a division and a
+      // read, are worked out only for the others.
+      if (
+        len === k &&
+        (preference > lastPreference || (preference === lastPreference && main > lastMain))
+      ) {
+        continue;
+      }
+      let tieBreak = 0;
+      let health = 0;
+      if (within && (byCost || byBalance)) {
+        tieBreak = resp;
+      } else if (within && !byResponse && !byLatency) {
+        // Quality: the nodes without a fresh score by price per unit of health.
+        const h = healthScore[i]!;
+        tieBreak = ((costOn(usdPerHour, fallbackPrice, i, ms) * 100) / Math.max(h, 1)) * shake;
+        health = -h;
       }
       if (
         len === k &&
@@ -449,6 +457,12 @@ function rank(
   }
   sc.anyFresh = anyFresh;
   return len;
+}
+
+/** The request's cost on node `i`, an unpriced node at the fallback price (see snapshot.ts). */
+function costOn(usdPerHour: Float64Array, fallbackPrice: number, i: number, ms: number): number {
+  const price = usdPerHour[i]!;
+  return costUsdFrom(price === price ? price : fallbackPrice, ms);
 }
 
 /** Whether slot `a` ranks before slot `b`: lexicographic on the four keys, then registration. */
