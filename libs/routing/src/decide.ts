@@ -440,7 +440,7 @@ function rank(
       sResp[s] = resp;
       overTarget[s] = over;
       let at = len < k ? len++ : k - 1;
-      while (at > 0 && before(sc, s, top[at - 1]!)) {
+      while (at > 0 && keysBefore(sc, preference, main, tieBreak, health, i, top[at - 1]!)) {
         top[at] = top[at - 1]!;
         at--;
       }
@@ -465,20 +465,7 @@ function costOn(usdPerHour: Float64Array, fallbackPrice: number, i: number, ms: 
   return costUsdFrom(price === price ? price : fallbackPrice, ms);
 }
 
-/** Whether slot `a` ranks before slot `b`: lexicographic on the four keys, then registration. */
-function before(sc: Scratch, a: number, b: number): boolean {
-  return keysBefore(
-    sc,
-    sc.preferenceKey[a]!,
-    sc.scoreKey[a]!,
-    sc.tieBreakKey[a]!,
-    sc.healthKey[a]!,
-    sc.idx[a]!,
-    b,
-  );
-}
-
-/** {@link before} for a slot whose keys and node index are given rather than stored. */
+/** Whether a slot with these keys and node index ranks before slot `b` ({@link orderedBefore}). */
 function keysBefore(
   sc: Scratch,
   preference: number,
