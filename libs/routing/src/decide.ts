@@ -157,7 +157,8 @@ interface Context {
  * node is out. What does not depend on the request (effective depth, usable or full,
  * throughput) the live table derived when the node's state changed; this pass only applies
  * the request: exclusions, `now` (cooldowns, attestations) and the tier's attestation rule.
- * Viable nodes are listed with their family position and (quality mode) fresh score.
+ * Viable nodes are listed family by family (`runEnd`, `runPosition`), each with its fresh
+ * score in quality mode.
  */
 function filter(sc: Scratch, cx: Context): void {
   const { snapshot, live, chain, hint, exclude, now } = cx;
