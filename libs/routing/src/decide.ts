@@ -441,8 +441,22 @@ function rank(
       sResp[s] = resp;
       overTarget[s] = over;
       let at = len < k ? len++ : k - 1;
-      while (at > 0 && keysBefore(sc, preference, main, tieBreak, health, i, top[at - 1]!)) {
-        top[at] = top[at - 1]!;
+      while (at > 0) {
+        const b = top[at - 1]!;
+        const ahead = orderedBefore(
+          preference,
+          main,
+          tieBreak,
+          health,
+          i,
+          preferenceKey[b]!,
+          scoreKey[b]!,
+          tieBreakKey[b]!,
+          healthKey[b]!,
+          idx[b]!,
+        );
+        if (!ahead) break;
+        top[at] = b;
         at--;
       }
       top[at] = s;
@@ -464,30 +478,6 @@ function rank(
 function costOn(usdPerHour: Float64Array, fallbackPrice: number, i: number, ms: number): number {
   const price = usdPerHour[i]!;
   return costUsdFrom(price === price ? price : fallbackPrice, ms);
-}
-
-/** Whether a slot with these keys and node index ranks before slot `b` ({@link orderedBefore}). */
-function keysBefore(
-  sc: Scratch,
-  preference: number,
-  main: number,
-  tieBreak: number,
-  health: number,
-  node: number,
-  b: number,
-): boolean {
-  return orderedBefore(
-    preference,
-    main,
-    tieBreak,
-    health,
-    node,
-    sc.preferenceKey[b]!,
-    sc.scoreKey[b]!,
-    sc.tieBreakKey[b]!,
-    sc.healthKey[b]!,
-    sc.idx[b]!,
-  );
 }
 
 /**
