@@ -22,12 +22,19 @@ import type {
 class Scratch {
   size: number;
   /**
-   * Per viable slot: node index, family position in visiting order and quality (written by
+   * Per viable slot: node index and (quality mode only) fresh quality score (written by
    * `filter` for every slot); estimates, `overTarget` and keys (written by `rank` only for
    * the slots that entered the top, the only ones read afterwards).
    */
   idx: Int32Array;
-  familyPosition: Float64Array;
+  /**
+   * The slots in runs of one family each, in visiting order: run `r` ends before slot
+   * `runEnd[r]` and its family has position `runPosition[r]` (0 for the hinted family,
+   * else 1 + its index in the policy's chain). Written by `filter`.
+   */
+  runEnd = new Int32Array(8);
+  runPosition = new Int32Array(8);
+  runs = 0;
   depth: Float64Array;
   /** Service time of one request on the node (ms), see `serviceMs`. */
   service: Float64Array;
@@ -65,7 +72,6 @@ class Scratch {
   constructor(size: number) {
     this.size = size;
     this.idx = new Int32Array(size);
-    this.familyPosition = new Float64Array(size);
     this.depth = new Float64Array(size);
     this.service = new Float64Array(size);
     this.resp = new Float64Array(size);
@@ -151,7 +157,8 @@ interface Context {
  * node is out. What does not depend on the request (effective depth, usable or full,
  * throughput) the live table derived when the node's state changed; this pass only applies
  * the request: exclusions, `now` (cooldowns, attestations) and the tier's attestation rule.
- * Viable nodes are listed with their family position and (quality mode) fresh score.
+ * Viable nodes are listed family by family (`runEnd`, `runPosition`), each with its fresh
+ * score in quality mode.
  */
 function filter(sc: Scratch, cx: Context): void {
   const { snapshot, live, chain, hint, exclude, now } = cx;
@@ -166,7 +173,12 @@ function filter(sc: Scratch, cx: Context): void {
   const maxConcurrency = snapshot.maxConcurrency;
   const apiIndex = cx.apiIndex;
   const defaultTps = opts.defaultTokensPerSecond;
-  const { idx, familyPosition, passed, quality } = sc;
+  const { idx, passed, quality } = sc;
+  if (sc.runEnd.length <= chain.length) {
+    sc.runEnd = new Int32Array(chain.length + 1);
+    sc.runPosition = new Int32Array(chain.length + 1);
+  }
+  let runs = 0;
   // The request's exclusions as marks by node index, so the loop does not hash node ids.
   const excluded = markExcluded(snapshot, exclude);
   const tokensMs = cx.tokens * 1000;
@@ -228,13 +240,17 @@ function filter(sc: Scratch, cx: Context): void {
       const r = rate[i]!;
       if (r === r && r > bestTps) bestTps = r;
       idx[n] = i;
-      familyPosition[n] = f + 1;
-      // NaN unless quality routing is on and the score is fresh (a missing one is NaN).
-      quality[n] = wantQuality && qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
+      // Quality mode only (no other mode reads it): the score if fresh, else NaN (a missing
+      // one is NaN too).
+      if (wantQuality) quality[n] = qualityAt[j]! >= staleBefore ? qualityScore[j]! : Number.NaN;
       n++;
     }
+    sc.runEnd[runs] = n;
+    sc.runPosition[runs] = f + 1;
+    runs++;
   }
   if (excluded !== undefined) unmarkExcluded(snapshot, exclude!, excluded);
+  sc.runs = runs;
   sc.viable = n;
   sc.passedCount = p;
   sc.considered = considered;
@@ -262,10 +278,10 @@ function rank(
 ): number {
   const { snapshot, live, target } = cx;
   const opts = snapshot.options;
-  const n = sc.viable;
   const {
     idx,
-    familyPosition,
+    runEnd,
+    runPosition,
     depth: sDepth,
     service,
     resp: sResp,
@@ -290,6 +306,8 @@ function rank(
   const bestTps = sc.bestTps;
   const explore = bestTps > defaultTps;
   const hinted = cx.hint !== undefined;
+  // Whether `filter` wrote the slots' quality scores; without, every score counts as missing.
+  const wantQuality = !Number.isNaN(cx.staleBefore);
   const jitter = random === undefined ? 0 : opts.jitter;
   const usdPerHour = snapshot.usdPerHour;
   const fallbackPrice = snapshot.fallbackUsdPerHour;
@@ -298,126 +316,191 @@ function rank(
   let bits = jitter === 0 ? 0 : (unit(random!()) * 4294967296) | 0 || 0x9e3779b9;
   let anyFresh = false;
   let len = 0;
-  for (let s = 0; s < n; s++) {
-    const i = idx[s]!;
-    const depth = liveDepth[i]!;
-    const latency = latencyEwma[i]!;
-    const r = rate[i]!;
-    let ms: number;
-    let resp: number;
-    let over: number;
-    if (r === r) {
-      // serviceMs(tokens, tps), inlined: this division is the loop's most expensive step.
-      ms = tokensMs / r;
-      resp = responseMsFrom(depth, ms, latency, bias);
-      over = resp <= target ? 0 : 1;
-    } else {
-      ms = tokensMs / defaultTps;
-      resp = responseMsFrom(depth, ms, latency, bias);
-      // An idle node never measured (no throughput, no latency) is not judged slow on the
-      // default guess: the policy's order decides until observations come in. Otherwise a
-      // newly added family would lose to any measured one, whatever the chain says.
-      over = resp <= target || (depth === 0 && Number.isNaN(latency)) ? 0 : 1;
-      if (explore && depth === 0) {
-        ms = tokensMs / bestTps;
+  // The keys of the k-th best so far (`top[k - 1]`), kept in locals once the top is full:
+  // most slots only need comparing with it, and this spares reading them back per slot.
+  let lastPreference = 0;
+  let lastMain = 0;
+  let lastTieBreak = 0;
+  let lastHealth = 0;
+  let lastNode = 0;
+  // Per-slot constants as locals: the loop then neither compares strings nor reads
+  // module bindings (each read of one is checked for initialisation).
+  const byResponse = mode === "fastest";
+  const byLatency = mode === "latency";
+  const byCost = mode === "cost";
+  const byBalance = mode === "balanced";
+  const overCode = R.over_latency_target;
+  const lowerCode = R.ranked_lower;
+  const groupWeight = GROUP_WEIGHT;
+  const unitScale = TWO_OVER_2_32;
+  let s = 0;
+  for (let run = 0; run < sc.runs; run++) {
+    // The family's position in visiting order, the same for every slot of the run.
+    const position = runPosition[run]!;
+    const end = runEnd[run]!;
+    for (; s < end; s++) {
+      const i = idx[s]!;
+      const depth = liveDepth[i]!;
+      const latency = latencyEwma[i]!;
+      const r = rate[i]!;
+      let ms: number;
+      let resp: number;
+      let over: number;
+      if (r === r) {
+        // serviceMs(tokens, tps), inlined: this division is the loop's most expensive step.
+        ms = tokensMs / r;
         resp = responseMsFrom(depth, ms, latency, bias);
-        if (over === 1 && resp <= target) over = 0;
-      }
-    }
-    packed[base + s] = pack(i, over === 1 ? R.over_latency_target : R.ranked_lower);
-
-    let shake = 1;
-    if (jitter !== 0) {
-      bits ^= bits << 13;
-      bits ^= bits >>> 17;
-      bits ^= bits << 5;
-      shake = 1 + jitter * ((bits >>> 0) * TWO_OVER_2_32 - 1);
-    }
-    // The keys stay in locals: most slots lose to the current k-th best at once, and only
-    // the ones taken are written to the slot arrays.
-    // The group (within the latency target or not) folds into preferenceKey to save a comparison.
-    const group = over * GROUP_WEIGHT;
-    const hintKey = group + (hinted && familyPosition[s] === 0 ? 0 : 1);
-    const q = quality[s]!;
-    if (!Number.isNaN(q)) anyFresh = true;
-    let preference = hintKey;
-    let main: number;
-    let tieBreak = 0;
-    let health = 0;
-    if (group !== 0 || mode === "fastest") {
-      main = resp * shake;
-    } else if (mode === "latency") {
-      preference = familyPosition[s]!;
-      main = resp * shake;
-    } else {
-      const price = usdPerHour[i]!;
-      const cost = costUsdFrom(price === price ? price : fallbackPrice, ms);
-      if (mode === "cost") {
-        main = cost * shake;
-        tieBreak = resp;
-      } else if (mode === "balanced") {
-        main = cost * resp * shake;
-        tieBreak = resp;
+        over = resp <= target ? 0 : 1;
       } else {
-        // Quality: fresh scores first, best first; the rest by price per unit of health.
-        const h = healthScore[i]!;
+        ms = tokensMs / defaultTps;
+        resp = responseMsFrom(depth, ms, latency, bias);
+        // An idle node never measured (no throughput, no latency) is not judged slow on the
+        // default guess: the policy's order decides until observations come in. Otherwise a
+        // newly added family would lose to any measured one, whatever the chain says.
+        over = resp <= target || (depth === 0 && Number.isNaN(latency)) ? 0 : 1;
+        if (explore && depth === 0) {
+          ms = tokensMs / bestTps;
+          resp = responseMsFrom(depth, ms, latency, bias);
+          if (over === 1 && resp <= target) over = 0;
+        }
+      }
+      packed[base + s] = pack(i, over === 1 ? overCode : lowerCode);
+
+      let shake = 1;
+      if (jitter !== 0) {
+        bits ^= bits << 13;
+        bits ^= bits >>> 17;
+        bits ^= bits << 5;
+        shake = 1 + jitter * ((bits >>> 0) * unitScale - 1);
+      }
+      // The keys stay in locals: most slots lose to the current k-th best at once, and only
+      // the ones taken are written to the slot arrays.
+      // The group (within the latency target or not) folds into preferenceKey to save a comparison.
+      const group = over * groupWeight;
+      const hintKey = group + (hinted && position === 0 ? 0 : 1);
+      const q = wantQuality ? quality[s]! : Number.NaN;
+      if (!Number.isNaN(q)) anyFresh = true;
+      let preference = hintKey;
+      let main: number;
+      const within = group === 0;
+      if (!within || byResponse) {
+        main = resp * shake;
+      } else if (byLatency) {
+        preference = position;
+        main = resp * shake;
+      } else if (byCost) {
+        main = costOn(usdPerHour, fallbackPrice, i, ms) * shake;
+      } else if (byBalance) {
+        main = costOn(usdPerHour, fallbackPrice, i, ms) * resp * shake;
+      } else {
+        // Quality: fresh scores first, best first.
         main = Number.isNaN(q) ? Number.POSITIVE_INFINITY : -q * shake;
-        tieBreak = ((cost * 100) / Math.max(h, 1)) * shake;
+      }
+      // Most slots already lose to the k-th best on the first two keys (this is exactly
+      // where orderedBefore would stop): the tie-breaks, in quality mode a division and a
+      // read, are worked out only for the others.
+      if (
+        len === k &&
+        (preference > lastPreference || (preference === lastPreference && main > lastMain))
+      ) {
+        continue;
+      }
+      let tieBreak = 0;
+      let health = 0;
+      if (within && (byCost || byBalance)) {
+        tieBreak = resp;
+      } else if (within && !byResponse && !byLatency) {
+        // Quality: the nodes without a fresh score by price per unit of health.
+        const h = healthScore[i]!;
+        tieBreak = ((costOn(usdPerHour, fallbackPrice, i, ms) * 100) / Math.max(h, 1)) * shake;
         health = -h;
       }
+      if (
+        len === k &&
+        !orderedBefore(
+          preference,
+          main,
+          tieBreak,
+          health,
+          i,
+          lastPreference,
+          lastMain,
+          lastTieBreak,
+          lastHealth,
+          lastNode,
+        )
+      ) {
+        continue;
+      }
+      preferenceKey[s] = preference;
+      scoreKey[s] = main;
+      tieBreakKey[s] = tieBreak;
+      healthKey[s] = health;
+      sDepth[s] = depth;
+      service[s] = ms;
+      sResp[s] = resp;
+      overTarget[s] = over;
+      let at = len < k ? len++ : k - 1;
+      while (at > 0) {
+        const b = top[at - 1]!;
+        const ahead = orderedBefore(
+          preference,
+          main,
+          tieBreak,
+          health,
+          i,
+          preferenceKey[b]!,
+          scoreKey[b]!,
+          tieBreakKey[b]!,
+          healthKey[b]!,
+          idx[b]!,
+        );
+        if (!ahead) break;
+        top[at] = b;
+        at--;
+      }
+      top[at] = s;
+      if (len === k) {
+        const last = top[k - 1]!;
+        lastPreference = preferenceKey[last]!;
+        lastMain = scoreKey[last]!;
+        lastTieBreak = tieBreakKey[last]!;
+        lastHealth = healthKey[last]!;
+        lastNode = idx[last]!;
+      }
     }
-    if (len === k && !keysBefore(sc, preference, main, tieBreak, health, i, top[k - 1]!)) continue;
-    preferenceKey[s] = preference;
-    scoreKey[s] = main;
-    tieBreakKey[s] = tieBreak;
-    healthKey[s] = health;
-    sDepth[s] = depth;
-    service[s] = ms;
-    sResp[s] = resp;
-    overTarget[s] = over;
-    let at = len < k ? len++ : k - 1;
-    while (at > 0 && before(sc, s, top[at - 1]!)) {
-      top[at] = top[at - 1]!;
-      at--;
-    }
-    top[at] = s;
   }
   sc.anyFresh = anyFresh;
   return len;
 }
 
-/** Whether slot `a` ranks before slot `b`: lexicographic on the four keys, then registration. */
-function before(sc: Scratch, a: number, b: number): boolean {
-  return keysBefore(
-    sc,
-    sc.preferenceKey[a]!,
-    sc.scoreKey[a]!,
-    sc.tieBreakKey[a]!,
-    sc.healthKey[a]!,
-    sc.idx[a]!,
-    b,
-  );
+/** The request's cost on node `i`, an unpriced node at the fallback price (see snapshot.ts). */
+function costOn(usdPerHour: Float64Array, fallbackPrice: number, i: number, ms: number): number {
+  const price = usdPerHour[i]!;
+  return costUsdFrom(price === price ? price : fallbackPrice, ms);
 }
 
-/** {@link before} for a slot whose keys and node index are given rather than stored. */
-function keysBefore(
-  sc: Scratch,
-  preference: number,
-  main: number,
-  tieBreak: number,
-  health: number,
-  node: number,
-  b: number,
+/**
+ * The ranking order on the keys themselves: lexicographic on the four keys (README's
+ * k1..k4), then registration (node index). `a…` ranks before `b…` when this is true.
+ */
+function orderedBefore(
+  aPreference: number,
+  aMain: number,
+  aTieBreak: number,
+  aHealth: number,
+  aNode: number,
+  bPreference: number,
+  bMain: number,
+  bTieBreak: number,
+  bHealth: number,
+  bNode: number,
 ): boolean {
-  const pb = sc.preferenceKey[b]!;
-  if (preference !== pb) return preference < pb;
-  const sb = sc.scoreKey[b]!;
-  if (main !== sb) return main < sb;
-  const tb = sc.tieBreakKey[b]!;
-  if (tieBreak !== tb) return tieBreak < tb;
-  const hb = sc.healthKey[b]!;
-  if (health !== hb) return health < hb;
-  return node < sc.idx[b]!;
+  if (aPreference !== bPreference) return aPreference < bPreference;
+  if (aMain !== bMain) return aMain < bMain;
+  if (aTieBreak !== bTieBreak) return aTieBreak < bTieBreak;
+  if (aHealth !== bHealth) return aHealth < bHealth;
+  return aNode < bNode;
 }
 
 /**
@@ -684,7 +767,7 @@ export function decide(
   for (let r = 0; r < len; r++) {
     const s = sc.top[r]!;
     const entry = snapshot.nodes[sc.idx[s]!]!;
-    const quality = sc.quality[s]!;
+    const quality = Number.isNaN(cx.staleBefore) ? Number.NaN : sc.quality[s]!;
     candidates[r] = {
       node: entry.spec,
       queueDepth: sc.depth[s]!,
