@@ -34,7 +34,11 @@ const ConfigSchema = z
     /** Per-attempt limits on the call to a node. */
     DISPATCH_CONNECT_TIMEOUT_MS: z.coerce.number().int().positive().default(2_000),
     DISPATCH_HEADERS_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
-    /** Longest silence between two body chunks before the stream counts as stalled. */
+    /**
+     * Longest silence between two body chunks before the stream counts as stalled. Enforced
+     * by undici's coarse timers, so up to about half a second early or late (the first-byte
+     * limit and the deadline are exact: see attempt-signal.ts).
+     */
     DISPATCH_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
     /** Most bytes one node answer may have; a larger one is cut with `response_too_large`. */
     DISPATCH_MAX_ANSWER_BYTES: z.coerce
