@@ -19,7 +19,7 @@ import {
   type RouteRequest,
   type RoutingSnapshot,
 } from "../src/index.ts";
-import { NOW, seeded, state } from "./fixtures.ts";
+import { NOW, node, seeded, state } from "./fixtures.ts";
 import { referenceDecide } from "./reference-decide.ts";
 
 const FAMILIES = ["A", "B", "C", "D"];
@@ -41,19 +41,16 @@ function randomSpecs(rnd: Rnd, count: number, prefix: string): NodeSpec[] {
   for (let i = 0; i < count; i++) {
     const models = MODELS.filter(() => chance(rnd, 0.55));
     const apis = NODE_APIS.filter(() => chance(rnd, 0.7));
-    specs.push({
-      id: `${prefix}${i}`,
-      endpoint: `http://${prefix}${i}:8000`,
-      framework: "vllm",
-      accelerator_family: pick(rnd, FAMILIES),
-      tier: int(rnd, 1, 4),
-      models: models.length > 0 ? models : ["m1"],
-      apis: apis.length > 0 ? apis : ["chat"],
-      max_concurrency: int(rnd, 1, 8),
-      health_path: "/health",
-      metrics_path: "/metrics",
-      registered_at: int(rnd, 0, 6),
-    });
+    specs.push(
+      node(`${prefix}${i}`, {
+        accelerator_family: pick(rnd, FAMILIES),
+        tier: int(rnd, 1, 4),
+        models: models.length > 0 ? models : ["m1"],
+        apis: apis.length > 0 ? apis : ["chat"],
+        max_concurrency: int(rnd, 1, 8),
+        registered_at: int(rnd, 0, 6),
+      }),
+    );
   }
   return specs;
 }
@@ -273,19 +270,14 @@ describe("indexed decide() against the reference scan", () => {
     const rnd = seeded(7);
     const specs: NodeSpec[] = [];
     for (let i = 0; i < 600; i++) {
-      specs.push({
-        id: `t${i}`,
-        endpoint: `http://t${i}:8000`,
-        framework: "vllm",
-        accelerator_family: FAMILIES[i % 2]!,
-        tier: i % 3 === 0 ? 3 : 1,
-        models: ["m1"],
-        apis: ["chat", "completions"],
-        max_concurrency: 4,
-        health_path: "/health",
-        metrics_path: "/metrics",
-        registered_at: 0,
-      });
+      specs.push(
+        node(`t${i}`, {
+          accelerator_family: FAMILIES[i % 2]!,
+          tier: i % 3 === 0 ? 3 : 1,
+          models: ["m1"],
+          max_concurrency: 4,
+        }),
+      );
     }
     const snapshot = buildSnapshot({ nodes: specs }, { maxCandidates: 4 });
     const live = createLiveTable(snapshot);
