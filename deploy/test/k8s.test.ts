@@ -517,10 +517,12 @@ describe("the NATS cluster, run from the rendered config", { timeout: 120_000 },
       };
       const formed = { healthy: 200, routes: 2, peers: 3, leader: true };
       await pollUntil(
-        async () =>
-          (await Promise.all(ports.map((p) => state(p).catch(() => undefined)))).every(
-            (st) => JSON.stringify(st) === JSON.stringify(formed),
-          ),
+        async () => {
+          const states = await Promise.all(ports.map((p) => state(p).catch(() => undefined)));
+          if (states.every((st) => JSON.stringify(st) === JSON.stringify(formed))) return true;
+          // Not formed yet: what each server says ends up in the timeout's message.
+          throw new Error(`servers report ${JSON.stringify(states)}`);
+        },
         { timeoutMs: 60_000, intervalMs: 250, message: "a formed 3-server JetStream cluster" },
       );
       for (const p of ports) expect(await state(p)).toEqual(formed);
