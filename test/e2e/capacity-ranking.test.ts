@@ -55,6 +55,7 @@ describe("capacity-true ranking", () => {
     });
     const counts = sims.map((s) => s.stats().payloads_received);
     const total = counts[0]! + counts[1]!;
+    process.stdout.write(`capacity ranking: twins served ${counts.join(" / ")} requests\n`);
     expect(failed).toBe(0);
     expect(total).toBeGreaterThan(40);
     for (const c of counts) {

@@ -171,6 +171,7 @@ describe("zml get", () => {
       free_memory_gib: null,
       last_inference_at: null,
       tokens_per_second: null,
+      request_tokens_per_second: null,
       latency_ewma_ms: null,
       ttft_ewma_ms: null,
       instance_id: null,

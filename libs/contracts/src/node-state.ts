@@ -30,6 +30,11 @@ export const NodeStateSchema = z.object({
   last_inference_at: z.number().int().nullable().default(null),
   /** Generation throughput history (EWMA), for ranking by queue depth ÷ tokens per second. */
   tokens_per_second: z.number().nonnegative().nullable().default(null),
+  /**
+   * One request's generation speed (EWMA), from the node's time-per-output-token histogram;
+   * routing's capacity is this × max_concurrency. Independent of how busy the node is.
+   */
+  request_tokens_per_second: z.number().nonnegative().nullable().default(null),
   /** Observed latency and time to first token (EWMA) from dispatch outcomes. */
   latency_ewma_ms: z.number().nonnegative().nullable().default(null),
   ttft_ewma_ms: z.number().nonnegative().nullable().default(null),

@@ -93,6 +93,9 @@ export function readCustomHealth(json: unknown): CustomHealthReading {
     freeMemoryGib: doc.free_memory_gib ?? null,
     promptTokensTotal: doc.prompt_tokens_total ?? null,
     generationTokensTotal: doc.generation_tokens_total ?? null,
+    // A custom document has no time-per-token histogram: capacity falls back to
+    // tokens per second ÷ running (libs/routing README, "Formulas").
+    tokenLatency: null,
     instanceId: doc.instance_id ?? null,
   };
 }

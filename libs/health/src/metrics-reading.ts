@@ -26,8 +26,20 @@ export interface MetricsReading {
   readonly promptTokensTotal: number | null;
   /** Cumulative generated tokens; `null` when not reported. */
   readonly generationTokensTotal: number | null;
+  /**
+   * The time-per-output-token histogram's cumulative `_sum` (seconds) and `_count`: between
+   * two probes, Δsum / Δcount is how long one request waits for each of its tokens, however
+   * many requests the node runs. `null` when not reported.
+   */
+  readonly tokenLatency: TokenLatencyTotals | null;
   /** Identity of the serving process; a change means the node restarted or was replaced. */
   readonly instanceId: string | null;
+}
+
+/** Cumulative totals of a time-per-output-token histogram. */
+export interface TokenLatencyTotals {
+  readonly seconds: number;
+  readonly count: number;
 }
 
 const VLLM_SERIES = {
@@ -37,6 +49,13 @@ const VLLM_SERIES = {
   kvCache: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
   promptTokens: "vllm:prompt_tokens_total",
   generationTokens: "vllm:generation_tokens_total",
+  // Newest name first: vLLM 0.11 added the per-request histogram and renamed the per-token
+  // one to inter_token_latency; either mean is seconds per output token.
+  tokenLatency: [
+    "vllm:request_time_per_output_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:time_per_output_token_seconds",
+  ],
 } as const;
 
 const TGI_SERIES = {
@@ -46,6 +65,7 @@ const TGI_SERIES = {
   // and serve as counters (they advance when a request finishes).
   promptTokens: "tgi_request_input_length",
   generationTokens: "tgi_request_generated_tokens",
+  tokenLatency: ["tgi_request_mean_time_per_token_duration"],
 } as const;
 
 /** Our node simulator's identity series; real frameworks do not expose one. */
@@ -67,6 +87,10 @@ const DCGM_FB_FREE_MIB = "DCGM_FI_DEV_FB_FREE";
  * TGI's exporter renders a series only after it is first recorded, and TGI records these
  * gauges only once a request reaches its queue, so a body with no sample lines at all (empty,
  * or comments only) reads as an idle server (zero running, zero waiting) rather than an error.
+ *
+ * Seconds per output token (`tokenLatency`): vLLM's `vllm:request_time_per_output_token_seconds`,
+ * else `vllm:inter_token_latency_seconds`, else `vllm:time_per_output_token_seconds`; TGI's
+ * `tgi_request_mean_time_per_token_duration`; the `_sum` and `_count` over every label set.
  *
  * Both: `instanceId` from the `instance_id` label of `zml_sim_instance_info` when present;
  * free memory from DCGM's `DCGM_FI_DEV_FB_FREE` (MiB, summed over GPUs) when present.
@@ -95,6 +119,7 @@ export function readMetrics(framework: MetricsFramework, text: string): MetricsR
     queueDepth: running + waiting,
     freeMemoryGib: freeMemoryGib(index),
     instanceId: instanceId(index),
+    tokenLatency: tokenLatency(text, names.tokenLatency),
   };
   if (framework === "vllm") {
     return {
@@ -133,6 +158,7 @@ export function idleReading(): MetricsReading {
     freeMemoryGib: null,
     promptTokensTotal: null,
     generationTokensTotal: null,
+    tokenLatency: null,
     instanceId: null,
   };
 }
@@ -222,6 +248,46 @@ function histogramSum(index: FamilyIndex, name: string): number | null {
   }
   // Without a TYPE line the parser files `<name>_sum` as a family of its own.
   return optionalSum(index, `${name}_sum`);
+}
+
+/**
+ * The first of `names` whose `_sum` and `_count` are reported, each summed over its label
+ * sets. Read from the text itself: the parser drops the `_sum` and `_count` of a histogram
+ * whose samples carry labels (as on the real vLLM capture in the tests).
+ */
+function tokenLatency(text: string, names: readonly string[]): TokenLatencyTotals | null {
+  for (const name of names) {
+    const seconds = seriesTotal(text, `${name}_sum`);
+    const count = seriesTotal(text, `${name}_count`);
+    if (seconds !== null && count !== null && seconds >= 0 && count >= 0) {
+      return { seconds, count };
+    }
+  }
+  return null;
+}
+
+/**
+ * Sum of every sample line of `series` (`series{labels} value [timestamp]`); `null` when
+ * there is none or one is not a finite number.
+ */
+function seriesTotal(text: string, series: string): number | null {
+  let total: number | null = null;
+  let from = text.indexOf(series);
+  while (from !== -1) {
+    const lineStart = from === 0 || text[from - 1] === "\n";
+    const next = text[from + series.length];
+    if (lineStart && (next === "{" || next === " " || next === "\t")) {
+      const lineEnd = text.indexOf("\n", from);
+      const line = text.slice(from + series.length, lineEnd === -1 ? undefined : lineEnd);
+      // Label values may hold anything but the value comes after the last closing brace.
+      const rest = next === "{" ? line.slice(line.lastIndexOf("}") + 1) : line;
+      const value = Number(rest.trim().split(/\s+/)[0]);
+      if (!Number.isFinite(value)) return null;
+      total = (total ?? 0) + value;
+    }
+    from = text.indexOf(series, from + series.length);
+  }
+  return total;
 }
 
 function freeMemoryGib(index: FamilyIndex): number | null {

@@ -7,7 +7,7 @@ import {
 } from "@zml/contracts";
 import type { HealthConfig } from "./config.ts";
 import { NodeMismatchError } from "./errors.ts";
-import type { MetricsReading } from "./metrics-reading.ts";
+import type { MetricsReading, TokenLatencyTotals } from "./metrics-reading.ts";
 import { healthScore } from "./score.ts";
 
 /** Outcome of one poll of a node: a reading, or why there was none. */
@@ -74,6 +74,14 @@ export interface NodeHealth {
   readonly tokensPerSecondHistory: readonly TokensPerSecondSample[];
   /** Generation counter at the last probe that reported one, to measure the next delta. */
   readonly lastTokenCount: { readonly at: number; readonly generationTokensTotal: number } | null;
+  /**
+   * EWMA of one request's generation speed (tokens per second of a single request), from the
+   * time-per-output-token histogram. Unlike {@link NodeHealth.tokensPerSecond} it does not
+   * depend on how much traffic the node gets, so routing can derive capacity from it.
+   */
+  readonly requestTokensPerSecond: number | null;
+  /** That histogram's totals at the last probe that reported them. */
+  readonly lastTokenLatency: TokenLatencyTotals | null;
   /** Dispatch outcomes inside the error window, oldest first. */
   readonly recentObservations: readonly ObservationMark[];
   /** Failed share of recent dispatches; see {@link errorRateOf}. */
@@ -117,6 +125,8 @@ export function createNodeHealth(nodeId: string, now: number): NodeHealth {
     tokensPerSecond: null,
     tokensPerSecondHistory: [],
     lastTokenCount: null,
+    requestTokensPerSecond: null,
+    lastTokenLatency: null,
     recentObservations: [],
     errorRate: 0,
     healthScore: healthScore({ queueDepth: 0, errorRate: 0, maxConcurrency: 1 }),
@@ -252,6 +262,8 @@ export function toNodeState(health: NodeHealth, now: number): NodeState {
     free_memory_gib: h.freeMemoryGib === null ? null : Math.max(0, h.freeMemoryGib),
     last_inference_at: h.lastInferenceOkAt === null ? null : Math.trunc(h.lastInferenceOkAt),
     tokens_per_second: h.tokensPerSecond === null ? null : Math.max(0, h.tokensPerSecond),
+    request_tokens_per_second:
+      h.requestTokensPerSecond === null ? null : Math.max(0, h.requestTokensPerSecond),
     latency_ewma_ms: h.latencyEwmaMs === null ? null : Math.max(0, h.latencyEwmaMs),
     ttft_ewma_ms: h.ttftEwmaMs === null ? null : Math.max(0, h.ttftEwmaMs),
     instance_id: h.instanceId,
@@ -378,6 +390,7 @@ function recordReading(
   return {
     ...h,
     ...throughput(h, reading.generationTokensTotal, config, now),
+    ...requestSpeed(h, reading.tokenLatency, config),
     instanceId: reading.instanceId ?? h.instanceId,
     checkedAt: now,
     lastOkAt: now,
@@ -422,6 +435,32 @@ function throughput(
       config.tokensPerSecondHistorySize,
     ),
     lastTokenCount: baseline,
+  };
+}
+
+/**
+ * One request's tokens per second from the time-per-output-token histogram's growth since
+ * the last probe: Δcount / Δsum. An interval with no new observation keeps the estimate (no
+ * token, no measure); totals that went backwards (an unannounced restart) only reset the
+ * baseline.
+ */
+function requestSpeed(
+  h: NodeHealth,
+  totals: TokenLatencyTotals | null,
+  config: HealthConfig,
+): Pick<NodeHealth, "requestTokensPerSecond" | "lastTokenLatency"> {
+  if (totals === null) {
+    return { requestTokensPerSecond: h.requestTokensPerSecond, lastTokenLatency: null };
+  }
+  const last = h.lastTokenLatency;
+  const tokens = last === null ? 0 : totals.count - last.count;
+  const seconds = last === null ? 0 : totals.seconds - last.seconds;
+  if (!(tokens > 0 && seconds > 0)) {
+    return { requestTokensPerSecond: h.requestTokensPerSecond, lastTokenLatency: totals };
+  }
+  return {
+    requestTokensPerSecond: ewma(h.requestTokensPerSecond, tokens / seconds, config.ewmaAlpha),
+    lastTokenLatency: totals,
   };
 }
 

@@ -12,8 +12,8 @@ import type { NodeHealth } from "./node-health.ts";
  * routing ranks by, the last successful inference and the failure streak.
  *
  * Not in `node.state`, so lost: the dispatch error window (it refills from new observations),
- * throughput samples and the token-counter baseline (the next probe sets one), and the
- * isolation deadline and backoff exponent. For the status that means:
+ * throughput samples, the token-counter and token-latency baselines (the next probe sets
+ * them), and the isolation deadline and backoff exponent. For the status that means:
  *
  * - Active → Active (the next probe confirms or demotes it);
  * - Degraded → Degraded, with `probe_pending` kept as published;
@@ -56,6 +56,7 @@ export function restoreNodeHealth(state: NodeState, config: HealthConfig, now: n
     latencyEwmaMs: state.latency_ewma_ms,
     ttftEwmaMs: state.ttft_ewma_ms,
     tokensPerSecond: state.tokens_per_second,
+    requestTokensPerSecond: state.request_tokens_per_second,
     healthScore: state.health_score,
   };
 }

@@ -36,6 +36,7 @@ describe("readCustomHealth", () => {
       freeMemoryGib: 11.5,
       promptTokensTotal: 9000,
       generationTokensTotal: 123456,
+      tokenLatency: null,
       instanceId: "pod-7f9c",
     });
   });
@@ -51,6 +52,7 @@ describe("readCustomHealth", () => {
       freeMemoryGib: null,
       promptTokensTotal: null,
       generationTokensTotal: null,
+      tokenLatency: null,
       instanceId: null,
     });
   });

@@ -17,6 +17,7 @@ export function reading(overrides: Partial<MetricsReading> = {}): MetricsReading
     freeMemoryGib: 10,
     promptTokensTotal: null,
     generationTokensTotal: null,
+    tokenLatency: null,
     instanceId: "inst-a",
     ...overrides,
   };

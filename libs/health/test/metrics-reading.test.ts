@@ -26,8 +26,26 @@ describe("readMetrics: vLLM (real captures)", () => {
       freeMemoryGib: null,
       promptTokensTotal: 14,
       generationTokensTotal: 107,
+      // One request of 107 tokens: 106 gaps between them.
+      tokenLatency: { seconds: 2.254702091217041, count: 106 },
       instanceId: null,
     });
+  });
+
+  it("reads seconds per output token summed over engines, the newest series name first", () => {
+    const series = (name: string, engine: string, sum: number, count: number) =>
+      `# TYPE ${name} histogram\n` +
+      `${name}_bucket{engine="${engine}",le="+Inf",model_name="m"} ${count}.0\n` +
+      `${name}_count{engine="${engine}",model_name="m"} ${count}.0\n` +
+      `${name}_sum{engine="${engine}",model_name="m"} ${sum}\n`;
+    const itl = "vllm:inter_token_latency_seconds";
+    const perRequest = "vllm:request_time_per_output_token_seconds";
+    const twoEngines = v1 + series(itl, "0", 1.5, 100) + series(itl, "1", 0.5, 60);
+    expect(readMetrics("vllm", twoEngines).tokenLatency).toEqual({ seconds: 2, count: 160 });
+    const withPerRequest = twoEngines + series(perRequest, "0", 0.25, 10);
+    expect(readMetrics("vllm", withPerRequest).tokenLatency).toEqual({ seconds: 0.25, count: 10 });
+    // Not reported at all: unknown, not zero.
+    expect(readMetrics("vllm", v1).tokenLatency).toBeNull();
   });
 
   it("reads a vLLM V1 exposition with engine labels and _created series", () => {
@@ -137,8 +155,17 @@ describe("readMetrics: TGI (assembled from TGI's real names and formats)", () =>
       freeMemoryGib: null,
       promptTokensTotal: 62282,
       generationTokensTotal: 32806,
+      tokenLatency: null,
       instanceId: null,
     });
+  });
+
+  it("reads TGI's mean time per token histogram as seconds per output token", () => {
+    const name = "tgi_request_mean_time_per_token_duration";
+    const text =
+      tgi +
+      `\n# TYPE ${name} histogram\n${name}_bucket{le="+Inf"} 4\n${name}_sum 0.08\n${name}_count 4\n`;
+    expect(readMetrics("tgi", text).tokenLatency).toEqual({ seconds: 0.08, count: 4 });
   });
 
   it("reads older TGI output that has TYPE lines only, or no metadata at all", () => {

@@ -373,6 +373,36 @@ describe("tokens per second", () => {
   });
 });
 
+describe("one request's tokens per second", () => {
+  const latency = (seconds: number, count: number) => ok({ tokenLatency: { seconds, count } });
+
+  it("is Δcount / Δsum of the time-per-token histogram, whatever the node's load", () => {
+    let h = applyProbe(createNodeHealth(NODE, T0), latency(10, 1_000), config, T0);
+    expect(h.requestTokensPerSecond).toBeNull();
+    // 100 tokens at 5 ms each: 200 tok/s for one request, however many ran beside it.
+    h = applyProbe(h, latency(10.5, 1_100), config, T0 + POLL);
+    expect(h.requestTokensPerSecond).toBeCloseTo(200);
+    expect(toNodeState(h, T0 + POLL).request_tokens_per_second).toBeCloseTo(200);
+    // No token in between measures nothing: the estimate is kept.
+    h = applyProbe(h, latency(10.5, 1_100), config, T0 + 2 * POLL);
+    expect(h.requestTokensPerSecond).toBeCloseTo(200);
+    // Then 10 ms a token.
+    h = applyProbe(h, latency(11.5, 1_200), config, T0 + 3 * POLL);
+    expect(h.requestTokensPerSecond).toBeCloseTo(200 + config.ewmaAlpha * (100 - 200));
+  });
+
+  it("takes totals that went backwards as a new baseline, and keeps it when not reported", () => {
+    let h = applyProbe(createNodeHealth(NODE, T0), latency(10, 1_000), config, T0);
+    h = applyProbe(h, latency(0.1, 10), config, T0 + POLL);
+    expect(h.requestTokensPerSecond).toBeNull();
+    h = applyProbe(h, latency(0.3, 30), config, T0 + 2 * POLL);
+    expect(h.requestTokensPerSecond).toBeCloseTo(100);
+    h = applyProbe(h, ok({ tokenLatency: null }), config, T0 + 3 * POLL);
+    expect(h.requestTokensPerSecond).toBeCloseTo(100);
+    expect(h.lastTokenLatency).toBeNull();
+  });
+});
+
 describe("identity", () => {
   it("starts a node reporting a new instance id afresh", () => {
     let h = applyProbe(

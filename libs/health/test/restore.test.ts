@@ -19,8 +19,18 @@ const NODE = "h100-a";
 
 /** An Active node with throughput and latency history, as its first owner saw it. */
 function seasoned(): NodeHealth {
-  let h = applyProbe(createNodeHealth(NODE, T0), ok({ generationTokensTotal: 0 }), config, T0);
-  h = applyProbe(h, ok({ generationTokensTotal: 1000 }), config, T0 + POLL);
+  let h = applyProbe(
+    createNodeHealth(NODE, T0),
+    ok({ generationTokensTotal: 0, tokenLatency: { seconds: 0, count: 0 } }),
+    config,
+    T0,
+  );
+  h = applyProbe(
+    h,
+    ok({ generationTokensTotal: 1000, tokenLatency: { seconds: 4, count: 1000 } }),
+    config,
+    T0 + POLL,
+  );
   h = applyObservation(
     h,
     observation(T0 + POLL, { latency_ms: 300, ttft_ms: 50 }),
@@ -55,6 +65,7 @@ describe("restoreNodeHealth", () => {
       probePending: false,
       queueDepth: before.queueDepth,
       tokensPerSecond: before.tokensPerSecond,
+      requestTokensPerSecond: 250,
       latencyEwmaMs: 300,
       ttftEwmaMs: 50,
       lastInferenceOkAt: T0 + POLL,

@@ -1,7 +1,8 @@
 /** A Prometheus-style histogram: fixed upper bounds, counts per bound, sum and count. */
 export interface Histogram {
   readonly bounds: readonly number[];
-  observe(value: number): void;
+  /** Records `value` `times` times (per-token series observe once per token). */
+  observe(value: number, times?: number): void;
   /** Cumulative count of observations `<= bounds[i]`, as `_bucket{le=...}` reports it. */
   cumulative(): number[];
   readonly sum: number;
@@ -14,9 +15,9 @@ export function createHistogram(bounds: readonly number[]): Histogram {
   let count = 0;
   return {
     bounds,
-    observe(value) {
-      sum += value;
-      count += 1;
+    observe(value, times = 1) {
+      sum += value * times;
+      count += times;
       // First bound >= value, by binary search; past the last bound it is only in +Inf.
       let lo = 0;
       let hi = bounds.length;
@@ -25,7 +26,7 @@ export function createHistogram(bounds: readonly number[]): Histogram {
         if ((bounds[mid] ?? Infinity) < value) lo = mid + 1;
         else hi = mid;
       }
-      if (lo < bounds.length) perBucket[lo] = (perBucket[lo] ?? 0) + 1;
+      if (lo < bounds.length) perBucket[lo] = (perBucket[lo] ?? 0) + times;
     },
     cumulative() {
       let running = 0;

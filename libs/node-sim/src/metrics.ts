@@ -48,6 +48,7 @@ function rustFloat(value: number): string {
 const VLLM_TTFT_BOUNDS = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
 ];
+const VLLM_TPOT_BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5];
 const VLLM_E2E_BOUNDS = [
   0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
 ];
@@ -79,6 +80,7 @@ function createVllmMetrics(model: string, instanceLine: string): SimMetrics {
   const success = { stop: 0, length: 0 };
   const ttft = createHistogram(VLLM_TTFT_BOUNDS);
   const e2e = createHistogram(VLLM_E2E_BOUNDS);
+  const timePerToken = createHistogram(VLLM_TPOT_BOUNDS);
 
   function family(name: string, type: string, help: string, value: number): string {
     return `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${name}${labels} ${pyFloat(value)}\n`;
@@ -108,9 +110,11 @@ function createVllmMetrics(model: string, instanceLine: string): SimMetrics {
     tokensGenerated(count) {
       generationTokens += count;
     },
-    requestSucceeded(reason, _generated, e2eS) {
+    requestSucceeded(reason, generated, e2eS, decodeS) {
       success[reason] += 1;
       e2e.observe(e2eS);
+      // vLLM observes each gap between two output tokens of a request.
+      if (generated > 1) timePerToken.observe(decodeS / (generated - 1), generated - 1);
     },
     render(g) {
       // A simulated KV cache fills with the share of slots in use.
@@ -161,6 +165,11 @@ function createVllmMetrics(model: string, instanceLine: string): SimMetrics {
           "vllm:time_to_first_token_seconds",
           "Histogram of time to first token in seconds.",
           ttft,
+        ) +
+        histogram(
+          "vllm:time_per_output_token_seconds",
+          "Histogram of time per output token in seconds.",
+          timePerToken,
         ) +
         histogram(
           "vllm:e2e_request_latency_seconds",

@@ -65,6 +65,9 @@ describe("metrics", () => {
       ),
     ).toBe(2);
     expect(metricValue(text, `vllm:time_to_first_token_seconds_count${label}`)).toBe(2);
+    // One observation per gap between two tokens: 4 in each 5-token answer.
+    expect(metricValue(text, `vllm:time_per_output_token_seconds_count${label}`)).toBe(8);
+    expect(metricValue(text, `vllm:time_per_output_token_seconds_sum${label}`)).toBeGreaterThan(0);
     expect(metricValue(text, 'zml_sim_instance_info{instance_id="inst-1"}')).toBe(1);
   });
 

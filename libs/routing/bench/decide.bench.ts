@@ -89,6 +89,7 @@ function fleet(size: number, rnd: () => number, mixed: boolean) {
       free_memory_gib: null,
       last_inference_at: null,
       tokens_per_second: 500 + rnd() * 2500,
+      request_tokens_per_second: null,
       latency_ewma_ms: rnd() < 0.5 ? 500 + rnd() * 4000 : null,
       ttft_ewma_ms: null,
       instance_id: null,

@@ -176,6 +176,8 @@ class Table implements LiveTable {
   recentPeak: Float64Array;
   lastCompletionAt: Float64Array;
   instanceIds: (string | null)[];
+  /** Replicas (this one included) as of the last peer message: shares new nodes' allowance. */
+  private replicas = 1;
   depth: Float64Array;
   gate: Uint8Array;
   rate: Float64Array;
@@ -250,12 +252,21 @@ class Table implements LiveTable {
       }
       this.instanceIds[i] = state.instance_id;
     }
+    const slots = Math.max(1, this.snapshot.maxConcurrency[i]!);
+    const perRequest = state.request_tokens_per_second ?? null;
     const tps = state.tokens_per_second;
-    if (tps !== null && tps > 0 && Number.isFinite(tps)) {
-      this.tokensPerSecond[i] = tps;
+    if (tps !== null && tps > 0 && Number.isFinite(tps)) this.tokensPerSecond[i] = tps;
+    if (perRequest !== null && perRequest > 0 && Number.isFinite(perRequest)) {
+      // Measured per request (already smoothed by the aggregator): true however little
+      // traffic the node gets.
+      this.capacityTps[i] = perRequest * slots;
+    } else if (tps !== null && tps > 0 && Number.isFinite(tps)) {
+      // Without a time-per-token histogram: served rate ÷ requests running at the poll. The
+      // rate is averaged over the poll interval and `running` is not, so a node that gets
+      // little traffic can look slower than it is.
       const running = finiteOr(state.running, 0);
       if (running > 0) {
-        const sample = (tps / running) * Math.max(1, this.snapshot.maxConcurrency[i]!);
+        const sample = (tps / running) * slots;
         const prior = this.capacityTps[i]!;
         this.capacityTps[i] = Number.isNaN(prior)
           ? sample
@@ -321,17 +332,20 @@ class Table implements LiveTable {
     for (let i = 0; i < n; i++) {
       if (peer[i]! < before[i]!) this.notePeak(i, this.inFlight[i]! + before[i]!, now);
     }
-    const limits = this.snapshot.maxConcurrency;
+    this.replicas = replicas;
     const allowance = this.burstAllowance;
     for (let i = 0; i < n; i++) {
-      if (replicas <= 1) {
-        allowance[i] = Number.POSITIVE_INFINITY;
-        continue;
-      }
-      const share = Math.ceil(Math.max(0, limits[i]! - effectiveDepth(this, i)) / replicas);
+      const share = this.fairShare(i);
       allowance[i] = fresh ? share : Math.min(allowance[i]!, share);
     }
     this.refreshAll();
+  }
+
+  /** This replica's share of node `i`'s free slots; unlimited when it is alone. */
+  private fairShare(i: number): number {
+    if (this.replicas <= 1) return Number.POSITIVE_INFINITY;
+    const free = Math.max(0, this.snapshot.maxConcurrency[i]! - effectiveDepth(this, i));
+    return Math.ceil(free / this.replicas);
   }
 
   private notePeak(i: number, totalBefore: number, now: number): void {
@@ -381,9 +395,13 @@ class Table implements LiveTable {
   rebind(snapshot: RoutingSnapshot): void {
     if (snapshot === this.snapshot) return;
     const next = new Table(snapshot);
+    const added: number[] = [];
     for (const entry of snapshot.nodes) {
       const old = this.at(entry.spec.id);
-      if (old < 0) continue;
+      if (old < 0) {
+        added.push(entry.index);
+        continue;
+      }
       for (const field of FIELDS) next[field][entry.index] = this[field][old]!;
       next.instanceIds[entry.index] = this.instanceIds[old]!;
     }
@@ -394,6 +412,9 @@ class Table implements LiveTable {
     this.depth = next.depth;
     this.gate = next.gate;
     this.rate = next.rate;
+    // A node new to this replica gets its share at once, not an unlimited allowance until the
+    // next peer message: the peers may be filling it too (overshoot 2x the limit, seen in CI).
+    for (const i of added) this.burstAllowance[i] = this.fairShare(i);
     this.refreshAll();
   }
 }

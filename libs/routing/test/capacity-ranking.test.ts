@@ -27,6 +27,22 @@ describe("capacity-true ranking", () => {
     expect(first(decide(snapshot, live, { model: MODEL, tier: 1 }, fastest, NOW))).toBe("idle");
   });
 
+  it("a twin that got little traffic keeps its capacity when the node measures one request's speed", () => {
+    // The served rate is averaged over the poll interval, `running` is counted at the poll:
+    // a twin that served 25 tok/s on average and happened to hold 1 request when polled would
+    // look 8x slower than it is (and, never chosen, never measured again: seen in CI as
+    // 3 requests of 155). The time-per-token histogram says 200 tok/s a request on both.
+    const { snapshot, live } = fleet([node("busy"), node("quiet")], {
+      states: [
+        { tokens_per_second: 1600, running: 8, queue_depth: 8, request_tokens_per_second: 200 },
+        { tokens_per_second: 25, running: 1, queue_depth: 1, request_tokens_per_second: 200 },
+      ],
+    });
+    expect(live.capacityTps[0]).toBeCloseTo(3200);
+    expect(live.capacityTps[1]).toBeCloseTo(3200);
+    expect(first(decide(snapshot, live, { model: MODEL, tier: 1 }, fastest, NOW))).toBe("quiet");
+  });
+
   it("a poll that finds the node idle keeps its capacity; a restarted node starts afresh", () => {
     const { live } = fleet([node("a")], {
       states: [{ tokens_per_second: 500, running: 2, instance_id: "i-1" }],

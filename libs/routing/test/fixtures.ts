@@ -48,6 +48,7 @@ export function state(nodeId: string, overrides: Partial<NodeState> = {}): NodeS
     free_memory_gib: null,
     last_inference_at: null,
     tokens_per_second: 1000,
+    request_tokens_per_second: null,
     latency_ewma_ms: null,
     ttft_ewma_ms: null,
     instance_id: null,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { buildSnapshot, createLiveTable, LIVE_STATUS } from "../src/index.ts";
+import { GATE } from "../src/live-table.ts";
 import { node, state } from "./fixtures.ts";
 
 describe("live table", () => {
@@ -165,5 +166,24 @@ describe("live table", () => {
     expect(live.cooldownUntil[1]).toBe(1234);
     expect(live.status[0]).toBe(LIVE_STATUS.unknown);
     expect(live.queueDepth("a")).toBeUndefined();
+  });
+
+  it("a node added by a rebind starts at this replica's share, not unlimited, once it has peers", () => {
+    const live = createLiveTable(buildSnapshot({ nodes: [node("a", { max_concurrency: 4 })] }));
+    live.setPeerInFlight(new Map(), 2, true);
+    live.rebind(
+      buildSnapshot({
+        nodes: [node("a", { max_concurrency: 4 }), node("b", { max_concurrency: 5 })],
+      }),
+    );
+    live.applyState(state("b", { queue_depth: 0 }));
+    // Its peer may be filling it from the same moment: each takes ceil(5 / 2) before they talk.
+    expect(live.burstAllowance[1]).toBe(3);
+    for (let k = 0; k < 3; k++) live.dispatched("b");
+    expect(live.gate[1]).toBe(GATE.full);
+    // Alone, a new node is unlimited as before.
+    const alone = createLiveTable(buildSnapshot({ nodes: [node("a")] }));
+    alone.rebind(buildSnapshot({ nodes: [node("a"), node("b")] }));
+    expect(alone.burstAllowance[1]).toBe(Infinity);
   });
 });

@@ -24,6 +24,7 @@ export function reading(overrides: Partial<MetricsReading> = {}): MetricsReading
     freeMemoryGib: null,
     promptTokensTotal: null,
     generationTokensTotal: null,
+    tokenLatency: null,
     instanceId: "inst-a",
     ...overrides,
   };

@@ -222,6 +222,7 @@ export function activeState(n: RigNode, instanceId: string, now: number): NodeSt
     free_memory_gib: null,
     last_inference_at: null,
     tokens_per_second: n.tokensPerSecond ?? null,
+    request_tokens_per_second: null,
     latency_ewma_ms: null,
     ttft_ewma_ms: null,
     instance_id: instanceId,
