@@ -49,8 +49,9 @@ const VLLM_SERIES = {
   kvCache: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
   promptTokens: "vllm:prompt_tokens_total",
   generationTokens: "vllm:generation_tokens_total",
-  // Newest name first: vLLM 0.11 added the per-request histogram and renamed the per-token
-  // one to inter_token_latency; either mean is seconds per output token.
+  // Newest first: current vLLM has a per-request mean (total time ÷ tokens) and the per-token
+  // inter_token_latency, which replaced the deprecated time_per_output_token. Each one's
+  // mean is seconds per output token.
   tokenLatency: [
     "vllm:request_time_per_output_token_seconds",
     "vllm:inter_token_latency_seconds",
