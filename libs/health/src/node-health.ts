@@ -280,7 +280,8 @@ export function isRoutable(health: NodeHealth): boolean {
  * the missing ones count as successes, so a single early failure cannot zero a node's score.
  */
 export function errorRateOf(marks: readonly ObservationMark[], minObservations: number): number {
-  const failed = marks.filter((mark) => mark.failed).length;
+  let failed = 0;
+  for (const mark of marks) if (mark.failed) failed++;
   return failed === 0 ? 0 : failed / Math.max(marks.length, minObservations, 1);
 }
 
@@ -502,8 +503,13 @@ function inWindow(
   marks: readonly ObservationMark[],
   config: HealthConfig,
   now: number,
-): ObservationMark[] {
+): readonly ObservationMark[] {
   const cutoff = now - config.errorWindowMs;
+  // Most calls drop nothing (this runs up to three times per observation): the same array
+  // back then, not a copy for the garbage collector.
+  if (marks.length <= config.errorWindowMaxSize && marks.every((mark) => mark.at > cutoff)) {
+    return marks;
+  }
   return keepLast(
     marks.filter((mark) => mark.at > cutoff),
     config.errorWindowMaxSize,

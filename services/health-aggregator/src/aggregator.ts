@@ -39,7 +39,8 @@ export interface Aggregator {
   setNodes(nodes: ReadonlyMap<string, NodeSpec>): void;
   /** The live replica set changed; `self` is always counted as live. */
   setReplicas(replicas: readonly string[]): void;
-  observe(observation: NodeObservation): void;
+  /** Dispatch outcomes, one message's worth: those for nodes this replica polls are applied. */
+  observe(observations: readonly NodeObservation[]): void;
   /** Ids of the nodes this replica polls. */
   owned(): ReadonlySet<string>;
   stop(): void;
@@ -135,10 +136,10 @@ export function createAggregator(options: AggregatorOptions): Aggregator {
       replicas = [...next];
       reshard();
     },
-    observe(observation) {
-      if (!owned.has(observation.node_id)) return;
-      const update = table.onObservation(observation, clock());
-      if (update) apply(update);
+    observe(observations) {
+      const mine = observations.filter((o) => owned.has(o.node_id));
+      if (mine.length === 0) return;
+      for (const update of table.onObservations(mine, clock())) apply(update);
     },
     owned: () => owned,
     stop() {

@@ -110,8 +110,7 @@ export async function startHealthAggregator(deps: HealthAggregatorDeps): Promise
     NODE_OBSERVATION_ALL,
     z.union([NodeObservationSchema, NodeObservationBatchSchema]),
     (msg) => {
-      if (msg.type === "node.observation.v1") aggregator.observe(msg);
-      else for (const obs of msg.observations) aggregator.observe(obs);
+      aggregator.observe(msg.type === "node.observation.v1" ? [msg] : msg.observations);
     },
     { log },
   );

@@ -33,7 +33,12 @@ export interface HealthUpdate {
  */
 export interface NodeRegistry {
   onProbe(node: NodeSpec, probe: ProbeResult, now: number): HealthUpdate;
-  onObservation(observation: NodeObservation, now: number): HealthUpdate | undefined;
+  /**
+   * Folds dispatch outcomes into the health of the nodes they are for, in order; one update
+   * per node however many outcomes it had (a dispatcher sends up to 100 ms of them at once).
+   * Nodes not tracked here are skipped.
+   */
+  onObservations(observations: readonly NodeObservation[], now: number): HealthUpdate[];
   /**
    * Starts tracking a node from its last published state (see `restoreNodeHealth`) instead of
    * from nothing. Nothing is published until the node's next probe or observation.
@@ -96,11 +101,18 @@ export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): N
       const health = applyProbe(previous ?? createNodeHealth(node.id, now), probe, nodeConfig, now);
       return update(previous, health, nodeConfig, now);
     },
-    onObservation(observation, now) {
-      const entry = table.get(observation.node_id);
-      if (!entry) return undefined; // not (yet) a node this aggregator polls
-      const health = applyObservation(entry.health, observation, entry.config, now);
-      return update(entry.health, health, entry.config, now);
+    onObservations(observations, now) {
+      const folded = new Map<string, NodeHealth>();
+      for (const observation of observations) {
+        const entry = table.get(observation.node_id);
+        if (!entry) continue; // not (yet) a node this aggregator polls
+        const health = folded.get(observation.node_id) ?? entry.health;
+        folded.set(observation.node_id, applyObservation(health, observation, entry.config, now));
+      }
+      return [...folded].map(([nodeId, health]) => {
+        const entry = table.get(nodeId)!;
+        return update(entry.health, health, entry.config, now);
+      });
     },
     restore(node, state, now) {
       const nodeConfig = configFor(node);

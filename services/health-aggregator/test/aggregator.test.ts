@@ -181,8 +181,8 @@ describe("an aggregator replica", () => {
     a.aggregator.setNodes(fleet);
     await pollUntil(() => kv.has(mine));
     const before = kv.get(mine)!.health_score;
-    a.aggregator.observe(observation(ownedByB[0]!));
-    a.aggregator.observe(observation(mine));
+    a.aggregator.observe([observation(ownedByB[0]!)]);
+    a.aggregator.observe([observation(mine)]);
     expect(kv.get(mine)!.health_score).toBeLessThan(before);
     expect(a.published.some((s) => s.node_id === ownedByB[0])).toBe(false);
   });

@@ -51,9 +51,33 @@ describe("node registry", () => {
       ttft_ms: 5,
       at: T0,
     };
-    expect(table.onObservation(obs, T0)).toBeUndefined();
+    expect(table.onObservations([obs], T0)).toEqual([]);
     table.onProbe(node, OK, T0);
-    expect(table.onObservation(obs, T0 + 1)?.state.latency_ewma_ms).toBe(10);
+    expect(table.onObservations([obs], T0 + 1)[0]?.state.latency_ewma_ms).toBe(10);
+  });
+
+  it("folds a batch of one node's outcomes in order into one update, as one by one would", () => {
+    const outcome = (k: number, failed: boolean) => ({
+      type: "node.observation.v1" as const,
+      node_id: "h100-a",
+      decision_id: `d${k}`,
+      outcome: failed ? ("http_error" as const) : ("ok" as const),
+      status: failed ? 503 : 200,
+      latency_ms: 10 + k,
+      ttft_ms: 5,
+      at: T0 + 1_000 + k,
+    });
+    // Enough failures to demote the node: the batch must end where one by one ends.
+    const batch = Array.from({ length: 30 }, (_, k) => outcome(k, k % 3 !== 0));
+    const one = createNodeRegistry(config, HEARTBEAT);
+    const all = createNodeRegistry(config, HEARTBEAT);
+    for (const t of [one, all]) t.onProbe(node, OK, T0);
+    const steps = batch.map((o) => one.onObservations([o], T0 + 2_000));
+    const folded = all.onObservations(batch, T0 + 2_000);
+    expect(folded).toHaveLength(1);
+    expect(folded[0]!.state).toEqual(steps.at(-1)![0]!.state);
+    expect(folded[0]!.state.status).toBe("Degraded");
+    expect(folded[0]!.publish).toBe(true);
   });
 
   it("restores a node from a snapshot and publishes its next update", () => {
