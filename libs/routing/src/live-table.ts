@@ -253,14 +253,15 @@ class Table implements LiveTable {
       this.instanceIds[i] = state.instance_id;
     }
     const slots = Math.max(1, this.snapshot.maxConcurrency[i]!);
-    const perRequest = state.request_tokens_per_second ?? null;
+    const perRequest = state.request_tokens_per_second;
     const tps = state.tokens_per_second;
-    if (tps !== null && tps > 0 && Number.isFinite(tps)) this.tokensPerSecond[i] = tps;
+    const served = tps !== null && tps > 0 && Number.isFinite(tps);
+    if (served) this.tokensPerSecond[i] = tps;
     if (perRequest !== null && perRequest > 0 && Number.isFinite(perRequest)) {
       // Measured per request (already smoothed by the aggregator): true however little
       // traffic the node gets.
       this.capacityTps[i] = perRequest * slots;
-    } else if (tps !== null && tps > 0 && Number.isFinite(tps)) {
+    } else if (served) {
       // Without a time-per-token histogram: served rate ÷ requests running at the poll. The
       // rate is averaged over the poll interval and `running` is not, so a node that gets
       // little traffic can look slower than it is.
