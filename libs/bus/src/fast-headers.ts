@@ -1,5 +1,5 @@
 import { canonicalMIMEHeaderKey, Match, MsgHdrsImpl } from "@nats-io/nats-core";
-import type { MsgHdrs } from "@nats-io/nats-core";
+import type { Msg, MsgHdrs } from "@nats-io/nats-core";
 
 /*
  * NATS headers with constant-time exact-name access. The client's own implementation lists
@@ -71,4 +71,54 @@ export function headerOf(h: MsgHdrs | undefined, name: string): string {
   if (h === undefined) return "";
   if (h instanceof MsgHdrsImpl) return h.headers.get(name)?.[0] ?? "";
   return h.get(name);
+}
+
+const decoder = new TextDecoder();
+/** The first line of a header block without a status (RFC-style "NATS/1.0" version line). */
+const VERSION_LINE = "NATS/1.0";
+
+/**
+ * Decodes a received header block into {@link FastHeaders}: the client's `MsgHdrsImpl.decode`
+ * rules (lines split on CRLF, name before the first colon, value trimmed, the same name and
+ * value checks, which throw as the client's do), without its per-line list-and-filter
+ * `append`, which made decoding a dozen routing headers quadratic and allocation-heavy. A
+ * block with a status line (e.g. the server's 503 "no responders") is left to the client.
+ */
+export function decodeHeaderBlock(block: Uint8Array): MsgHdrs {
+  const text = decoder.decode(block);
+  const firstEnd = text.indexOf("\r\n");
+  if ((firstEnd < 0 ? text : text.slice(0, firstEnd)) !== VERSION_LINE) {
+    return MsgHdrsImpl.decode(block);
+  }
+  const h = new FastHeaders();
+  let at = firstEnd + 2;
+  while (at < text.length) {
+    let end = text.indexOf("\r\n", at);
+    if (end < 0) end = text.length;
+    const colon = text.indexOf(":", at);
+    if (colon > -1 && colon < end) h.append(text.slice(at, colon), text.slice(colon + 1, end));
+    at = end + 2;
+  }
+  return h;
+}
+
+/** The parts of the client's received message (`MsgImpl`) that hold its undecoded headers. */
+interface ReceivedMessage {
+  _msg?: { hdr?: unknown };
+  _rdata?: unknown;
+  _headers?: MsgHdrs;
+}
+
+/**
+ * Decodes a received message's headers with {@link decodeHeaderBlock} before anything reads
+ * `msg.headers`, which then returns them: call it first thing in a hot subscription's
+ * callback. A message of another shape (a client version that stores them differently) is
+ * left alone and decodes the client's way on first read.
+ */
+export function decodeHeadersOf(msg: Msg): void {
+  const m = msg as unknown as ReceivedMessage;
+  const length = m._msg?.hdr;
+  if (m._headers !== undefined || typeof length !== "number" || length < 0) return;
+  if (!(m._rdata instanceof Uint8Array)) return;
+  m._headers = decodeHeaderBlock(m._rdata.subarray(0, length));
 }

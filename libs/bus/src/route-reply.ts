@@ -3,7 +3,7 @@ import type { Msg, MsgHdrs, Subscription } from "@nats-io/nats-core";
 import { ACCEPT_REPLY_KIND, HEADERS, REPLY_KINDS, ZmlError } from "@zml/contracts";
 import type { ErrorBody, ReplyKind } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
-import { createHeaders as natsHeaders, headerOf } from "./fast-headers.ts";
+import { createHeaders as natsHeaders, decodeHeadersOf, headerOf } from "./fast-headers.ts";
 import { turnPublisherOf } from "./turn-publisher.ts";
 import type { Bus } from "./connection.ts";
 
@@ -302,6 +302,12 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
     const id = msg.subject.slice(prefix.length + 1);
     const p = pending.get(id);
     if (!p) return; // late frame of a cancelled or timed-out request
+    try {
+      decodeHeadersOf(msg);
+    } catch {
+      failOne(id, p, new ZmlError("stream_interrupted", "a reply frame had malformed headers"));
+      return;
+    }
     if (headerOf(msg.headers, HEADERS.replyKind) === ACCEPT_REPLY_KIND) {
       const replica = headerOf(msg.headers, HEADERS.dispatcher);
       if (replica) {

@@ -4,6 +4,7 @@ import type { z } from "zod";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus, BusLogger } from "./connection.ts";
 import { decodeJson, encodeJson } from "./json-codec.ts";
+import { decodeHeadersOf } from "./fast-headers.ts";
 import { extractTraceContext, injectTraceContext } from "./trace-context.ts";
 
 /** Publishes a schema-checked JSON message with the active trace context in its headers. */
@@ -74,6 +75,13 @@ export function subscribeMessages(
     callback: (err, msg) => {
       if (err) {
         options.log.error({ err: String(err), subject }, "subscription error");
+        return;
+      }
+      try {
+        decodeHeadersOf(msg);
+      } catch (e) {
+        // A header name or value the NATS client itself would refuse: nothing to handle.
+        options.log.error({ err: String(e), subject: msg.subject }, "message with bad headers");
         return;
       }
       context.with(extractTraceContext(msg.headers), () => {

@@ -1,6 +1,10 @@
 import { headers as clientHeaders, Match, MsgHdrsImpl } from "@nats-io/nats-core";
-import { describe, expect, it } from "vitest";
+import type { Msg } from "@nats-io/nats-core";
+import { afterAll, describe, expect, it } from "vitest";
 import { createHeaders, headerOf } from "../src/index.ts";
+import { decodeHeaderBlock, decodeHeadersOf } from "../src/fast-headers.ts";
+import { connectBus, natsConnectionOf } from "../src/index.ts";
+import { startNatsServer } from "@zml/harness";
 
 // The same operations on the client's headers and on ours must leave the same headers.
 function both(apply: (h: ReturnType<typeof createHeaders>) => void) {
@@ -53,5 +57,83 @@ describe("headerOf", () => {
     expect(headerOf(received, "zml-seq")).toBe(received.get("zml-seq"));
     expect(headerOf(received, "Absent")).toBe("");
     expect(headerOf(undefined, "Zml-Seq")).toBe("");
+  });
+});
+
+const view = (h: ReturnType<typeof createHeaders>) =>
+  h.keys().map((k) => [k, h.values(k), h.get(k)]);
+
+describe("decodeHeaderBlock", () => {
+  const encoder = new TextEncoder();
+
+  it("decodes every block to the same headers as the client's decoder", () => {
+    const blocks = [
+      "NATS/1.0\r\nZml-Kind: full\r\nZml-Seq: 0\r\n\r\n",
+      "NATS/1.0\r\nZml-Kind:chunk\r\nzml-kind:  second \r\nZml-Kind: third\r\n\r\n",
+      "NATS/1.0\r\nNo-Colon-Line\r\n\r\nA: b: c\r\nEmpty:\r\n\r\n",
+      "NATS/1.0\r\nTraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n",
+      "NATS/1.0\r\nUnterminated: yes",
+      "NATS/1.0\r\n\r\n",
+      "NATS/1.0",
+      "NATS/1.0 503\r\n\r\n",
+      "NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 1\r\n\r\n",
+      "NATS/1.0\r\nUtf8: h\u00e9llo \u2603\r\n\r\n",
+    ];
+    for (const block of blocks) {
+      const bytes = encoder.encode(block);
+      const ours = decodeHeaderBlock(bytes);
+      const theirs = MsgHdrsImpl.decode(bytes);
+      expect(view(ours), block).toEqual(view(theirs));
+      expect([ours.hasError, ours.code, ours.description], block).toEqual([
+        theirs.hasError,
+        theirs.code,
+        theirs.description,
+      ]);
+    }
+    // Exact-name reads of a decoded block are Map lookups, as on headers built here.
+    const decoded = decodeHeaderBlock(encoder.encode(blocks[1]));
+    expect(headerOf(decoded, "Zml-Kind")).toBe("chunk");
+    expect(headerOf(decoded, "zml-kind")).toBe("second");
+  });
+
+  it("refuses a bad header name or value as the client's decoder does", () => {
+    for (const block of ["NATS/1.0\r\nBad Name: v\r\n\r\n", "NATS/1.0\r\nLone: a\rb\r\n\r\n"]) {
+      const bytes = encoder.encode(block);
+      expect(() => MsgHdrsImpl.decode(bytes), block).toThrow();
+      expect(() => decodeHeaderBlock(bytes), block).toThrow();
+    }
+  });
+});
+
+describe("decodeHeadersOf", () => {
+  let stop: (() => Promise<void>) | undefined;
+  afterAll(async () => stop?.());
+
+  it("decodes a message received from nats-server once, and msg.headers returns that decoding", async () => {
+    const nats = await startNatsServer();
+    const log = { info() {}, warn() {}, error() {} };
+    const nc = natsConnectionOf(await connectBus({ ...nats.client(), name: "hdr-test", log }));
+    stop = async () => {
+      await nc.close();
+      await nats.stop();
+    };
+    const received = new Promise<Msg>((resolve) => {
+      nc.subscribe("t.hdr", { max: 1, callback: (_e, m) => resolve(m) });
+    });
+    await nc.flush();
+    const sent = createHeaders();
+    sent.set("Zml-Kind", "full");
+    sent.append("Zml-Seq", "7");
+    nc.publish("t.hdr", new TextEncoder().encode("body"), { headers: sent });
+    const msg = await received;
+    decodeHeadersOf(msg);
+    const first = msg.headers;
+    expect(msg.headers).toBe(first); // decoded once, kept by the message
+    expect(headerOf(first, "Zml-Kind")).toBe("full");
+    expect(first?.get("Zml-Seq")).toBe("7");
+    expect(new TextDecoder().decode(msg.data)).toBe("body");
+    decodeHeadersOf(msg); // a second call keeps the first decoding
+    expect(msg.headers).toBe(first);
+    expect(view(first!)).toEqual(view(MsgHdrsImpl.decode((sent as MsgHdrsImpl).encode())));
   });
 });

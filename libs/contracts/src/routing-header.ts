@@ -25,7 +25,12 @@ const KEYS: Record<keyof RoutingInfo, string> = {
   attempts: "attempts",
 };
 
+/** Printable ASCII except `"` and backslash: what an RFC 8941 string holds unescaped. */
+const PLAIN_SF_STRING = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
 function sfString(value: string): string {
+  // Ids, names and families are nearly always plain: no per-character walk for them.
+  if (PLAIN_SF_STRING.test(value)) return `"${value}"`;
   // RFC 8941 strings allow printable ASCII only; anything else cannot be sent faithfully.
   let out = '"';
   for (const ch of value) {

@@ -1,4 +1,3 @@
-import { PassThrough } from "node:stream";
 import type { FastifyReply, FastifyRequest, RequestPayload } from "fastify";
 import { BodyTimeoutError, isHttp2 } from "./errors.ts";
 
@@ -7,6 +6,11 @@ import { BodyTimeoutError, isHttp2 } from "./errors.ts";
  * for HTTP/1.1 and HTTP/2 (Node's own `requestTimeout` only covers HTTP/1.1). A body still
  * incomplete at the deadline fails the parse with {@link BodyTimeoutError}, which the
  * error handler answers with 408.
+ *
+ * Fastify reads the request itself (no second stream: a `PassThrough` with its pipe cost
+ * every request a dozen objects and listeners). At the deadline the error goes to the
+ * reader's `error` listener; the request is not destroyed, since the 408 must still go out
+ * on it.
  */
 export function bodyDeadline(timeoutMs: number) {
   return (
@@ -15,24 +19,22 @@ export function bodyDeadline(timeoutMs: number) {
     payload: RequestPayload,
     done: (err: Error | null, stream: RequestPayload) => void,
   ) => {
-    // A body the HTTP parser has already read to its end cannot be late: it goes to the
-    // parser as it is, without a second stream, a pipe and a timer (the common case for a
-    // body that fits a packet or two). HTTP/1.1 only: an HTTP/2 request also counts as
-    // complete when its stream was aborted.
+    // A body the HTTP parser has already read to its end cannot be late. HTTP/1.1 only: an
+    // HTTP/2 request also counts as complete when its stream was aborted.
     if (!isHttp2(req) && req.raw.complete) {
       done(null, payload);
       return;
     }
-    const out = new PassThrough();
-    const timer = setTimeout(() => out.destroy(new BodyTimeoutError()), timeoutMs);
+    const timer = setTimeout(() => {
+      // Only while someone reads the body (fastify's reader, or the drain of an unread
+      // one): an `error` nobody listens to would throw.
+      if (!payload.readableEnded && payload.listenerCount("error") > 0) {
+        payload.emit("error", new BodyTimeoutError());
+      }
+    }, timeoutMs);
     const clear = () => clearTimeout(timer);
-    // Fastify's body reader handles the error; a body nobody reads must not crash on it.
-    out.on("error", () => undefined);
-    out.once("end", clear);
-    out.once("close", clear);
+    payload.once("end", clear);
     reply.raw.once("close", clear);
-    payload.on("error", (err: Error) => out.destroy(err));
-    payload.pipe(out);
-    done(null, out);
+    done(null, payload);
   };
 }

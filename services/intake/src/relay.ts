@@ -191,26 +191,38 @@ interface PiecesContext {
   onOverflow: (bufferedBytes: number) => void;
 }
 
+/**
+ * The response headers of an answer: its type, the headers the onSend hook adds to answers
+ * fastify sends itself, the node's `Retry-After` (e.g. on its 429) and the routing header.
+ * One object, built in place: this runs for every answer.
+ */
+function answerHeaders(
+  ctx: PiecesContext,
+  contentType: string,
+  routing: string | undefined,
+  retryAfterS: number | undefined,
+): Record<string, string> {
+  const headers: Record<string, string> = {
+    "content-type": contentType,
+    "x-request-id": ctx.requestId,
+    "x-content-type-options": "nosniff",
+  };
+  if (retryAfterS !== undefined) headers["retry-after"] = String(retryAfterS);
+  if (routing) headers[ROUTING_HTTP_HEADER] = routing;
+  return headers;
+}
+
 /** Writes one reply frame of an answer that arrives in pieces to the client's socket. */
 function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): void {
   if (res.destroyed) return;
-  const routing = frame.routing ? { [ROUTING_HTTP_HEADER]: frame.routing } : {};
-  // A node's Retry-After (e.g. on its 429) reaches the caller.
-  const retryAfter =
-    frame.retryAfterS !== undefined ? { "retry-after": String(frame.retryAfterS) } : {};
-  // The same as the onSend hook adds to answers that fastify sends itself.
-  const ownHeaders = { "x-request-id": ctx.requestId, "x-content-type-options": "nosniff" };
   switch (frame.kind) {
-    case "head":
-      res.writeHead(frame.status ?? 200, {
-        "content-type":
-          frame.contentType ?? (ctx.stream ? "text/event-stream" : "application/json"),
-        "cache-control": "no-cache",
-        ...ownHeaders,
-        ...retryAfter,
-        ...routing,
-      });
+    case "head": {
+      const type = frame.contentType ?? (ctx.stream ? "text/event-stream" : "application/json");
+      const headers = answerHeaders(ctx, type, frame.routing, frame.retryAfterS);
+      headers["cache-control"] = "no-cache";
+      res.writeHead(frame.status ?? 200, headers);
       return;
+    }
     case "chunk":
       // Only Responses events are numbered, so only they are counted.
       if (ctx.events.api === "responses") ctx.events.relayed += countSseEvents(frame.data);
@@ -225,12 +237,15 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
       ctx.done(res.statusCode);
       return;
     case "full":
-      res.writeHead(frame.status ?? 502, {
-        "content-type": frame.contentType ?? "application/json",
-        ...ownHeaders,
-        ...retryAfter,
-        ...routing,
-      });
+      res.writeHead(
+        frame.status ?? 502,
+        answerHeaders(
+          ctx,
+          frame.contentType ?? "application/json",
+          frame.routing,
+          frame.retryAfterS,
+        ),
+      );
       res.end(frame.data);
       ctx.done(frame.status ?? 502);
       return;
@@ -244,12 +259,10 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
         } else res.destroy();
         ctx.done(res.statusCode, error);
       } else {
-        res.writeHead(error.status, {
-          "content-type": "application/json",
-          ...ownHeaders,
-          ...(error.retryAfterS ? { "retry-after": String(error.retryAfterS) } : {}),
-          ...routing,
-        });
+        res.writeHead(
+          error.status,
+          answerHeaders(ctx, "application/json", frame.routing, error.retryAfterS || undefined),
+        );
         res.end(JSON.stringify(toOpenAiError(error.toBody())));
         ctx.done(error.status, error);
       }
