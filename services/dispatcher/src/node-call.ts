@@ -1,3 +1,5 @@
+import { finished } from "node:stream";
+import type { Readable } from "node:stream";
 import type { ReplyWriter } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
 import type { Dispatcher } from "undici";
@@ -101,16 +103,22 @@ async function relayEvents(
 ): Promise<AttemptOutcome> {
   const cutter = new SseEventCutter();
   let size = 0;
+  let oversize = false;
   try {
-    for await (const chunk of response.body as AsyncIterable<Buffer>) {
+    await eachChunk(response.body, (chunk) => {
       size += chunk.length;
-      if (size > call.maxAnswerBytes) return tooLarge(call, response, status, ttftMs);
+      if (size > call.maxAnswerBytes) {
+        oversize = true;
+        return false;
+      }
       const events = cutter.push(chunk);
       if (events) call.writer.chunk(events);
-    }
+      return true;
+    });
   } catch (err) {
     return broke(call, status, ttftMs, err);
   }
+  if (oversize) return tooLarge(call, response, status, ttftMs);
   const responses = call.api === "responses";
   // A last event without its blank line still counts when it is the final one; any other
   // fragment is dropped, so the error event that follows starts on a boundary.
@@ -139,6 +147,31 @@ async function relayEvents(
   if (!responses && !finalUnterminated && !cutter.endedWithDone()) call.writer.chunk(DONE_EVENT);
   call.writer.end();
   return { kind: "relayed", status, ttftMs, retryAfterS: null };
+}
+
+/**
+ * Hands each chunk of an answer body to `onChunk` as it arrives, until `onChunk` returns
+ * false (the caller then ends the body) or the body ends; rejects when the body fails or
+ * closes early. Read in flowing mode: an async iterator would cost a promise, a result object
+ * and a tick per chunk, and a stream sends one chunk per token.
+ */
+function eachChunk(body: Readable, onChunk: (chunk: Buffer) => boolean): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const onData = (chunk: Buffer) => {
+      if (settled || onChunk(chunk)) return;
+      settled = true;
+      body.off("data", onData);
+      resolve();
+    };
+    body.on("data", onData);
+    finished(body, (err) => {
+      if (settled) return;
+      settled = true;
+      if (err) reject(err);
+      else resolve();
+    });
+  });
 }
 
 /**
