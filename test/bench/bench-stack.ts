@@ -2,7 +2,7 @@
 // (so that they never compete with the coordinator's event loop), the fleet applied to KV and
 // the four services as child processes logging at `warn`.
 import { createHash } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { connectBus, ensureBusResources } from "@zml/bus";
 import type { Bus } from "@zml/bus";
@@ -67,6 +67,11 @@ export interface BenchStackOptions {
   nodes: BenchNodeSpec[];
   /** Services run with `--cpu-prof`, each writing its profile under `profileDir/<service>`. */
   profile?: { services: string[]; dir: string };
+  /**
+   * Services run with `alloc-probe.ts`, each appending to `dir/<service>.jsonl` the bytes it
+   * allocated between two SIGUSR2 (see `allocation.ts`).
+   */
+  alloc?: { services: string[]; dir: string };
   /** Extra environment for the four services (an optional feature's settings). */
   serviceEnv?: Record<string, string>;
 }
@@ -175,7 +180,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
             ...nats.serviceEnv(name),
             ...env,
             ...extra,
-            ...profileEnv(options.profile, name),
+            ...probeEnv(options, name),
           },
           readyUrl: `${opsUrls.get(name)}/readyz`,
           readyTimeoutMs: 30_000,
@@ -208,14 +213,27 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   }
 }
 
-function profileEnv(
-  profile: BenchStackOptions["profile"],
-  service: string,
-): Record<string, string> {
-  if (profile === undefined || !profile.services.includes(service)) return {};
-  const dir = join(profile.dir, service);
-  mkdirSync(dir, { recursive: true });
-  return { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` };
+/** The Node options that load the CPU profiler or the allocation probe into a service. */
+function probeEnv(options: BenchStackOptions, service: string): Record<string, string> {
+  const nodeOptions: string[] = [];
+  const env: Record<string, string> = {};
+  if (options.profile?.services.includes(service)) {
+    const dir = join(options.profile.dir, service);
+    mkdirSync(dir, { recursive: true });
+    nodeOptions.push("--cpu-prof", `--cpu-prof-dir=${dir}`);
+  }
+  if (options.alloc?.services.includes(service)) {
+    mkdirSync(options.alloc.dir, { recursive: true });
+    env.ZML_BENCH_ALLOC_FILE = allocFileOf(options.alloc.dir, service);
+    rmSync(env.ZML_BENCH_ALLOC_FILE, { force: true });
+    nodeOptions.push(`--import=${join(repoRoot(), "test/bench/alloc-probe.ts")}`);
+  }
+  return nodeOptions.length > 0 ? { ...env, NODE_OPTIONS: nodeOptions.join(" ") } : env;
+}
+
+/** Where a service's allocation probe writes (see `BenchStackOptions.alloc`). */
+export function allocFileOf(dir: string, service: string): string {
+  return join(dir, `${service}.jsonl`);
 }
 
 async function startSimNodeProcess(

@@ -118,6 +118,22 @@ function cpuTable(scenarios: ScenarioSummary[]): string {
   return table(["scenario, side", ...names, "total"], rows);
 }
 
+/** Allocation per gateway request, for the scenarios measured with `--alloc`. */
+function allocSection(scenarios: ScenarioSummary[]): string[] {
+  const measured = scenarios.filter((s) => s.allocKiBPerRequest !== undefined);
+  if (measured.length === 0) return [];
+  const names = Object.keys(measured[0]!.allocKiBPerRequest!);
+  return [
+    "## Allocated per request through ZML (KiB, V8 sampling heap profiler, `--alloc`)",
+    "",
+    table(
+      ["scenario", ...names],
+      measured.map((s) => [s.key, ...names.map((k) => num(s.allocKiBPerRequest![k], 1))]),
+    ),
+    "",
+  ];
+}
+
 function memoryTable(summary: BenchSummary): string {
   const settled = summary.settledMemory;
   const idle = `RSS MiB after ${(summary.settleMs / 1000).toFixed(0)} s idle`;
@@ -236,6 +252,7 @@ export function renderReport(summary: BenchSummary, command: string): string {
     "",
     cpuTable(summary.scenarios),
     "",
+    ...allocSection(summary.scenarios),
     "## Targets (2 cores)",
     "",
     table(

@@ -8,7 +8,9 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { repoRoot } from "@zml/harness";
-import { startBenchStack } from "./bench-stack.ts";
+import { allocationMeter } from "./allocation.ts";
+import type { AllocationMeter, ProbedService } from "./allocation.ts";
+import { allocFileOf, startBenchStack } from "./bench-stack.ts";
 import type { BenchNodeSpec, BenchStack } from "./bench-stack.ts";
 import { startLoadGenerator } from "./load-client.ts";
 import type { LoadGenerator } from "./load-client.ts";
@@ -28,6 +30,7 @@ import type { BenchSummary, ScenarioSummary } from "./summary.ts";
 
 const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
   [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher]
+  [--alloc intake,dispatcher]
   [--features | --features-only] [--variants default,tracing-off,...] [--settle-ms 10000]
 scenarios: ${SCENARIOS.map((s) => s.key).join(", ")}
 `;
@@ -44,6 +47,7 @@ function options() {
       "skip-routing": { type: "boolean", default: false },
       "skip-batch": { type: "boolean", default: false },
       profile: { type: "string" },
+      alloc: { type: "string" },
       features: { type: "boolean", default: false },
       "features-only": { type: "boolean", default: false },
       variants: { type: "string" },
@@ -71,6 +75,7 @@ function options() {
     skipRouting: values["skip-routing"],
     skipBatch: values["skip-batch"],
     profile: values.profile?.split(",").map((s) => s.trim()),
+    alloc: values.alloc?.split(",").map((s) => s.trim()),
     features: values.features || values["features-only"],
     variants: values.variants
       ? FEATURE_VARIANTS.filter((v) => values.variants!.split(",").includes(v.key))
@@ -91,19 +96,21 @@ async function measure(
   stack: BenchStack,
   load: LoadGenerator,
   opts: ReturnType<typeof options>,
+  allocation: AllocationMeter | undefined,
 ): Promise<ScenarioSummary[]> {
   const summaries: ScenarioSummary[] = [];
   for (const scenario of opts.scenarios) {
     const t0 = performance.now();
     const node = stack.nodes.get(scenario.node.model);
-    const run = await runScenario(load, stack, scenario, opts.settings, {
+    const pids = {
       load: load.pid,
       intake: stack.services.get("intake")?.pid,
       dispatcher: stack.services.get("dispatcher")?.pid,
       "nats-server": stack.natsPid,
       "health-aggregator": stack.services.get("health-aggregator")?.pid,
       node: node?.process.pid,
-    });
+    };
+    const run = await runScenario(load, stack, scenario, opts.settings, pids, allocation);
     const summary = summariseScenario(run);
     summaries.push(summary);
     progress(
@@ -112,6 +119,17 @@ async function measure(
     );
   }
   return summaries;
+}
+
+/** The probes `--alloc` loaded into the named services (see `allocation.ts`). */
+function allocationMeterOf(stack: BenchStack, services: string[], dir: string): AllocationMeter {
+  const probed = new Map<string, ProbedService>();
+  for (const name of services) {
+    const pid = stack.services.get(name)?.pid;
+    if (pid === undefined) throw new Error(`--alloc: no service named ${name}`);
+    probed.set(name, { pid, file: allocFileOf(dir, name) });
+  }
+  return allocationMeter(probed);
 }
 
 async function main(): Promise<number> {
@@ -127,9 +145,11 @@ async function main(): Promise<number> {
   for (const s of opts.scenarios) nodeSpecs.set(s.node.model, s.node);
 
   progress(`${availableParallelism()} CPUs, Node ${process.version}; starting the stack`);
+  const allocDir = join(outDir, "alloc");
   const stack = await startBenchStack({
     nodes: [...nodeSpecs.values()],
     ...(opts.profile ? { profile: { services: opts.profile, dir: join(outDir, "profiles") } } : {}),
+    ...(opts.alloc ? { alloc: { services: opts.alloc, dir: allocDir } } : {}),
   });
   let scenarios: ScenarioSummary[];
   let memory: Record<string, ServiceMemory>;
@@ -139,7 +159,8 @@ async function main(): Promise<number> {
   const load = await startLoadGenerator();
   try {
     try {
-      scenarios = await measure(stack, load, opts);
+      const allocation = opts.alloc ? allocationMeterOf(stack, opts.alloc, allocDir) : undefined;
+      scenarios = await measure(stack, load, opts, allocation);
       const instant = [...nodeSpecs.values()].find((n) => n.model === "bench-instant");
       if (instant && !opts.skipBatch) {
         progress("batch jobs");

@@ -6,6 +6,7 @@ import { BENCH_API_KEY } from "./bench-stack.ts";
 import type { BenchNode, BenchNodeSpec, BenchStack } from "./bench-stack.ts";
 import type { LoadGenerator } from "./load-client.ts";
 import type { LoadResult } from "./plan.ts";
+import type { AllocationMeter } from "./allocation.ts";
 import { cpuMsOf } from "./proc.ts";
 
 export const NODES = {
@@ -136,6 +137,8 @@ export interface Round {
   result: LoadResult;
   /** CPU ms each watched process used during the round. */
   cpuMs: Record<string, number>;
+  /** Bytes each probed service allocated during a gateway round (`run.ts --alloc`). */
+  allocBytes?: Record<string, number>;
 }
 
 export interface ScenarioRun {
@@ -171,6 +174,7 @@ export async function runScenario(
   scenario: Scenario,
   settings: RunSettings,
   pids: CpuPids,
+  allocation?: AllocationMeter,
 ): Promise<ScenarioRun> {
   const node = stack.nodes.get(scenario.node.model);
   if (node === undefined) throw new Error(`no node for model ${scenario.node.model}`);
@@ -210,12 +214,16 @@ export async function runScenario(
     run.warmupFailures.push(...warm.failures);
   }
   const measured = async (plan: typeof direct): Promise<Round> => {
+    // Allocation is only counted through the gateway: the direct side never reaches a service.
+    const meter = plan === gateway ? allocation : undefined;
+    await meter?.start();
     const before = cpuSnapshot(pids);
     const result = await load.run({ ...plan, durationMs: settings.durationMs });
     const after = cpuSnapshot(pids);
+    const allocBytes = await meter?.stop();
     const cpuMs: Record<string, number> = {};
     for (const name of Object.keys(after)) cpuMs[name] = after[name]! - before[name]!;
-    return { result, cpuMs };
+    return allocBytes ? { result, cpuMs, allocBytes } : { result, cpuMs };
   };
   const rounds = Math.min(settings.rounds, scenario.maxRounds ?? settings.rounds);
   for (let i = 0; i < rounds; i++) {

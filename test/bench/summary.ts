@@ -39,6 +39,11 @@ export interface ScenarioSummary {
   brokenStreams?: number;
   /** CPU time per completed request, µs, per process (median over rounds). */
   cpuUsPerRequest: { direct: Record<string, number>; gateway: Record<string, number> };
+  /**
+   * KiB each probed service allocated per request through the gateway (all gateway rounds'
+   * bytes over their completed requests); absent without `--alloc`.
+   */
+  allocKiBPerRequest?: Record<string, number>;
 }
 
 export interface Target {
@@ -88,6 +93,18 @@ function paired(run: ScenarioRun, f: (d: Round, g: Round) => number): number {
   return median(run.direct.map((d, i) => f(d, run.gateway[i]!)));
 }
 
+function allocPerRequest(rounds: Round[]): Record<string, number> | undefined {
+  const completed = rounds.reduce((n, r) => n + r.result.completed, 0);
+  const names = Object.keys(rounds[0]?.allocBytes ?? {});
+  if (names.length === 0 || completed === 0) return undefined;
+  const out: Record<string, number> = {};
+  for (const name of names) {
+    const bytes = rounds.reduce((n, r) => n + (r.allocBytes?.[name] ?? 0), 0);
+    out[name] = bytes / completed / 1024;
+  }
+  return out;
+}
+
 function cpuPerRequest(rounds: Round[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const name of Object.keys(rounds[0]?.cpuMs ?? {})) {
@@ -128,6 +145,8 @@ export function summariseScenario(run: ScenarioRun): ScenarioSummary {
     failures: [...run.warmupFailures, ...all.flatMap((r) => r.result.failures)].slice(0, 5),
     cpuUsPerRequest: { direct: cpuPerRequest(run.direct), gateway: cpuPerRequest(run.gateway) },
   };
+  const alloc = allocPerRequest(run.gateway);
+  if (alloc) summary.allocKiBPerRequest = alloc;
   if (scenario.stream) {
     const pair = (pick: (f: StreamFigures) => number, combine: (g: number, d: number) => number) =>
       paired(run, (d, g) =>
