@@ -3,8 +3,9 @@ import type { Msg } from "@nats-io/nats-core";
 import { afterAll, describe, expect, it } from "vitest";
 import { createHeaders, headerOf } from "../src/index.ts";
 import { decodeHeaderBlock, decodeHeadersOf } from "../src/fast-headers.ts";
-import { connectBus, natsConnectionOf } from "../src/index.ts";
-import { startNatsServer } from "@zml/harness";
+import { connectBus, natsConnectionOf, subscribeMessages } from "../src/index.ts";
+import { pollUntil, startNatsServer } from "@zml/harness";
+import { connect as connectTcp } from "node:net";
 
 // The same operations on the client's headers and on ours must leave the same headers.
 function both(apply: (h: ReturnType<typeof createHeaders>) => void) {
@@ -135,5 +136,38 @@ describe("decodeHeadersOf", () => {
     decodeHeadersOf(msg); // a second call keeps the first decoding
     expect(msg.headers).toBe(first);
     expect(view(first!)).toEqual(view(MsgHdrsImpl.decode((sent as MsgHdrsImpl).encode())));
+  });
+});
+
+describe("a received message whose headers the NATS client would refuse", () => {
+  let stop: (() => Promise<void>) | undefined;
+  afterAll(async () => stop?.());
+
+  it("is logged and dropped by a raw subscriber, which keeps serving the next message", async () => {
+    // An open server: the forged message is written on a raw socket, bypassing any client.
+    const nats = await startNatsServer({ security: "open" });
+    const errors: string[] = [];
+    const log = { info() {}, warn() {}, error: (_o: unknown, m: string) => void errors.push(m) };
+    const bus = await connectBus({ ...nats.client(), name: "hdr-drop", log, insecure: true });
+    const nc = natsConnectionOf(bus);
+    const raw = connectTcp({ host: "127.0.0.1", port: nats.port });
+    stop = async () => {
+      raw.destroy();
+      await nc.close();
+      await nats.stop();
+    };
+    const handled: string[] = [];
+    subscribeMessages(bus, "t.forged", (msg) => void handled.push(msg.headers?.get("Ok") ?? ""), {
+      log,
+    });
+    await nc.flush();
+    const block = "NATS/1.0\r\nBad Name: v\r\n\r\n";
+    const good = "NATS/1.0\r\nOk: yes\r\n\r\n";
+    raw.write('CONNECT {"verbose":false,"headers":true}\r\n');
+    raw.write(`HPUB t.forged ${block.length} ${block.length}\r\n${block}\r\n`);
+    raw.write(`HPUB t.forged ${good.length} ${good.length}\r\n${good}\r\n`);
+    await pollUntil(() => handled.length === 1);
+    expect(handled).toEqual(["yes"]);
+    expect(errors.filter((m) => m === "message with bad headers")).toHaveLength(1);
   });
 });
