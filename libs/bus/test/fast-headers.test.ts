@@ -1,11 +1,16 @@
+import { connect as connectTcp } from "node:net";
 import { headers as clientHeaders, Match, MsgHdrsImpl } from "@nats-io/nats-core";
 import type { Msg } from "@nats-io/nats-core";
-import { afterAll, describe, expect, it } from "vitest";
-import { createHeaders, headerOf } from "../src/index.ts";
-import { decodeHeaderBlock, decodeHeadersOf } from "../src/fast-headers.ts";
-import { connectBus, natsConnectionOf, subscribeMessages } from "../src/index.ts";
 import { pollUntil, startNatsServer } from "@zml/harness";
-import { connect as connectTcp } from "node:net";
+import { afterAll, describe, expect, it } from "vitest";
+import { decodeHeaderBlock, decodeHeadersOf } from "../src/fast-headers.ts";
+import {
+  connectBus,
+  createHeaders,
+  headerOf,
+  natsConnectionOf,
+  subscribeMessages,
+} from "../src/index.ts";
 
 // The same operations on the client's headers and on ours must leave the same headers.
 function both(apply: (h: ReturnType<typeof createHeaders>) => void) {
