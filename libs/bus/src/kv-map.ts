@@ -93,15 +93,17 @@ export async function watchKvIntoMap<S extends z.ZodType>(
   const apply = (e: KvWatchEntry) => {
     revision = e.revision;
     let value: z.output<S> | undefined;
-    if (e.operation === "PUT") {
-      try {
+    try {
+      // Reading the operation decodes the entry's headers, which throws on a forged block.
+      if (e.operation === "PUT") {
         value = decodeJson(`${e.bucket}.${e.key}`, options.schema, e.value);
         map.set(e.key, value);
-      } catch (err) {
-        options.log.warn({ bucket: e.bucket, key: e.key, err: String(err) }, "invalid kv entry");
+      } else {
         map.delete(e.key);
       }
-    } else {
+    } catch (err) {
+      options.log.warn({ bucket: e.bucket, key: e.key, err: String(err) }, "invalid kv entry");
+      value = undefined;
       map.delete(e.key);
     }
     options.onChange?.(e.key, value, map);

@@ -2,14 +2,17 @@ import { connect as connectTcp } from "node:net";
 import { headers as clientHeaders, Match, MsgHdrsImpl } from "@nats-io/nats-core";
 import type { Msg } from "@nats-io/nats-core";
 import { pollUntil, startNatsServer } from "@zml/harness";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { decodeHeaderBlock, decodeHeadersOf } from "../src/fast-headers.ts";
 import {
   connectBus,
   createHeaders,
   headerOf,
   natsConnectionOf,
+  openKv,
   subscribeMessages,
+  watchKvIntoMap,
 } from "../src/index.ts";
 
 // The same operations on the client's headers and on ours must leave the same headers.
@@ -145,34 +148,56 @@ describe("decodeHeadersOf", () => {
 });
 
 describe("a received message whose headers the NATS client would refuse", () => {
-  let stop: (() => Promise<void>) | undefined;
-  afterAll(async () => stop?.());
+  // An open server: forged messages are written on a raw socket, bypassing any client.
+  let nats: Awaited<ReturnType<typeof startNatsServer>>;
+  let bus: Awaited<ReturnType<typeof connectBus>>;
+  let raw: ReturnType<typeof connectTcp>;
+  const logged: string[] = [];
+  const log = {
+    info() {},
+    warn: (_o: unknown, m: string) => void logged.push(m),
+    error: (_o: unknown, m: string) => void logged.push(m),
+  };
+  const forged = "NATS/1.0\r\nBad Name: v\r\n\r\n";
+  const publishRaw = (subject: string, block: string, payload = "") =>
+    raw.write(
+      `HPUB ${subject} ${block.length} ${block.length + payload.length}\r\n${block}${payload}\r\n`,
+    );
+
+  beforeAll(async () => {
+    nats = await startNatsServer({ security: "open" });
+    bus = await connectBus({ ...nats.client(), name: "hdr-forged", log, insecure: true });
+    raw = connectTcp({ host: "127.0.0.1", port: nats.port });
+    raw.write('CONNECT {"verbose":false,"headers":true}\r\n');
+  });
+  afterAll(async () => {
+    raw?.destroy();
+    await bus?.drain();
+    await nats?.stop();
+  });
 
   it("is logged and dropped by a raw subscriber, which keeps serving the next message", async () => {
-    // An open server: the forged message is written on a raw socket, bypassing any client.
-    const nats = await startNatsServer({ security: "open" });
-    const errors: string[] = [];
-    const log = { info() {}, warn() {}, error: (_o: unknown, m: string) => void errors.push(m) };
-    const bus = await connectBus({ ...nats.client(), name: "hdr-drop", log, insecure: true });
-    const nc = natsConnectionOf(bus);
-    const raw = connectTcp({ host: "127.0.0.1", port: nats.port });
-    stop = async () => {
-      raw.destroy();
-      await nc.close();
-      await nats.stop();
-    };
     const handled: string[] = [];
     subscribeMessages(bus, "t.forged", (msg) => void handled.push(msg.headers?.get("Ok") ?? ""), {
       log,
     });
-    await nc.flush();
-    const block = "NATS/1.0\r\nBad Name: v\r\n\r\n";
-    const good = "NATS/1.0\r\nOk: yes\r\n\r\n";
-    raw.write('CONNECT {"verbose":false,"headers":true}\r\n');
-    raw.write(`HPUB t.forged ${block.length} ${block.length}\r\n${block}\r\n`);
-    raw.write(`HPUB t.forged ${good.length} ${good.length}\r\n${good}\r\n`);
+    await natsConnectionOf(bus).flush();
+    publishRaw("t.forged", forged);
+    publishRaw("t.forged", "NATS/1.0\r\nOk: yes\r\n\r\n");
     await pollUntil(() => handled.length === 1);
     expect(handled).toEqual(["yes"]);
-    expect(errors.filter((m) => m === "message with bad headers")).toHaveLength(1);
+    expect(logged.filter((m) => m === "message with bad headers")).toHaveLength(1);
+  });
+
+  it("in a KV bucket, is an invalid entry to a watcher, which keeps applying updates", async () => {
+    const kv = await openKv(bus, "forged");
+    await kv.put("good", JSON.stringify({ n: 1 }));
+    const watched = await watchKvIntoMap(kv, { schema: z.object({ n: z.number() }), log });
+    publishRaw("$KV.forged.bad", forged, JSON.stringify({ n: 2 }));
+    await kv.put("later", JSON.stringify({ n: 3 }));
+    await pollUntil(() => watched.map.has("later"));
+    expect([...watched.map.keys()].sort()).toEqual(["good", "later"]);
+    expect(logged).toContain("invalid kv entry");
+    watched.stop();
   });
 });
