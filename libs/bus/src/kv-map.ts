@@ -103,7 +103,6 @@ export async function watchKvIntoMap<S extends z.ZodType>(
       }
     } catch (err) {
       options.log.warn({ bucket: e.bucket, key: e.key, err: String(err) }, "invalid kv entry");
-      value = undefined;
       map.delete(e.key);
     }
     options.onChange?.(e.key, value, map);

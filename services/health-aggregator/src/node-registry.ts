@@ -102,17 +102,20 @@ export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): N
       return update(previous, health, nodeConfig, now);
     },
     onObservations(observations, now) {
-      const folded = new Map<string, NodeHealth>();
+      // Per node: its entry as it was, and its health with the outcomes folded in so far.
+      const folded = new Map<string, { entry: Entry; health: NodeHealth }>();
       for (const observation of observations) {
         const entry = table.get(observation.node_id);
         if (!entry) continue; // not (yet) a node this aggregator polls
-        const health = folded.get(observation.node_id) ?? entry.health;
-        folded.set(observation.node_id, applyObservation(health, observation, entry.config, now));
+        const health = folded.get(observation.node_id)?.health ?? entry.health;
+        folded.set(observation.node_id, {
+          entry,
+          health: applyObservation(health, observation, entry.config, now),
+        });
       }
-      return [...folded].map(([nodeId, health]) => {
-        const entry = table.get(nodeId)!;
-        return update(entry.health, health, entry.config, now);
-      });
+      return [...folded.values()].map(({ entry, health }) =>
+        update(entry.health, health, entry.config, now),
+      );
     },
     restore(node, state, now) {
       const nodeConfig = configFor(node);
