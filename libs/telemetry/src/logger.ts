@@ -65,8 +65,11 @@ function traceMixin(): Record<string, string> {
  * (`"level":"info"`), and `trace_id`/`span_id` when logged inside an active span. Fields
  * listed in {@link REDACT_PATHS} are replaced by {@link REDACTED}; anything interpolated
  * into the message string itself is not (never put payloads in messages).
+ *
+ * Without a destination, lines go to stdout in batches (see {@link bufferedStdout}).
  */
 export function createLogger(options: LoggerOptions): Logger {
+  const stdout = options.destination === undefined ? bufferedStdout() : undefined;
   const config = {
     level: options.level ?? "info",
     base: { service: options.service, hostname: hostname(), pid: process.pid },
@@ -74,8 +77,92 @@ export function createLogger(options: LoggerOptions): Logger {
     formatters: { level: (label: string) => ({ level: label }) },
     redact: { paths: [...REDACT_PATHS], censor: REDACTED },
     mixin: traceMixin,
+    ...(stdout === undefined ? {} : { hooks: { logMethod: flushingWarnings(stdout) } }),
   };
-  return options.destination === undefined ? pino(config) : pino(config, options.destination);
+  const logger = pino(config, options.destination ?? stdout);
+  skipRedactingPrimitives(logger);
+  return logger;
+}
+
+/** A `logMethod` hook that writes a warning or worse at once, with every line before it. */
+function flushingWarnings(stdout: SonicBoom) {
+  return function logMethod(
+    this: Logger,
+    args: Parameters<Logger["info"]>,
+    method: Logger["info"],
+    level: number,
+  ): void {
+    method.apply(this, args);
+    if (level >= WARN_LEVEL) stdout.flush();
+  };
+}
+
+/** pino's number for `warn`. */
+const WARN_LEVEL = 40;
+
+/** An `info` or `debug` line waits at most this long in the buffer before it is written. */
+const STDOUT_FLUSH_MS = 100;
+
+/** Lines are written once this many bytes are buffered: one system call per dozen lines. */
+const STDOUT_BATCH_BYTES = 4096;
+
+type SonicBoom = ReturnType<typeof pino.destination>;
+
+let stdoutDestination: SonicBoom | undefined;
+
+/**
+ * Standard output, written in batches. pino writes each line with its own `write(2)` by
+ * default; at one `request completed` line per request that call was ~25 µs of intake's CPU
+ * per request (docs/performance.md, "Logging"). Batches are written synchronously, in order:
+ * when {@link STDOUT_BATCH_BYTES} are buffered, every {@link STDOUT_FLUSH_MS}, at once for a
+ * warning or worse, and when the process exits (`process.exit` included). What a process
+ * killed outright (SIGKILL, out of memory) had buffered, at most that long of info lines, is
+ * lost. One destination per process, however many loggers use it.
+ */
+function bufferedStdout(): SonicBoom {
+  if (stdoutDestination !== undefined) return stdoutDestination;
+  const destination = pino.destination({
+    dest: 1,
+    sync: true,
+    minLength: STDOUT_BATCH_BYTES,
+    periodicFlush: STDOUT_FLUSH_MS,
+  });
+  process.once("exit", () => {
+    try {
+      destination.flushSync();
+    } catch {
+      // Nothing more can be written (a closed stdout): the process is ending anyway.
+    }
+  });
+  stdoutDestination = destination;
+  return destination;
+}
+
+type Stringifier = (value: unknown, stringifySafe?: unknown) => string | undefined;
+
+/**
+ * pino hands every top-level value of a line, and the message, to the redactor of the
+ * `*.…` paths. That redactor parses each of its paths again on every call, even for a string
+ * or a number, where all it can do is return `stringify(value)`: about 20 µs of a 30 µs line
+ * (docs/performance.md, "Logging"). Here a value that is not an object gets that result
+ * directly; objects still go through the redactor, so every line is written as before
+ * (`logger.test.ts` compares them with pino's own). Children share the root's stringifiers,
+ * so this covers every child logger too. Left as it is should a pino release lay them out
+ * differently.
+ */
+function skipRedactingPrimitives(logger: Logger): void {
+  const { stringifiersSym, stringifySym, wildcardFirstSym } = pino.symbols;
+  const internals = logger as unknown as Record<symbol, unknown>;
+  const stringifiers = internals[stringifiersSym] as Record<symbol, unknown> | undefined;
+  const nested = stringifiers?.[wildcardFirstSym];
+  const stringify = internals[stringifySym];
+  if (typeof nested !== "function" || typeof stringify !== "function") return;
+  const redactNested = nested as Stringifier;
+  const plain = stringify as Stringifier;
+  stringifiers![wildcardFirstSym] = (value: unknown, stringifySafe?: unknown) =>
+    typeof value === "object" && value !== null
+      ? redactNested(value, stringifySafe)
+      : plain(value, stringifySafe);
 }
 
 export type { Logger, DestinationStream };

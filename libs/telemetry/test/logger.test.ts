@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { context } from "@opentelemetry/api";
 import {
   InMemorySpanExporter,
@@ -6,7 +7,8 @@ import {
   TracerProvider,
 } from "@opentelemetry/sdk-trace";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger, REDACTED } from "../src/index.ts";
+import { pino } from "pino";
+import { createLogger, REDACT_PATHS, REDACTED } from "../src/index.ts";
 import { captureStream } from "./capture.ts";
 
 const SECRET = "sk-planted-secret-3f9a";
@@ -67,6 +69,55 @@ describe("createLogger", () => {
       body: REDACTED,
       request: { prompt: REDACTED, messages: REDACTED },
     });
+  });
+
+  it("writes every line as pino's own redaction does (values that are not objects skip it)", () => {
+    const ours = captureStream();
+    const theirs = captureStream();
+    const log = createLogger({ service: "intake", destination: ours });
+    // pino with the same settings and nothing of ours in between.
+    const reference = pino(
+      {
+        base: { service: "intake", hostname: hostname(), pid: process.pid },
+        timestamp: false,
+        formatters: { level: (label: string) => ({ level: label }) },
+        redact: { paths: [...REDACT_PATHS], censor: REDACTED },
+      },
+      theirs,
+    );
+    const write = (logger: typeof log) => {
+      logger.info(
+        {
+          text: 'quotes " and \\ and \u2028 and ünïcödé',
+          count: 3.25,
+          notANumber: Number.NaN,
+          infinite: Number.POSITIVE_INFINITY,
+          flag: false,
+          nothing: null,
+          missing: undefined,
+          big: 12n,
+          fn: () => 1,
+          sym: Symbol("s"),
+          when: new Date(0),
+          list: [1, "two", { role: "user" }],
+          nested: { body: SECRET, headers: { authorization: SECRET, other: "kept" }, ok: 1 },
+          headers: { "x-api-key": SECRET, accept: "json" },
+          err: Object.assign(new Error("failed"), { body: SECRET, stack: "Error: failed" }),
+          body: SECRET,
+        },
+        "message with %s",
+        "an argument",
+      );
+      logger.child({ reqId: "req-1", depth: 2, extra: { prompt: SECRET } }).warn("child line");
+      logger.error("no object");
+    };
+    write(log);
+    write(reference);
+    const withoutTime = (lines: Record<string, unknown>[]) =>
+      lines.map(({ time: _time, ...rest }) => rest);
+    expect(ours.lines()).toHaveLength(3);
+    expect(ours.text()).not.toContain(SECRET);
+    expect(withoutTime(ours.lines())).toEqual(theirs.lines());
   });
 
   describe("inside a span", () => {
