@@ -383,12 +383,19 @@ describe("two health aggregators", () => {
     );
     expect(await ownedBy(first)).toEqual(new Set(nodeIds));
     for (const id of nodeIds) expect((await nodeState(stack, id))?.status).toBe("Active");
-    const gone = first
-      .output()
-      .split("\n")
-      .filter((line) => line.includes('"msg":"aggregator replicas changed"'))
-      .map((line) => JSON.parse(line) as { gone: string[]; replicas: string[] })
-      .at(-1);
+    // An info line reaches the output within the logger's flush interval, not at once.
+    const gone = await pollUntil(
+      () => {
+        const last = first
+          .output()
+          .split("\n")
+          .filter((line) => line.includes('"msg":"aggregator replicas changed"'))
+          .map((line) => JSON.parse(line) as { gone: string[]; replicas: string[] })
+          .at(-1);
+        return last?.gone.includes("agg-2") ? last : undefined;
+      },
+      { timeoutMs: 5_000, message: "agg-1 logged that agg-2 is gone" },
+    );
     expect(gone).toMatchObject({ gone: ["agg-2"], replicas: ["agg-1"] });
   });
 });
