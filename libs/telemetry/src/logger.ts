@@ -112,8 +112,8 @@ let stdoutDestination: SonicBoom | undefined;
 
 /**
  * Standard output, written in batches. pino writes each line with its own `write(2)` by
- * default; at one `request completed` line per request that call was ~25 µs of intake's CPU
- * per request (docs/performance.md, "Logging"). Batches are written synchronously, in order:
+ * default; at one `request completed` line per request, that call took ~25 µs of intake's
+ * time per request in a c16 profile (docs/performance.md, "Logging"). Batches are written synchronously, in order:
  * when {@link STDOUT_BATCH_BYTES} are buffered, every {@link STDOUT_FLUSH_MS}, at once for a
  * warning or worse, and when the process exits (`process.exit` included). What a process
  * killed outright (SIGKILL, out of memory) had buffered, at most that long of info lines, is
