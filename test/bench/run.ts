@@ -32,7 +32,7 @@ const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--
   [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher]
   [--alloc intake,dispatcher]
   [--features | --features-only] [--variants default,tracing-off,...] [--settle-ms 10000]
-scenarios: ${SCENARIOS.map((s) => s.key).join(", ")}
+scenarios: ${SCENARIOS.map((s) => (s.onRequest ? `${s.key} (with --only)` : s.key)).join(", ")}
 `;
 
 function options() {
@@ -84,7 +84,7 @@ function options() {
       ? []
       : only
         ? SCENARIOS.filter((s) => only.includes(s.key))
-        : SCENARIOS,
+        : SCENARIOS.filter((s) => s.onRequest !== true),
     settleMs: values["settle-ms"] === undefined ? 10_000 : Number(values["settle-ms"]),
     settings,
   };

@@ -39,6 +39,8 @@ export interface Scenario {
   maxRounds?: number;
   /** See `LoadPlan.spreadStartsMs`. */
   spreadStartsMs?: number;
+  /** Not part of the default run; `--only` runs it. */
+  onRequest?: boolean;
 }
 
 export const SCENARIOS: Scenario[] = [
@@ -92,6 +94,16 @@ export const SCENARIOS: Scenario[] = [
     concurrency: 128,
     stream: true,
   },
+  // The 128-stream row at fewer streams, on request (`--only stream16,stream32,stream64`):
+  // how added time to first token grows with the number of streams that start together.
+  ...[16, 32, 64].map((n) => ({
+    key: `stream${n}`,
+    title: `${n} concurrent streams, 50 tok/s`,
+    node: NODES.stream,
+    concurrency: n,
+    stream: true,
+    onRequest: true,
+  })),
   {
     // The same load, but the streams do not all start at the same instant: with equal
     // streams, the row above re-sends 128 requests in one burst every 400 ms, so its TTFT is
