@@ -77,15 +77,15 @@ export function createLogger(options: LoggerOptions): Logger {
     formatters: { level: (label: string) => ({ level: label }) },
     redact: { paths: [...REDACT_PATHS], censor: REDACTED },
     mixin: traceMixin,
-    ...(stdout === undefined ? {} : { hooks: { logMethod: flushingWarnings(stdout) } }),
+    ...(stdout === undefined ? {} : { hooks: { logMethod: tellingStdout(stdout) } }),
   };
-  const logger = pino(config, options.destination ?? stdout);
+  const logger = pino(config, options.destination ?? stdout?.destination);
   skipRedactingPrimitives(logger);
   return logger;
 }
 
-/** A `logMethod` hook that writes a warning or worse at once, with every line before it. */
-function flushingWarnings(stdout: SonicBoom) {
+/** A `logMethod` hook that tells the buffered stdout about each line it wrote. */
+function tellingStdout(stdout: BufferedStdout) {
   return function logMethod(
     this: Logger,
     args: Parameters<Logger["info"]>,
@@ -93,7 +93,7 @@ function flushingWarnings(stdout: SonicBoom) {
     level: number,
   ): void {
     method.apply(this, args);
-    if (level >= WARN_LEVEL) stdout.flush();
+    stdout.wrote(level);
   };
 }
 
@@ -108,25 +108,37 @@ const STDOUT_BATCH_BYTES = 4096;
 
 type SonicBoom = ReturnType<typeof pino.destination>;
 
-let stdoutDestination: SonicBoom | undefined;
+interface BufferedStdout {
+  destination: SonicBoom;
+  /** A line of this pino level went to `destination`: a warning or worse is written now. */
+  wrote(level: number): void;
+}
+
+let stdoutSingleton: BufferedStdout | undefined;
 
 /**
  * Standard output, written in batches. pino writes each line with its own `write(2)` by
  * default; at one `request completed` line per request, that call took ~25 µs of intake's
- * time per request in a c16 profile (docs/performance.md, "Logging"). Batches are written synchronously, in order:
- * when {@link STDOUT_BATCH_BYTES} are buffered, every {@link STDOUT_FLUSH_MS}, at once for a
- * warning or worse, and when the process exits (`process.exit` included). What a process
- * killed outright (SIGKILL, out of memory) had buffered, at most that long of info lines, is
- * lost. One destination per process, however many loggers use it.
+ * time per request in a c16 profile (docs/performance.md, "Logging").
+ *
+ * Batches are written synchronously and in order: when {@link STDOUT_BATCH_BYTES} are
+ * buffered, at once for a warning or worse (with every line before it), within
+ * {@link STDOUT_FLUSH_MS} of any other line, and when the process exits (`process.exit`
+ * included). A process killed outright (SIGKILL, out of memory) loses what it had buffered:
+ * at most that long of info lines. The timer writes only after a line, so an idle process
+ * makes no system calls for it. One destination per process, however many loggers use it.
  */
-function bufferedStdout(): SonicBoom {
-  if (stdoutDestination !== undefined) return stdoutDestination;
-  const destination = pino.destination({
-    dest: 1,
-    sync: true,
-    minLength: STDOUT_BATCH_BYTES,
-    periodicFlush: STDOUT_FLUSH_MS,
-  });
+function bufferedStdout(): BufferedStdout {
+  if (stdoutSingleton !== undefined) return stdoutSingleton;
+  const destination = pino.destination({ dest: 1, sync: true, minLength: STDOUT_BATCH_BYTES });
+  let unwritten = false;
+  const flush = () => {
+    unwritten = false;
+    destination.flush();
+  };
+  setInterval(() => {
+    if (unwritten) flush();
+  }, STDOUT_FLUSH_MS).unref();
   process.once("exit", () => {
     try {
       destination.flushSync();
@@ -134,8 +146,14 @@ function bufferedStdout(): SonicBoom {
       // Nothing more can be written (a closed stdout): the process is ending anyway.
     }
   });
-  stdoutDestination = destination;
-  return destination;
+  stdoutSingleton = {
+    destination,
+    wrote(level) {
+      if (level >= WARN_LEVEL) flush();
+      else unwritten = true;
+    },
+  };
+  return stdoutSingleton;
 }
 
 type Stringifier = (value: unknown, stringifySafe?: unknown) => string | undefined;
