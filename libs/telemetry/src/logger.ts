@@ -98,7 +98,7 @@ function tellingStdout(stdout: BufferedStdout) {
 }
 
 /** pino's number for `warn`. */
-const WARN_LEVEL = 40;
+const WARN_LEVEL = pino.levels.values.warn!;
 
 /** An `info` or `debug` line waits at most this long in the buffer before it is written. */
 const STDOUT_FLUSH_MS = 100;
