@@ -49,6 +49,10 @@ export const ERROR_CODES = {
   session_expired: { status: 410, retryable: false },
   /** The session's node failed or is no longer usable: the session ended; open a new one. */
   session_node_unavailable: { status: 503, retryable: false },
+  /** A tier-4 request (or one naming a session) came in clear: it must be sealed to the TD. */
+  sealed_body_required: { status: 400, retryable: false },
+  /** A sealed request's `key_id` is not its session's key. */
+  sealed_key_mismatch: { status: 400, retryable: false },
 } as const;
 export type ErrorCode = keyof typeof ERROR_CODES;
 

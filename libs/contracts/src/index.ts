@@ -247,3 +247,21 @@ export {
   DispatcherInFlightSchema,
 } from "./dispatcher-in-flight.ts";
 export type { DispatcherInFlight } from "./dispatcher-in-flight.ts";
+export {
+  SEALED_VERSION,
+  SEALED_REQUEST_MEDIA_TYPE,
+  SEALED_RESPONSE_MEDIA_TYPE,
+  SEALED_SUITES,
+  DEFAULT_SEALED_SUITE,
+  SEALED_FINAL_EVENT,
+  SEALED_REPLAY_WINDOW,
+  sealedRequestAad,
+} from "./sealed.ts";
+export type {
+  SealedSuite,
+  SealedRequestEnvelope,
+  SealedResponseEnvelope,
+  SealedResponseHead,
+  SealedAadFields,
+} from "./sealed.ts";
+export { SealedRequestSchema } from "./sealed-schema.ts";

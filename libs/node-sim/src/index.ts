@@ -9,6 +9,8 @@ export { parseSimFault, parseSimConfigPatch, SimInputError, SIM_FAULT_KINDS } fr
 export { SIM_FLAVOURS } from "./types.ts";
 export { createSniffingServer } from "./h2c-sniff.ts";
 export { loadTestTeeMaterial } from "./tee-material.ts";
+export { createReportDataQuoter } from "./tee.ts";
+export type { ReportDataQuoter } from "./tee.ts";
 export type { TestTeeMaterial } from "./tee-material.ts";
 export type {
   SimFlavour,

@@ -32,13 +32,45 @@ export function checkTeeOptions(tee: SimTeeOptions): void {
   }
 }
 
+/**
+ * Signs test quotes for given REPORTDATA with a simulated TD's measurements, through the test
+ * PCK chain (never Intel's): the simulator's quoting, also what the TD proxy uses where there
+ * is no TDX guest (`libs/td-proxy`).
+ */
+export type ReportDataQuoter = (reportDataHex: string) => NodeQuoteResponse;
+
+export function createReportDataQuoter(tee: SimTeeOptions): ReportDataQuoter {
+  checkTeeOptions(tee);
+  const attestationKey =
+    tee.signer.attestationKey ?? generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey;
+  const measurements: Record<string, string> = {};
+  for (const field of MEASUREMENTS) {
+    const value = tee[field];
+    if (value !== undefined) measurements[field] = value.toLowerCase();
+  }
+  return (reportData) => {
+    const quote = buildTestQuoteV4({
+      mrtd: measurements["mrtd"] ?? "",
+      ...measurements,
+      reportData,
+      debug: tee.debug === true,
+      attestationKey,
+      pckChainPem: tee.signer.pckChainPem,
+      pckKey: tee.signer.pckKey,
+    });
+    const answer: NodeQuoteResponse = { quote_b64: Buffer.from(quote).toString("base64") };
+    if (tee.collateral) answer.collateral = { ...tee.collateral };
+    return answer;
+  };
+}
+
 /** A TEE node's quote source: one quote per nonce, or the first one forever when replaying. */
 export interface TeeQuoter {
   /**
    * A quote for the nonce whose REPORTDATA binds the TD's TLS key (`tlsKeySha256`). With
    * `sessionKey`, a fresh ephemeral X25519 key pair is made and its public key (SPKI DER,
-   * base64) is served with the quote and bound too; the private key is dropped, as the
-   * simulator serves no encrypted channel.
+   * base64) is served with the quote and bound too; the private key is dropped: a simulated
+   * node opens no sealed requests (the TD proxy in front of one does, `libs/td-proxy`).
    */
   quote(
     nonceHex: string,
@@ -53,35 +85,21 @@ function ephemeralSessionKey(): Buffer {
 }
 
 export function createTeeQuoter(tee: SimTeeOptions): TeeQuoter {
-  const attestationKey =
-    tee.signer.attestationKey ?? generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey;
+  const quoteFor = createReportDataQuoter(tee);
   let first: NodeQuoteResponse | undefined;
   let served = 0;
-  const measurements: Record<string, string> = {};
-  for (const field of MEASUREMENTS) {
-    const value = tee[field];
-    if (value !== undefined) measurements[field] = value.toLowerCase();
-  }
   return {
     quote(nonceHex, options) {
       served += 1;
       if (tee.replayQuote && first) return first;
       const sessionKey = options.sessionKey === true ? ephemeralSessionKey() : undefined;
-      const quote = buildTestQuoteV4({
-        mrtd: measurements["mrtd"] ?? "",
-        ...measurements,
-        reportData: reportDataFor({
+      const answer = quoteFor(
+        reportDataFor({
           nonce: nonceHex,
           tlsKeySha256: options.tlsKeySha256,
           sessionKeySha256: sessionKey && spkiSha256(sessionKey),
         }),
-        debug: tee.debug === true,
-        attestationKey,
-        pckChainPem: tee.signer.pckChainPem,
-        pckKey: tee.signer.pckKey,
-      });
-      const answer: NodeQuoteResponse = { quote_b64: Buffer.from(quote).toString("base64") };
-      if (tee.collateral) answer.collateral = { ...tee.collateral };
+      );
       if (sessionKey) answer.session_public_key = sessionKey.toString("base64");
       first ??= answer;
       return answer;
