@@ -37,6 +37,12 @@ export function attestationResultSubject(nodeId: string): string {
  * key hash and the session key hash).
  */
 export const NODE_QUOTE_PATH = "/attestation/quote";
+/**
+ * `DELETE <endpoint>/attestation/session-keys/<key_id>`: the session ended; the TD drops its
+ * private key (a TD also drops it by itself when the session's `ttl_s` given with the quote
+ * request has passed).
+ */
+export const NODE_SESSION_KEYS_PATH = "/attestation/session-keys";
 /** Nonce length in bytes; it travels as lowercase hex. */
 export const ATTESTATION_NONCE_BYTES = 32;
 
@@ -199,6 +205,8 @@ export const AttestationVerifyRequestSchema = z
     nonce: NonceHexSchema.optional(),
     fresh: z.boolean().optional(),
     session_key: z.boolean().optional(),
+    /** With `session_key`: how long the TD keeps the key (the session's lifetime), seconds. */
+    session_ttl_s: z.number().int().min(1).max(86_400).optional(),
   })
   .refine((r) => r.session_key !== true || r.nonce !== undefined, {
     message: "session_key needs a nonce",

@@ -53,6 +53,15 @@ export const ERROR_CODES = {
   sealed_body_required: { status: 400, retryable: false },
   /** A sealed request's `key_id` is not its session's key. */
   sealed_key_mismatch: { status: 400, retryable: false },
+  // Answered by the TD proxy on a tier-4 node, in clear, without calling its server.
+  /** The sealed envelope, or what it opened to, is not what the format says. */
+  sealed_request_invalid: { status: 400, retryable: false },
+  /** The ciphertext does not open with the session's key: altered, or sealed to another key. */
+  sealed_request_rejected: { status: 400, retryable: false },
+  /** The request's `seq` was opened before (a replay), or is too far behind. */
+  sealed_request_replayed: { status: 409, retryable: false },
+  /** The TD holds no such session key (the session ended, expired, or the TD restarted). */
+  session_key_unknown: { status: 410, retryable: false },
 } as const;
 export type ErrorCode = keyof typeof ERROR_CODES;
 

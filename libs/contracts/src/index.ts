@@ -143,6 +143,7 @@ export {
   ATTESTATION_VERIFY_ERRORS,
   ATTESTATION_UNUSABLE_REASONS,
   NODE_QUOTE_PATH,
+  NODE_SESSION_KEYS_PATH,
   attestationResultSubject,
   isTeeTier,
   revocationMatches,

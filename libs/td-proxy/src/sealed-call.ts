@@ -1,0 +1,260 @@
+// One sealed request through the TD: the envelope checked, the seq taken, the body opened and
+// checked against the clear fields, the local server called with the client's own bytes, and
+// its answer sealed back, whole or event by event. Nothing reaches the server before the
+// request has opened; nothing of the body or the answer is logged.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { SEALED_RESPONSE_MEDIA_TYPE, SealedRequestSchema, ZmlError } from "@zml/contracts";
+import type { SealedRequestEnvelope } from "@zml/contracts";
+import { openSealedRequest, SealedChannelError } from "@zml/seal";
+import type { ResponseSealer } from "@zml/seal";
+import type { Dispatcher } from "undici";
+import type { SessionKeyStore } from "./session-keys.ts";
+import { SseCutter } from "./sse-cutter.ts";
+import type { ProxyCounters } from "./stats.ts";
+import type { TdProxyLogger } from "./types.ts";
+
+export interface SealedCallDeps {
+  keys: SessionKeyStore;
+  backend: Dispatcher;
+  maxAnswerBytes: number;
+  counters: ProxyCounters;
+  log: TdProxyLogger;
+}
+
+/** Headers of the gateway's request that the server may see (none carries the payload). */
+const FORWARDED_HEADERS = ["authorization", "traceparent", "tracestate", "x-zml-routing"];
+
+/** Answers a sealed request that arrived on `path` with these bytes. */
+export async function handleSealedCall(
+  deps: SealedCallDeps,
+  path: string,
+  raw: Buffer,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  const envelope = parseEnvelope(raw);
+  const key = deps.keys.get(envelope.key_id);
+  if (key === undefined) {
+    throw new ZmlError(
+      "session_key_unknown",
+      "this TD holds no such session key: the session ended or expired; open a new one",
+      "key_id",
+    );
+  }
+  if (!key.replay.take(envelope.seq)) {
+    throw new ZmlError(
+      "sealed_request_replayed",
+      `seq ${envelope.seq} was opened before, or is too far behind`,
+      "seq",
+    );
+  }
+  let opened;
+  try {
+    opened = await openSealedRequest(envelope, path, key.pair.privateKey);
+  } catch (error) {
+    key.replay.release(envelope.seq);
+    throw asZmlError(error);
+  }
+  key.used = true;
+  deps.counters.opened++;
+  const { body, sealer } = opened;
+  const mismatch = innerMismatch(body, envelope);
+  if (mismatch !== undefined) {
+    deps.counters.refused(mismatch.code);
+    return sendSealed(res, sealer, 400, "application/json", errorJson(mismatch));
+  }
+  await callServer(deps, path, body, envelope.stream, sealer, req, res);
+}
+
+function parseEnvelope(raw: Buffer): SealedRequestEnvelope {
+  let data: unknown;
+  try {
+    data = JSON.parse(raw.toString("utf8"));
+  } catch {
+    throw new ZmlError("sealed_request_invalid", "the sealed request is not JSON", "body");
+  }
+  const parsed = SealedRequestSchema.safeParse(data);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const param =
+      issue.path.join(".") || (issue.code === "unrecognized_keys" ? issue.keys.join(",") : "body");
+    throw new ZmlError("sealed_request_invalid", `${param}: ${issue.message}`, param);
+  }
+  return parsed.data;
+}
+
+function asZmlError(error: unknown): ZmlError {
+  if (error instanceof SealedChannelError) {
+    return new ZmlError(
+      error.code === "sealed_request_rejected"
+        ? "sealed_request_rejected"
+        : "sealed_request_invalid",
+      error.message,
+      error.param,
+    );
+  }
+  throw error;
+}
+
+/**
+ * Why the opened body does not match its clear fields, if it does not: the gateway routed and
+ * framed by those, so a body that says otherwise is refused rather than served differently.
+ */
+function innerMismatch(body: Buffer, envelope: SealedRequestEnvelope): ZmlError | undefined {
+  let inner: unknown;
+  try {
+    inner = JSON.parse(body.toString("utf8"));
+  } catch {
+    return new ZmlError("sealed_request_invalid", "the sealed body is not JSON", "ciphertext");
+  }
+  if (typeof inner !== "object" || inner === null || Array.isArray(inner)) {
+    return new ZmlError(
+      "sealed_request_invalid",
+      "the sealed body is not a JSON object",
+      "ciphertext",
+    );
+  }
+  const fields = inner as { model?: unknown; stream?: unknown };
+  if (fields.model !== envelope.model) {
+    return new ZmlError("sealed_request_invalid", "the sealed body names another model", "model");
+  }
+  if ((fields.stream ?? false) !== envelope.stream) {
+    return new ZmlError("sealed_request_invalid", "the sealed body's stream differs", "stream");
+  }
+  return undefined;
+}
+
+async function callServer(
+  deps: SealedCallDeps,
+  path: string,
+  body: Buffer,
+  stream: boolean,
+  sealer: ResponseSealer,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  const abort = new AbortController();
+  res.on("close", () => abort.abort());
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: stream ? "text/event-stream" : "application/json",
+  };
+  for (const name of FORWARDED_HEADERS) {
+    const value = req.headers[name];
+    if (typeof value === "string") headers[name] = value;
+  }
+  let answer: Dispatcher.ResponseData;
+  try {
+    deps.counters.serverCalls++;
+    answer = await deps.backend.request({
+      path,
+      method: "POST",
+      headers,
+      body,
+      signal: abort.signal,
+    });
+  } catch (error) {
+    if (abort.signal.aborted) return;
+    deps.log.warn({ err: String(error), path }, "the TD's server could not be reached");
+    throw new ZmlError("upstream_unavailable", "the TD's inference server did not answer", null);
+  }
+  const status = answer.statusCode;
+  const contentType = String(answer.headers["content-type"] ?? "application/json");
+  if (stream && status === 200 && contentType.startsWith("text/event-stream")) {
+    return relaySealedEvents(deps, answer, sealer, res);
+  }
+  let bytes: Buffer;
+  try {
+    bytes = await readCapped(answer, deps.maxAnswerBytes);
+  } catch (error) {
+    deps.log.warn({ err: String(error), path }, "the TD's server's answer broke off");
+    res.destroy();
+    return;
+  }
+  sendSealed(res, sealer, status, contentType, bytes);
+}
+
+/**
+ * A stream: the head at once (the first token is not held back), then each event as it
+ * arrives, then the final chunk once the server ended cleanly. A server that breaks off, or
+ * ends mid-event, gets no final chunk: the connection is cut, and the client sees a stream
+ * that did not finish.
+ */
+function relaySealedEvents(
+  deps: SealedCallDeps,
+  answer: Dispatcher.ResponseData,
+  sealer: ResponseSealer,
+  res: ServerResponse,
+): Promise<void> {
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store" });
+  res.write(sealer.streamHead({ status: 200, content_type: "text/event-stream" }));
+  const cutter = new SseCutter();
+  let size = 0;
+  return new Promise((resolve) => {
+    answer.body.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > deps.maxAnswerBytes) {
+        answer.body.destroy(new Error(`answer larger than ${deps.maxAnswerBytes} bytes`));
+        return;
+      }
+      for (const event of cutter.push(chunk)) res.write(sealer.streamEvent(Buffer.from(event)));
+    });
+    answer.body.on("end", () => {
+      if (cutter.rest().trim() !== "") {
+        deps.log.warn({}, "the TD's server ended its stream in the middle of an event");
+        res.destroy();
+      } else {
+        res.end(sealer.streamEnd());
+      }
+      resolve();
+    });
+    answer.body.on("error", (error) => {
+      deps.log.warn({ err: String(error) }, "the TD's server's stream broke off");
+      res.destroy();
+      resolve();
+    });
+  });
+}
+
+function sendSealed(
+  res: ServerResponse,
+  sealer: ResponseSealer,
+  status: number,
+  contentType: string,
+  body: Uint8Array,
+): void {
+  const sealed = sealer.answer({ status, content_type: contentType }, body);
+  res.writeHead(status, {
+    "content-type": SEALED_RESPONSE_MEDIA_TYPE,
+    "content-length": String(sealed.length),
+    "cache-control": "no-store",
+  });
+  res.end(sealed);
+}
+
+function errorJson(error: ZmlError): Buffer {
+  return Buffer.from(
+    JSON.stringify({
+      error: {
+        message: error.message,
+        type: "invalid_request_error",
+        param: error.param,
+        code: error.code,
+      },
+    }),
+  );
+}
+
+async function readCapped(answer: Dispatcher.ResponseData, max: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of answer.body as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > max) {
+      answer.body.destroy();
+      throw new Error(`answer larger than ${max} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size);
+}
