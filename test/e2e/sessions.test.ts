@@ -1,13 +1,22 @@
-// Tier 4 sessions end to end: a session pins one attested tier-4 node whose quote binds the
-// client's nonce and the node's ephemeral session key; its requests reach only that node,
-// survive other nodes failing, and end with `session_node_unavailable` (no failover) when
-// that node fails. Plus the independent verification endpoint `GET /v1/attestation/{node}`.
+// Tier 4 sessions end to end: a session pins one attested tier-4 node (a simulated server
+// behind its TD proxy) whose quote binds the client's nonce and the TD's ephemeral session
+// key; its requests are sealed to that key, reach only that node, survive other nodes
+// failing, and end with `session_node_unavailable` (no failover) when that node fails. Plus
+// the independent verification endpoint `GET /v1/attestation/{node}`.
 import { createHash, createPublicKey, randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createClient } from "@zml/client";
+import type { ConfidentialSession, ZmlApiError } from "@zml/client";
+import { SEALED_REQUEST_MEDIA_TYPE } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
+import { sealRequest } from "@zml/seal";
+import type { SealRequestInput } from "@zml/seal";
 import { parseQuote, reportDataFor, verifyQuote } from "@zml/tdx";
+import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postChat } from "../support/http.ts";
-import { authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import { API_KEY, authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 import {
   approveMeasurements,
@@ -122,14 +131,56 @@ async function openSession(extra: Record<string, unknown> = {}): Promise<Session
   return res.json as SessionView;
 }
 
-const sessionChat = (sessionId: string, extra: Record<string, unknown> = {}) =>
-  postChat(stack.intakeUrl, {
-    model: MODEL,
-    messages: [{ role: "user", content: "Say hello" }],
-    tier: 4,
-    session_id: sessionId,
+const PATH = "/v1/chat/completions";
+const seqs = new Map<string, number>();
+
+/** A chat request sealed to the session's key, each with the session's next number. */
+function sealed(s: SessionView, extra: Partial<SealRequestInput> = {}) {
+  const seq = seqs.get(s.session_id) ?? 0;
+  seqs.set(s.session_id, seq + 1);
+  const stream = extra.stream ?? false;
+  const model = extra.model ?? MODEL;
+  return sealRequest({
+    path: PATH,
+    body: Buffer.from(
+      JSON.stringify({ model, stream, messages: [{ role: "user", content: "Say hello" }] }),
+    ),
+    model,
+    sessionId: s.session_id,
+    stream,
+    seq,
+    sessionPublicKey: s.attestation.session_public_key,
     ...extra,
   });
+}
+
+/** POSTs bytes as a sealed request and reads the whole answer. */
+async function postSealed(bytes: Uint8Array | string, key = API_KEY, path = PATH) {
+  const res = await request(`${stack.intakeUrl}${path}`, {
+    method: "POST",
+    headers: { ...authHeaders(key), "content-type": SEALED_REQUEST_MEDIA_TYPE },
+    body: bytes,
+  });
+  const body = Buffer.from(await res.body.arrayBuffer());
+  const header = res.headers["x-zml-routing"];
+  return {
+    status: res.statusCode,
+    headers: res.headers,
+    body,
+    text: body.toString(),
+    routing: typeof header === "string" ? header : "",
+  };
+}
+
+/** A sealed chat round trip; `answer` is the opened completion of a 200. */
+async function sessionChat(s: SessionView, extra: Partial<SealRequestInput> = {}) {
+  const req = await sealed(s, extra);
+  const res = await postSealed(req.bytes);
+  const opened = res.status === 200 ? req.opener.openAnswer(res.body) : undefined;
+  return { ...res, opened };
+}
+
+const node = (routing: string) => /node="([^"]+)"/.exec(routing)?.[1];
 
 const payloads = () =>
   Object.fromEntries(ALL.map((id) => [id, stack.sims.get(id)!.stats().payloads_received]));
@@ -143,6 +194,8 @@ function moved(before: Record<string, number>): Record<string, number> {
 }
 
 const errorCode = (text: string) => (JSON.parse(text) as { error: { code: string } }).error.code;
+const errorBody = (text: string) =>
+  (JSON.parse(text) as { error: { code: string; param: string | null } }).error;
 
 describe("tier 4 sessions", () => {
   it("open on an attested tier-4 node with a quote binding the nonce and the session key", async () => {
@@ -162,9 +215,10 @@ describe("tier 4 sessions", () => {
       "x25519",
     );
     const binding = createHash("sha256").update(der).digest("hex");
-    // The session's TLS key is the one the node serves, which every request is pinned to.
+    // The session's TLS key is the one the node's TD proxy serves, which every request is
+    // pinned to.
     const tlsKeySha256 = s.attestation.tls_key_sha256!;
-    expect(tlsKeySha256).toBe(stack.sims.get(s.node_id)!.stats().tls_key_sha256);
+    expect(tlsKeySha256).toBe(stack.tdProxies.get(s.node_id)!.tlsKeySha256);
     const reportData = reportDataFor({ nonce, tlsKeySha256, sessionKeySha256: binding });
     const verification = verifyQuote({
       quote: s.attestation.quote_b64,
@@ -188,39 +242,42 @@ describe("tier 4 sessions", () => {
     expect(moved(before)).toEqual({});
   });
 
+  it("serves sealed requests and streams, whose answers only the client opens", async () => {
+    const s = await openSession();
+    const whole = await sessionChat(s);
+    expect(whole.status, whole.text).toBe(200);
+    expect(node(whole.routing)).toBe(s.node_id);
+    expect(whole.routing).toContain("tier=4");
+    expect(whole.text).not.toContain("choices");
+    expect(whole.opened?.status).toBe(200);
+    expect(JSON.parse(whole.opened!.body.toString()).choices[0].message.content).toBeTruthy();
+
+    const req = await sealed(s, { stream: true });
+    const res = await postSealed(req.bytes);
+    expect(res.status).toBe(200);
+    expect(String(res.headers["content-type"])).toContain("text/event-stream");
+    // The gateway added no [DONE] of its own: it cannot write inside a sealed stream.
+    expect(res.text).not.toContain("[DONE]");
+    const reader = req.opener.streamReader();
+    const events = reader
+      .push(res.body)
+      .flatMap((p) => (p.kind === "event" ? [p.event.toString()] : []));
+    reader.finish();
+    expect(events.at(-1)).toBe("data: [DONE]\n\n");
+  });
+
   it("routes a session's requests only to its node, even while another tier-4 node fails", async () => {
     const s = await openSession();
     const failing = TIER4.find((id) => id !== s.node_id)!;
     stack.sims.get(failing)!.setFault({ kind: "status", status: 500 });
     try {
       const before = payloads();
-      const sessionAnswers: Array<{ status: number; node?: string; attempts?: number }> = [];
-      const plainStatuses: number[] = [];
-      // Requests outside the session are steered to the failing node (and retried
-      // elsewhere); the session's requests, with the same hint, keep going to the
-      // session's node: a session overrides routing.
-      await pollUntil(
-        async () => {
-          const res = await sessionChat(s.session_id, { accelerator_hint: FAMILY[failing] });
-          sessionAnswers.push({ status: res.status, ...res.routing });
-          const plain = await postChat(stack.intakeUrl, {
-            model: MODEL,
-            messages: [{ role: "user", content: "Say hello" }],
-            tier: 4,
-            accelerator_hint: FAMILY[failing],
-          });
-          plainStatuses.push(plain.status);
-          return sessionAnswers.length >= 10 && (moved(before)[failing] ?? 0) > 0;
-        },
-        { timeoutMs: 30_000, intervalMs: 20, message: `${failing} tried by other requests` },
-      );
-      expect(plainStatuses.every((status) => status === 200)).toBe(true);
-      for (const answer of sessionAnswers) {
-        expect(answer).toMatchObject({ status: 200, node: s.node_id, tier: 4, attempts: 1 });
+      for (let i = 0; i < 10; i++) {
+        const res = await sessionChat(s);
+        expect(res.status, res.text).toBe(200);
+        expect(res.routing).toMatch(new RegExp(`node="${s.node_id}".*tier=4, attempts=1`));
       }
-      const sessionNode = stack.sims.get(s.node_id)!.stats().payloads_received;
-      expect(sessionNode - before[s.node_id]!).toBeGreaterThanOrEqual(sessionAnswers.length);
-      expect(moved(before)["t1-plain"]).toBeUndefined();
+      expect(moved(before)).toEqual({ [s.node_id]: 10 });
     } finally {
       stack.sims.get(failing)!.setFault(null);
     }
@@ -231,10 +288,10 @@ describe("tier 4 sessions", () => {
     ["resets the connection", { kind: "reset", times: 1 }],
   ] as const)("ends the session without failover when its node %s", async (_what, fault) => {
     const s = await openSession();
-    const node = stack.sims.get(s.node_id)!;
-    node.setFault(fault);
+    const sim = stack.sims.get(s.node_id)!;
+    sim.setFault(fault);
     const before = payloads();
-    const res = await sessionChat(s.session_id);
+    const res = await sessionChat(s);
     expect(res.status, res.text).toBe(503);
     expect(errorCode(res.text)).toBe("session_node_unavailable");
     expect(JSON.parse(res.text).error.message).toMatch(/open a new session/);
@@ -243,57 +300,56 @@ describe("tier 4 sessions", () => {
     expect(moved(before)).toEqual({ [s.node_id]: 1 });
 
     // The node is healthy again, but the session stays ended: nothing more is sent.
-    expect(node.fault()).toBeNull();
-    const again = await sessionChat(s.session_id);
+    expect(sim.fault()).toBeNull();
+    const again = await sessionChat(s);
     expect(again.status, again.text).toBe(503);
     expect(errorCode(again.text)).toBe("session_node_unavailable");
     expect(moved(before)).toEqual({ [s.node_id]: 1 });
 
     // A new session works (on whichever node is usable now).
     const next = await openSession();
-    expect((await sessionChat(next.session_id)).status).toBe(200);
+    expect((await sessionChat(next)).status).toBe(200);
   });
 
   it("keeps sessions private to their account and model, and refuses a wrong tier", async () => {
     const s = await openSession();
     const before = payloads();
-    const otherAccount = await fetch(`${stack.intakeUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: authHeaders(OTHER_KEY),
-      body: JSON.stringify({
-        model: MODEL,
-        messages: [{ role: "user", content: "hi" }],
-        session_id: s.session_id,
-      }),
-    });
-    expect(otherAccount.status).toBe(404);
-    expect(errorCode(await otherAccount.text())).toBe("session_not_found");
-    const otherModel = await sessionChat(s.session_id, { model: OTHER_MODEL });
+    // The other account may not use tier 4 at all; nothing of it reaches the session.
+    const otherAccount = await postSealed((await sealed(s)).bytes, OTHER_KEY);
+    expect(otherAccount.status).toBe(403);
+    expect(errorCode(otherAccount.text)).toBe("tier_not_allowed");
+    const otherModel = await sessionChat(s, { model: OTHER_MODEL });
     expect(otherModel.status, otherModel.text).toBe(404);
     expect(errorCode(otherModel.text)).toBe("session_not_found");
-    const unknown = await sessionChat(`ses-${"0".repeat(32)}`);
+    const unknown = await sessionChat({ ...s, session_id: `ses-${"0".repeat(32)}` });
     expect(unknown.status).toBe(404);
     expect(errorCode(unknown.text)).toBe("session_not_found");
-    const tier1 = await sessionChat(s.session_id, { tier: 1 });
+    const tier1 = await postSealed(JSON.stringify({ ...(await sealed(s)).envelope, tier: 1 }));
     expect(tier1.status, tier1.text).toBe(400);
-    expect(JSON.parse(tier1.text).error).toMatchObject({ code: "invalid_request", param: "tier" });
+    expect(errorBody(tier1.text)).toMatchObject({ code: "invalid_request", param: "tier" });
     expect(moved(before)).toEqual({});
 
     const del = await api("DELETE", `/v1/sessions/${s.session_id}`, undefined, OTHER_KEY);
     expect(del.status).toBe(404);
-    expect((await sessionChat(s.session_id)).status).toBe(200);
+    expect((await sessionChat(s)).status).toBe(200);
     const denied = await api("POST", "/v1/sessions", { model: MODEL }, OTHER_KEY);
     expect(denied.status).toBe(403);
     expect(errorOf(denied).code).toBe("tier_not_allowed");
   });
 
-  it("ends a session on DELETE by its owner", async () => {
+  it("ends a session on DELETE by its owner, and the TD drops its key", async () => {
     const s = await openSession();
-    expect((await sessionChat(s.session_id)).status).toBe(200);
+    const proxy = stack.tdProxies.get(s.node_id)!;
+    expect((await sessionChat(s)).status).toBe(200);
+    const keysBefore = proxy.stats().session_keys;
     const del = await api("DELETE", `/v1/sessions/${s.session_id}`);
     expect(del.status, del.text).toBe(204);
+    await pollUntil(() => proxy.stats().session_keys === keysBefore - 1, {
+      timeoutMs: 5_000,
+      message: "session key dropped on the TD",
+    });
     const before = payloads();
-    const res = await sessionChat(s.session_id);
+    const res = await sessionChat(s);
     expect(res.status, res.text).toBe(404);
     expect(errorCode(res.text)).toBe("session_not_found");
     expect(moved(before)).toEqual({});
@@ -305,7 +361,7 @@ describe("tier 4 sessions", () => {
     const statuses: number[] = [];
     const expired = await pollUntil(
       async () => {
-        const res = await sessionChat(s.session_id);
+        const res = await sessionChat(s);
         statuses.push(res.status);
         return res.status === 410 ? res : undefined;
       },
@@ -326,6 +382,180 @@ describe("tier 4 sessions", () => {
   });
 });
 
+describe("sealed requests refused", () => {
+  it("in clear: a tier-4 body, a body naming a session, a sealed body on /v1/infer", async () => {
+    const s = await openSession();
+    const before = payloads();
+    const clear = { model: MODEL, messages: [{ role: "user", content: "hi" }] };
+    for (const [body, param] of [
+      [{ ...clear, tier: 4 }, "tier"],
+      [{ ...clear, tier: 4, session_id: s.session_id }, "session_id"],
+      [{ ...clear, session_id: s.session_id }, "session_id"],
+    ] as const) {
+      const res = await postChat(stack.intakeUrl, body);
+      expect(res.status, res.text).toBe(400);
+      expect(errorBody(res.text)).toMatchObject({ code: "sealed_body_required", param });
+    }
+    const infer = await postSealed((await sealed(s)).bytes, API_KEY, "/v1/infer");
+    expect(infer.status).toBe(400);
+    expect(errorBody(infer.text)).toMatchObject({ code: "invalid_request", param: "content-type" });
+    expect(moved(before)).toEqual({});
+  });
+
+  it("a tampered ciphertext, a replay, or a body sealed to another session's key", async () => {
+    const a = await openSession();
+    const b = await openSession();
+    const before = payloads();
+    const sent = await sealed(a);
+    const ct = Buffer.from(sent.envelope.ciphertext, "base64url");
+    ct[ct.length - 1]! ^= 1;
+    const tampered = await postSealed(
+      JSON.stringify({ ...sent.envelope, ciphertext: ct.toString("base64url") }),
+    );
+    expect(tampered.status, tampered.text).toBe(400);
+    expect(errorCode(tampered.text)).toBe("sealed_request_rejected");
+    expect(moved(before)).toEqual({});
+
+    // The untouched request goes through once; the same bytes again are a replay.
+    expect((await postSealed(sent.bytes)).status).toBe(200);
+    const replay = await postSealed(sent.bytes);
+    expect(replay.status, replay.text).toBe(409);
+    expect(errorCode(replay.text)).toBe("sealed_request_replayed");
+    expect(moved(before)).toEqual({ [a.node_id]: 1 });
+
+    // Sealed to B's key but sent in A's session: refused before anything is sent.
+    const toB = await sealed({ ...a, attestation: b.attestation });
+    const mismatch = await postSealed(toB.bytes);
+    expect(mismatch.status, mismatch.text).toBe(400);
+    expect(errorBody(mismatch.text)).toMatchObject({
+      code: "sealed_key_mismatch",
+      param: "key_id",
+    });
+    // …and relabelled with A's key id, A's TD cannot open it.
+    const relabelled = await postSealed(
+      JSON.stringify({ ...toB.envelope, key_id: sent.envelope.key_id }),
+    );
+    expect(errorCode(relabelled.text)).toBe("sealed_request_rejected");
+    expect(moved(before)).toEqual({ [a.node_id]: 1 });
+  });
+
+  it("an envelope without its session, or with a prompt beside the ciphertext", async () => {
+    const s = await openSession();
+    const before = payloads();
+    const { envelope } = await sealed(s);
+    const noSession: Partial<typeof envelope> = { ...envelope };
+    delete noSession.session_id;
+    const missing = await postSealed(JSON.stringify(noSession));
+    expect(missing.status).toBe(400);
+    expect(errorBody(missing.text)).toMatchObject({ code: "invalid_request", param: "session_id" });
+    const leaky = await postSealed(JSON.stringify({ ...envelope, messages: [] }));
+    expect(leaky.status).toBe(400);
+    expect(errorBody(leaky.text).code).toBe("invalid_request");
+    expect(moved(before)).toEqual({});
+  });
+});
+
+describe("the TypeScript SDK's sessions", () => {
+  const client = () =>
+    createClient({ baseUrl: stack.intakeUrl, apiKey: API_KEY, timeoutMs: 20_000 });
+  const trust = {
+    trustedRootPem: pki.root.pem,
+    approvedMeasurements: [{ mrtd: MRTD, rtmr3: RTMR3 }],
+  };
+
+  it("verify the quote, then seal and open chats and streams transparently", async () => {
+    const session = await client().sessions.create({ model: MODEL, ...trust });
+    try {
+      expect(session.verification.ok).toBe(true);
+      const answer = await session.chat({ messages: [{ role: "user", content: "Say hello" }] });
+      expect(answer.routing).toMatchObject({ node: session.node_id, tier: 4 });
+      expect(answer.choices[0]!.message.content).toBeTruthy();
+      let text = "";
+      for await (const chunk of await session.chat({
+        messages: [{ role: "user", content: "Say hello" }],
+        stream: true,
+      })) {
+        text += chunk.choices[0]?.delta.content ?? "";
+      }
+      expect(text.length).toBeGreaterThan(0);
+    } finally {
+      await session.close();
+    }
+  });
+
+  it("take the measurement from the public allowlist, and refuse a node it does not approve", async () => {
+    const session = await client().sessions.create({ model: MODEL, trustedRootPem: pki.root.pem });
+    await session.close();
+    const error = await client()
+      .sessions.create({
+        model: MODEL,
+        ...trust,
+        approvedMeasurements: [{ mrtd: "ee".repeat(48) }],
+      })
+      .catch((e: unknown) => e as Error & { code: string });
+    expect(error).toMatchObject({ code: "attestation_failed" });
+    // Intel's root (the default) does not vouch for the simulator's quotes.
+    const intel = await client()
+      .sessions.create({ model: MODEL, approvedMeasurements: trust.approvedMeasurements })
+      .catch((e: unknown) => e as Error & { code: string });
+    expect(intel).toMatchObject({ code: "attestation_failed" });
+  });
+
+  it("detect a gateway that passes off its own answer", async () => {
+    // A hostile gateway in front of the real one: it relays the request, then replaces the
+    // answer with another session's sealed answer, or with a plain completion.
+    const stolen = await postSealed((await sealed(await openSession())).bytes);
+    let mode: "swap" | "plain" = "swap";
+    const hostile = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        void (async () => {
+          const real = await request(`${stack.intakeUrl}${req.url}`, {
+            method: req.method as "POST",
+            headers: req.headers as Record<string, string>,
+            body: Buffer.concat(chunks),
+          });
+          const headers = { ...real.headers } as Record<string, string>;
+          delete headers["content-length"];
+          if (req.url !== PATH) {
+            res.writeHead(real.statusCode, headers).end(Buffer.from(await real.body.arrayBuffer()));
+            return;
+          }
+          await real.body.arrayBuffer();
+          if (mode === "swap") {
+            res.writeHead(200, headers).end(stolen.body);
+          } else {
+            headers["content-type"] = "application/json";
+            res
+              .writeHead(200, headers)
+              .end(JSON.stringify({ choices: [{ message: { content: "fake" } }] }));
+          }
+        })();
+      });
+    });
+    await new Promise<void>((resolve) => hostile.listen(0, "127.0.0.1", resolve));
+    try {
+      const via = createClient({
+        baseUrl: `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`,
+        apiKey: API_KEY,
+      });
+      // The same session, reached through the hostile gateway.
+      const session: ConfidentialSession = await via.sessions.create({ model: MODEL, ...trust });
+      for (const m of ["swap", "plain"] as const) {
+        mode = m;
+        const error = await session
+          .chat({ messages: [{ role: "user", content: "hi" }] })
+          .catch((e: unknown) => e as ZmlApiError);
+        expect(error, m).toMatchObject({ code: "sealed_response_invalid" });
+      }
+      await session.close();
+    } finally {
+      hostile.close();
+    }
+  });
+});
+
 describe("GET /v1/attestation/{node_id}", () => {
   it("returns the node's current attestation with a quote anyone can verify", async () => {
     const res = await api("GET", "/v1/attestation/t4-a");
@@ -339,7 +569,7 @@ describe("GET /v1/attestation/{node_id}", () => {
       measurement: { mrtd: MRTD, rtmr3: RTMR3 },
     });
     expect(a.expires_at).toBeGreaterThan(Date.now());
-    expect(a.tls_key_sha256).toBe(stack.sims.get("t4-a")!.stats().tls_key_sha256);
+    expect(a.tls_key_sha256).toBe(stack.tdProxies.get("t4-a")!.tlsKeySha256);
     expect(a.expected_report_data).toBe(
       reportDataFor({ nonce: a.nonce_hex, tlsKeySha256: a.tls_key_sha256 }),
     );

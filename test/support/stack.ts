@@ -7,8 +7,10 @@ import type { FleetDocument, NodeApi, NodeSpec, NodeStatus, PolicySpec } from "@
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
 import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
-import { startSimNode } from "@zml/node-sim";
+import { createReportDataQuoter, startSimNode } from "@zml/node-sim";
 import type { SimNode, SimNodeOptions } from "@zml/node-sim";
+import { simulatedQuoter, startTdProxy } from "@zml/td-proxy";
+import type { TdProxy } from "@zml/td-proxy";
 
 export const API_KEY = "e2e-test-key-0123456789";
 /** The intake admin API's credential in every stack (`ZML_ADMIN_TOKEN`). */
@@ -47,7 +49,10 @@ export interface StackOptions {
 export interface Stack {
   intakeUrl: string;
   nats: NatsServerHandle;
+  /** Every node's serving framework (for a tier-4 node, the one behind its TD proxy). */
   sims: Map<string, SimNode>;
+  /** The TD proxy in front of each tier-4 node (its `endpoint`). */
+  tdProxies: Map<string, TdProxy>;
   services: Map<string, ManagedProcess>;
   bus: Bus;
   fleet: FleetDocument;
@@ -100,17 +105,39 @@ export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
  * A whole gateway for a test: a real nats-server, in-process simulated nodes speaking the
  * real wire formats, the fleet applied to KV, and the four services as child processes.
  */
-/** Starts one simulated node per spec into `sims`; returns the fleet's node entries. */
-export async function startSims(specs: SimSpec[], sims: Map<string, SimNode>): Promise<NodeSpec[]> {
+/**
+ * Starts one simulated node per spec into `sims`; returns the fleet's node entries. A tier-4
+ * TEE node is a plain simulated server on loopback behind a TD proxy (into `tdProxies`),
+ * which quotes with the spec's TEE settings: the same TD side a real tier-4 node runs.
+ */
+export async function startSims(
+  specs: SimSpec[],
+  sims: Map<string, SimNode>,
+  tdProxies: Map<string, TdProxy> = new Map(),
+): Promise<NodeSpec[]> {
   const nodes: NodeSpec[] = [];
   for (const [i, spec] of specs.entries()) {
+    const { tee, ...plain } = spec;
+    const behindTdProxy = spec.tier === 4 && tee !== undefined;
     const sim = await startSimNode({
-      ...spec,
+      ...(behindTdProxy ? plain : spec),
       flavour: spec.flavour ?? "vllm",
       models: spec.models ?? [MODEL],
     });
     sims.set(sim.nodeId, sim);
-    nodes.push(nodeSpec(sim, spec, i));
+    if (!behindTdProxy) {
+      nodes.push(nodeSpec(sim, spec, i));
+      continue;
+    }
+    const proxy = await startTdProxy({
+      backend: sim.url,
+      host: "127.0.0.1",
+      name: sim.nodeId,
+      quoter: simulatedQuoter(createReportDataQuoter(tee)),
+      log: quietLog,
+    });
+    tdProxies.set(sim.nodeId, proxy);
+    nodes.push({ ...nodeSpec(sim, spec, i), endpoint: proxy.url });
   }
   return nodes;
 }
@@ -147,9 +174,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     },
   });
   const sims = new Map<string, SimNode>();
+  const tdProxies = new Map<string, TdProxy>();
   const services = new Map<string, ManagedProcess>();
   const stop = async () => {
     await Promise.allSettled([...services.values()].map((s) => s.stop("SIGTERM", 3_000)));
+    await Promise.allSettled([...tdProxies.values()].map((p) => p.close()));
     await Promise.allSettled([...sims.values()].map((s) => s.close()));
     await bus?.drain().catch(() => undefined);
     await nats.stop();
@@ -162,7 +191,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   };
   let bus: Bus | undefined;
   try {
-    const nodes = await startSims(options.nodes, sims);
+    const nodes = await startSims(options.nodes, sims, tdProxies);
     const fleet = e2eFleet(nodes, options.fleet, options.allowedTiers);
     bus = await connectBus({ ...nats.client(), name: "e2e", log: quietLog });
     await ensureBusResources(bus);
@@ -221,6 +250,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       intakeUrl,
       nats,
       sims,
+      tdProxies,
       services,
       bus,
       fleet,

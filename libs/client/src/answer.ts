@@ -46,6 +46,14 @@ export async function readApiJson(ex: Exchange): Promise<unknown> {
 
 async function metaOf(ex: Exchange): Promise<AnswerMeta> {
   if (ex.res.status >= 400) throw await errorOf(ex);
+  return routingMeta(ex);
+}
+
+/**
+ * The routing header and request id of any answer the gateway relayed (a sealed one's status
+ * is the TD's to tell); an answer without a readable routing header is refused.
+ */
+export function routingMeta(ex: Exchange): AnswerMeta {
   const requestId = ex.res.headers.get("x-request-id") ?? undefined;
   const raw = ex.res.headers.get(ROUTING_HEADER);
   try {
@@ -94,7 +102,7 @@ function streamOf(ex: Exchange, meta: AnswerMeta): InferStream {
   };
 }
 
-async function* bodyChunks(ex: Exchange): AsyncGenerator<Uint8Array> {
+export async function* bodyChunks(ex: Exchange): AsyncGenerator<Uint8Array> {
   if (!ex.res.body) return;
   for await (const chunk of ex.res.body) {
     ex.alive();
@@ -102,7 +110,8 @@ async function* bodyChunks(ex: Exchange): AsyncGenerator<Uint8Array> {
   }
 }
 
-async function errorOf(ex: Exchange): Promise<ZmlApiError> {
+/** The API error an error answer carries (an OpenAI error envelope, or whatever it is). */
+export async function errorOf(ex: Exchange): Promise<ZmlApiError> {
   const text = await ex.res.text().catch(() => "");
   ex.done();
   const retry = Number(ex.res.headers.get("retry-after"));
@@ -119,7 +128,7 @@ async function errorOf(ex: Exchange): Promise<ZmlApiError> {
 }
 
 /** Builds ZmlApiError from an OpenAI error envelope (or whatever the body is). */
-function errorOfEnvelope(
+export function errorOfEnvelope(
   text: string,
   status: number,
   meta: { requestId: string | undefined; routing: RoutingInfo | undefined },
@@ -152,7 +161,7 @@ function safeRouting(raw: string): RoutingInfo | undefined {
 }
 
 /** Drops a body that will not be read. */
-function discard(ex: Exchange): void {
+export function discard(ex: Exchange): void {
   ex.done();
   if (ex.res.body && !ex.res.bodyUsed) ex.res.body.cancel().catch(() => undefined);
 }

@@ -1,6 +1,7 @@
 // Independent verification of a tier 3–4 node, as the dispatcher checks it: the TDX quote
 // (PCK chain to a trust anchor, signatures, measurement) and its channel binding (REPORTDATA
-// = the caller's nonce and the node's TLS key, per `reportDataFor` of `@zml/tdx`).
+// = the caller's nonce, the node's TLS key and a tier-4 session key, per `reportDataFor` of
+// `@zml/tdx`).
 import { X509Certificate } from "node:crypto";
 import { connect } from "node:tls";
 import { INTEL_SGX_ROOT_CA_PEM, reportDataFor, spkiSha256, verifyQuote } from "@zml/tdx";
@@ -65,6 +66,11 @@ export interface VerifyAttestationOptions {
    * {@link fetchTlsKeySha256}); when given, it must equal the attested one.
    */
   observedTlsKeySha256?: string;
+  /**
+   * A tier-4 session's public key (base64 SPKI DER, its `session_public_key`): REPORTDATA must
+   * bind it too, so the key you seal to is one the attested TD made.
+   */
+  sessionPublicKey?: string;
   /** Trust anchor, default Intel's SGX root CA. */
   trustedRootPem?: string;
   collateral?: Collateral;
@@ -129,7 +135,14 @@ export function verifyNodeAttestation(
     at: options.at ?? new Date(),
     trustedRootPem: options.trustedRootPem ?? INTEL_SGX_ROOT_CA_PEM,
     policy: {
-      expectedReportData: reportDataFor({ nonce: options.nonce, tlsKeySha256: tlsKey }),
+      expectedReportData: reportDataFor({
+        nonce: options.nonce,
+        tlsKeySha256: tlsKey,
+        sessionKeySha256:
+          options.sessionPublicKey === undefined
+            ? undefined
+            : spkiSha256(Buffer.from(options.sessionPublicKey, "base64")),
+      }),
       ...(options.approvedMeasurements
         ? { approvedMeasurements: options.approvedMeasurements }
         : {}),

@@ -3,6 +3,14 @@ export type { ClientOptions, ZmlClient } from "./client.ts";
 export type { CallOptions, FetchLike } from "./transport.ts";
 export type { JobsApi, JobOptions, JobReceipt, JobView } from "./jobs.ts";
 export type { SessionsApi, SessionOptions, Session } from "./sessions.ts";
+export { ZmlAttestationError } from "./confidential.ts";
+export type {
+  ConfidentialSession,
+  SessionTrust,
+  SessionChatRequest,
+  OpenedAnswer,
+  OpenedStream,
+} from "./confidential.ts";
 export { ZmlApiError, ZmlConnectionError } from "./errors.ts";
 export { verifyNodeAttestation, fetchTlsKeySha256 } from "./attestation.ts";
 export type {

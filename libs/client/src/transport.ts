@@ -28,6 +28,16 @@ export type Send = (
   call: CallOptions | undefined,
 ) => Promise<Exchange>;
 
+/** A body sent as these bytes with this content type, instead of as JSON. */
+export class RawBody {
+  readonly bytes: Uint8Array;
+  readonly contentType: string;
+  constructor(bytes: Uint8Array, contentType: string) {
+    this.bytes = bytes;
+    this.contentType = contentType;
+  }
+}
+
 /**
  * Builds the client's one way to talk to the gateway: bearer auth, JSON bodies, the caller's
  * abort signal, and a silence timeout (`timeoutMs`: the longest wait for the answer to
@@ -55,7 +65,8 @@ export function createSend(options: {
       }, options.timeoutMs);
     };
     const headers: Record<string, string> = { authorization: `Bearer ${options.apiKey}` };
-    if (body !== undefined) headers["content-type"] = "application/json";
+    const raw = body instanceof RawBody ? body : undefined;
+    if (body !== undefined) headers["content-type"] = raw?.contentType ?? "application/json";
     if (call?.requestId) headers["x-request-id"] = call.requestId;
     alive();
     try {
@@ -63,7 +74,12 @@ export function createSend(options: {
         method,
         headers,
         signal,
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        ...(body === undefined
+          ? {}
+          : {
+              body:
+                raw === undefined ? JSON.stringify(body) : (raw.bytes as Uint8Array<ArrayBuffer>),
+            }),
       });
       return {
         res,

@@ -205,8 +205,13 @@ export const AttestationVerifyRequestSchema = z
     nonce: NonceHexSchema.optional(),
     fresh: z.boolean().optional(),
     session_key: z.boolean().optional(),
-    /** With `session_key`: how long the TD keeps the key (the session's lifetime), seconds. */
-    session_ttl_s: z.number().int().min(1).max(86_400).optional(),
+    /** With `session_key`: how long the TD keeps the key (the session's life and a grace), s. */
+    session_ttl_s: z
+      .number()
+      .int()
+      .min(1)
+      .max(86_400 + 60)
+      .optional(),
   })
   .refine((r) => r.session_key !== true || r.nonce !== undefined, {
     message: "session_key needs a nonce",

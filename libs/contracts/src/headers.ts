@@ -18,6 +18,11 @@ export const HEADERS = {
   fallbackModels: "Zml-Fallback-Models",
   /** Tier 4 session the request belongs to. */
   sessionId: "Zml-Session-Id",
+  /**
+   * A sealed tier-4 request's `key_id` (the body is the sealed envelope, which the dispatcher
+   * forwards as it is): the session key it is sealed to.
+   */
+  sealedKeyId: "Zml-Sealed-Key-Id",
   /** `provider.sort` from the request (`quality`, `price`, `latency`). */
   sort: "Zml-Sort",
   /** The client's `max_tokens` (or `max_completion_tokens`): the output routing expects. */

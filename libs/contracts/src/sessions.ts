@@ -23,6 +23,12 @@ export const SESSION_DEFAULT_TTL_S = 3_600;
 /** Longest session lifetime a client may ask for, in seconds. */
 export const SESSION_MAX_TTL_S = 86_400;
 /**
+ * How much longer than its session a TD keeps the session key, in seconds: the gateway refuses
+ * the session's requests from its expiry on (`session_expired`, precisely), so the TD's own,
+ * clock-skewed expiry never decides first.
+ */
+export const SESSION_KEY_GRACE_S = 30;
+/**
  * How long a dispatcher spends opening a session (attesting up to three candidates) before
  * it answers with an error. Callers use a request timeout at least 5 s longer.
  */

@@ -13,6 +13,7 @@ import {
   NODE_SESSION_KEYS_PATH,
   NonceHexSchema,
   SEALED_REQUEST_MEDIA_TYPE,
+  SESSION_KEY_GRACE_S,
   SESSION_MAX_TTL_S,
   toOpenAiError,
   ZmlError,
@@ -126,9 +127,10 @@ export async function startTdProxy(options: TdProxyOptions): Promise<TdProxy> {
       throw new ZmlError("invalid_request", "nonce: expected 32 bytes of hex", "nonce");
     }
     const wantsKey = query.get("session_key") === "1" || query.get("session_key") === "true";
-    const ttlS = Number(query.get("ttl_s") ?? SESSION_MAX_TTL_S);
-    if (!(Number.isInteger(ttlS) && ttlS >= 1 && ttlS <= SESSION_MAX_TTL_S)) {
-      throw new ZmlError("invalid_request", `ttl_s: 1 to ${SESSION_MAX_TTL_S} seconds`, "ttl_s");
+    const maxTtlS = SESSION_MAX_TTL_S + SESSION_KEY_GRACE_S;
+    const ttlS = Number(query.get("ttl_s") ?? maxTtlS);
+    if (!(Number.isInteger(ttlS) && ttlS >= 1 && ttlS <= maxTtlS)) {
+      throw new ZmlError("invalid_request", `ttl_s: 1 to ${maxTtlS} seconds`, "ttl_s");
     }
     const sessionKey = wantsKey ? await keys.create(ttlS * 1000) : undefined;
     const reportData = reportDataFor({

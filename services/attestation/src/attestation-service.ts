@@ -47,6 +47,8 @@ export interface VerifyOptions {
   fresh?: boolean | undefined;
   /** With `nonce` only: also have the node bind a fresh session key (never cached). */
   sessionKey?: boolean | undefined;
+  /** With `sessionKey`: how long the node keeps it, in seconds. */
+  sessionTtlS?: number | undefined;
 }
 
 export interface AttestationService {
@@ -260,7 +262,10 @@ export function createAttestationService(deps: AttestationServiceDeps): Attestat
         const sessionKey = options.sessionKey === true;
         return {
           type: REPLY,
-          result: await deps.attest(entry.node, options.nonce, { sessionKey }),
+          result: await deps.attest(entry.node, options.nonce, {
+            sessionKey,
+            sessionTtlS: options.sessionTtlS,
+          }),
         };
       }
       if (options.sessionKey === true) {

@@ -28,11 +28,13 @@ export class QuoteFetchError extends Error {
 export interface QuoteRequestOptions {
   /** Ask for a fresh ephemeral session key bound into REPORTDATA (tier-4 sessions). */
   sessionKey?: boolean | undefined;
+  /** With `sessionKey`: the session's lifetime, after which the node drops the key itself. */
+  sessionTtlS?: number | undefined;
 }
 
 /**
- * `GET <endpoint>/attestation/quote?nonce=<hex>[&session_key=1]`, without a trailing-slash
- * double.
+ * `GET <endpoint>/attestation/quote?nonce=<hex>[&session_key=1[&ttl_s=<s>]]`, without a
+ * trailing-slash double.
  */
 export function quoteUrl(
   endpoint: string,
@@ -40,7 +42,10 @@ export function quoteUrl(
   options: QuoteRequestOptions = {},
 ): string {
   const base = `${endpoint.replace(/\/+$/, "")}${NODE_QUOTE_PATH}?nonce=${nonceHex}`;
-  return options.sessionKey === true ? `${base}&session_key=1` : base;
+  if (options.sessionKey !== true) return base;
+  return options.sessionTtlS === undefined
+    ? `${base}&session_key=1`
+    : `${base}&session_key=1&ttl_s=${options.sessionTtlS}`;
 }
 
 /** What a node served, and the TLS key it presented on the connection that served it. */

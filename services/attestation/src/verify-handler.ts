@@ -39,6 +39,7 @@ export function serveVerify(
               nonce: request.nonce,
               fresh: request.fresh,
               sessionKey: request.session_key,
+              sessionTtlS: request.session_ttl_s,
             });
             span.setAttribute("zml.attestation.outcome", outcomeOf(reply));
             if ("result" in reply) span.setAttribute("zml.attestation.ok", reply.result.ok);

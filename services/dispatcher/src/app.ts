@@ -45,6 +45,7 @@ import { createNodeStateFeed } from "./node-state-feed.ts";
 import { createObservationBatcher } from "./observation-batcher.ts";
 import { createRoutingState } from "./routing-state.ts";
 import { createSessionStore } from "./session-store.ts";
+import { createSessionKeyDropper } from "./session-key-drop.ts";
 import { createSessionService, createVerifyClient, serveSessions } from "./sessions.ts";
 
 export interface DispatcherDeps {
@@ -197,6 +198,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
       verify,
       newNonce: () => deps.randomHex(ATTESTATION_NONCE_BYTES),
       newSessionId: () => `ses-${deps.randomHex(16)}`,
+      dropSessionKey: createSessionKeyDropper(pools, routing),
     }),
     log,
   );

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { context, trace } from "@opentelemetry/api";
 import type { Bus, ReplyWriter } from "@zml/bus";
-import type { NodeState, ZmlError } from "@zml/contracts";
+import { ZmlError } from "@zml/contracts";
+import type { NodeState } from "@zml/contracts";
 import type { ResolvedPolicy } from "@zml/routing";
 import { lazyChild } from "@zml/telemetry";
 import type { Logger } from "@zml/telemetry";
@@ -106,7 +107,18 @@ async function runRoute(
   // Built only when a line is written: most requests log nothing at the default level.
   const log = lazyChild(deps.log, { decision_id: decisionId, request_id: exec.request.requestId });
   const report = createRouteReport(deps, decisionId, log);
-  return exec.request.sessionId !== undefined
-    ? runSessionRoute(deps, exec, decisionId, report)
-    : runAttempts(deps, exec, decisionId, report);
+  if (exec.request.sessionId !== undefined) return runSessionRoute(deps, exec, decisionId, report);
+  if (exec.request.tier === 4) {
+    // Intake refuses these; a forged route request must not get a clear tier-4 payload
+    // through either.
+    const error = new ZmlError(
+      "sealed_body_required",
+      "tier-4 requests belong to a session and are sealed to its key",
+      "session_id",
+    );
+    report.outcome(error.code);
+    exec.writer.error(error.toBody());
+    return { kind: "failed", error, attempts: 0 };
+  }
+  return runAttempts(deps, exec, decisionId, report);
 }

@@ -4,7 +4,13 @@ import type { ReplyWriter } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
 import type { Dispatcher } from "undici";
 import type { NodeApi } from "@zml/contracts";
-import { DONE_EVENT, isDoneEvent, isResponsesFinalEvent, SseEventCutter } from "./sse-events.ts";
+import {
+  DONE_EVENT,
+  isDoneEvent,
+  isResponsesFinalEvent,
+  isSealedFinalEvent,
+  SseEventCutter,
+} from "./sse-events.ts";
 
 /** How one attempt against a node ended. */
 export type AttemptOutcome =
@@ -30,6 +36,12 @@ export interface NodeCall {
   body: Uint8Array;
   headers: Record<string, string>;
   stream: boolean;
+  /**
+   * The body is a sealed tier-4 envelope and the answer is sealed too: a stream is complete
+   * at its final chunk's event (no `[DONE]` is added, none could be read), and a 410 says the
+   * TD holds no key for the session any more.
+   */
+  sealed: boolean;
   /** Cuts the call: the client went away, the deadline passed, or no first byte in time. */
   signal: AbortSignal;
   /** Called when the node's response headers arrive (see `attempt-signal.ts`). */
@@ -72,13 +84,14 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   const ttftMs = call.clock() - call.startedAt;
   const contentType = headerValue(response.headers["content-type"]) ?? "application/json";
 
-  if (status >= 500) {
+  if (status >= 500 || (call.sealed && status === 410)) {
     await response.body.dump().catch(() => undefined);
     return {
       kind: "retryable",
       status,
       outcome: "http_error",
-      error: `node answered ${status}`,
+      error:
+        status === 410 ? "the node holds no key for the session (410)" : `node answered ${status}`,
       retryAfterS,
     };
   }
@@ -120,31 +133,39 @@ async function relayEvents(
   }
   if (oversize) return tooLarge(call, response, status, ttftMs);
   const responses = call.api === "responses";
+  const isFinal = call.sealed
+    ? isSealedFinalEvent
+    : responses
+      ? isResponsesFinalEvent
+      : isDoneEvent;
   // A last event without its blank line still counts when it is the final one; any other
   // fragment is dropped, so the error event that follows starts on a boundary.
   const unterminated = cutter.takePending();
-  const finalUnterminated =
-    unterminated !== undefined &&
-    (responses ? isResponsesFinalEvent(unterminated) : isDoneEvent(unterminated));
+  const finalUnterminated = unterminated !== undefined && isFinal(unterminated);
   if (finalUnterminated) call.writer.chunk(unterminated);
-  // The Responses API ends with its own terminal event and sends no `[DONE]`.
+  // The Responses API ends with its own terminal event and sends no `[DONE]`; a sealed
+  // stream ends with its final chunk (the client checks that it is one).
   const complete =
     finalUnterminated ||
-    (responses ? isResponsesFinalEvent(cutter.lastEvent()) : cutter.complete());
+    (call.sealed || responses ? isFinal(cutter.lastEvent()) : cutter.complete());
   if (!complete) {
     const error =
       unterminated !== undefined
         ? "stream ended in the middle of an event"
-        : responses
-          ? "stream ended without response.completed"
-          : "stream ended without finish_reason or [DONE]";
+        : call.sealed
+          ? "sealed stream ended without its final chunk"
+          : responses
+            ? "stream ended without response.completed"
+            : "stream ended without finish_reason or [DONE]";
     call.writer.error(new ZmlError("stream_interrupted", error).toBody(), call.routing);
     return { kind: "broken", status, error, ttftMs };
   }
   // Every complete chat or completions stream ZML answers ends with `[DONE]`, as OpenAI's do
   // (and as clients, ZML's SDKs among them, expect); a node's own is passed through, never
   // doubled.
-  if (!responses && !finalUnterminated && !cutter.endedWithDone()) call.writer.chunk(DONE_EVENT);
+  if (!call.sealed && !responses && !finalUnterminated && !cutter.endedWithDone()) {
+    call.writer.chunk(DONE_EVENT);
+  }
   call.writer.end();
   return { kind: "relayed", status, ttftMs, retryAfterS: null };
 }

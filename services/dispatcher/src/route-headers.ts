@@ -30,6 +30,11 @@ export interface RoutedRequest {
   fallbackModels: string[];
   sort: "quality" | "price" | "latency" | undefined;
   sessionId: string | undefined;
+  /**
+   * A sealed tier-4 request's `key_id`: the body is then the sealed envelope, forwarded as it
+   * is to the session's TD, which alone can open it.
+   */
+  sealedKeyId: string | undefined;
   /** The client's `max_tokens`, when it sent one: the output the decision expects. */
   maxTokens: number | undefined;
   /** Epoch ms after which the client no longer waits. */
@@ -96,6 +101,7 @@ export function readRouteHeaders(
       .filter(Boolean),
     sort: (sort || undefined) as RoutedRequest["sort"],
     sessionId: get(HEADERS.sessionId) || undefined,
+    sealedKeyId: get(HEADERS.sealedKeyId) || undefined,
     maxTokens,
     deadline: Number.isFinite(deadlineHeader) && deadlineHeader > 0 ? deadlineHeader : now + 60_000,
   };

@@ -3,6 +3,7 @@
 import { ZmlError } from "@zml/contracts";
 import type { AttestationVerdict, NodeSpec, NodeState, Session } from "@zml/contracts";
 import { LIVE_STATUS } from "@zml/routing";
+import { spkiSha256 } from "@zml/tdx";
 import type { AttestationGate } from "./attestation-gate.ts";
 import type { RoutedRequest } from "./route-headers.ts";
 import type { RoutingState } from "./routing-state.ts";
@@ -128,4 +129,9 @@ export function sessionNodeView(
     instanceId: (nodeId) => states.get(nodeId)?.instance_id ?? null,
     verdict: (nodeId, model, now) => attestation.verdict(nodeId, model, now),
   };
+}
+
+/** The `key_id` a session's sealed requests carry: SHA-256 of its key's SPKI DER. */
+export function sessionKeyIdOf(session: Session): string {
+  return spkiSha256(Buffer.from(session.attestation.session_public_key, "base64"));
 }

@@ -11,6 +11,7 @@ import {
   SESSION_CREATE_ENDPOINT,
   SESSION_DEFAULT_TTL_S,
   SESSION_DELETE_ENDPOINT,
+  SESSION_KEY_GRACE_S,
   ZmlError,
 } from "@zml/contracts";
 import type {
@@ -62,6 +63,8 @@ export interface SessionServiceDeps {
   random: () => number;
   newNonce: () => string;
   newSessionId: () => string;
+  /** Tells the session's TD to drop the session's key (`NODE_SESSION_KEYS_PATH`). */
+  dropSessionKey: (session: Session) => Promise<void>;
 }
 
 export type SessionCreate = z.output<typeof SessionCreateRequestSchema>;
@@ -93,6 +96,7 @@ export function createSessionService(deps: SessionServiceDeps): SessionService {
       const resolved = resolvePolicy(snapshot, request, account);
       if (!resolved.ok) return fail(new ZmlError(resolved.code, resolved.detail, "policy"));
 
+      const ttlS = request.ttl_s ?? SESSION_DEFAULT_TTL_S;
       const deadline = deps.clock() + SESSION_CREATE_BUDGET_MS;
       const tried = new Set<string>();
       const problems: string[] = [];
@@ -110,7 +114,14 @@ export function createSessionService(deps: SessionServiceDeps): SessionService {
         let reply: AttestationVerifyReply;
         try {
           reply = await deps.verify(
-            { type: "attestation.verify.v1", node_id: nodeId, nonce, session_key: true },
+            {
+              type: "attestation.verify.v1",
+              node_id: nodeId,
+              nonce,
+              session_key: true,
+              // The TD drops the session's key by itself once the session has expired.
+              session_ttl_s: ttlS + SESSION_KEY_GRACE_S,
+            },
             Math.min(VERIFY_TIMEOUT_MS, remaining),
           );
         } catch (error) {
@@ -134,7 +145,7 @@ export function createSessionService(deps: SessionServiceDeps): SessionService {
           tier: SESSION_TIER,
           policy: resolved.policy.name,
           created_at: now,
-          expires_at: now + (request.ttl_s ?? SESSION_DEFAULT_TTL_S) * 1000,
+          expires_at: now + ttlS * 1000,
           attestation: attested.attestation,
           ended: null,
         };
@@ -173,6 +184,16 @@ export function createSessionService(deps: SessionServiceDeps): SessionService {
       await deps.store.end(session, "deleted", "deleted by its owner", deps.clock());
       deps.metrics.sessions.inc({ outcome: "deleted" });
       deps.log.info({ session: session.session_id, node: session.node_id }, "session deleted");
+      // The session's requests are refused from here on whatever the node does; dropping
+      // the key on the TD too means nothing sealed to it can ever be opened again.
+      await deps
+        .dropSessionKey(session)
+        .catch((err: unknown) =>
+          deps.log.warn(
+            { session: session.session_id, node: session.node_id, err: String(err) },
+            "the node did not drop the session key; it expires with the session",
+          ),
+        );
       return { type: DELETED, deleted: true };
     },
   };

@@ -3,6 +3,8 @@
 // Nothing here parses JSON: it scans bytes for the blank line and, at the end, for a
 // `finish_reason` in the last two events.
 
+import { SEALED_FINAL_EVENT } from "@zml/contracts";
+
 const LF_LF = Buffer.from("\n\n");
 /** The end of `\r\n\r\n` (or `\n\r\n`): a CRLF blank line after a line end. */
 const LF_CRLF = Buffer.from("\n\r\n");
@@ -22,9 +24,16 @@ export function lastBoundaryEnd(buf: Uint8Array, limit = buf.length): number {
   return Math.max(lf === -1 ? -1 : lf + 2, crlf === -1 ? -1 : crlf + 3);
 }
 
+const SEALED_FINAL = Buffer.from(`event: ${SEALED_FINAL_EVENT}\n`);
+
+/** Whether an event is a sealed stream's final chunk (`event: final`). */
+export function isSealedFinalEvent(event: Buffer | undefined): boolean {
+  return event !== undefined && event.subarray(0, SEALED_FINAL.length).equals(SEALED_FINAL);
+}
+
 /** Whether an event is `data: [DONE]`. */
-export function isDoneEvent(event: Buffer): boolean {
-  return event.indexOf(DONE) !== -1 && event.length <= DONE.length + 4;
+export function isDoneEvent(event: Buffer | undefined): boolean {
+  return event !== undefined && event.indexOf(DONE) !== -1 && event.length <= DONE.length + 4;
 }
 
 /** Whether an event carries a `finish_reason` that is a string (not `null`). */

@@ -50,6 +50,7 @@ const call = (pool: Pool, writer: ReplyWriter, over = {}) =>
     body: Buffer.from("{}"),
     headers: { "content-type": "application/json" },
     stream: false,
+    sealed: false,
     api: "chat",
     signal: new AbortController().signal,
     onFirstByte: () => {},
@@ -114,6 +115,41 @@ describe("callNode", () => {
     const outcome = await call(pool, f.writer, { stream: true, signal: deadline.signal });
     expect(outcome.kind).toBe("broken");
     expect(f.collected().error?.code).toBe("upstream_timeout");
+  });
+});
+
+describe("callNode on a sealed stream", () => {
+  const sealedStream = (events: string) =>
+    node((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(events);
+    });
+
+  it("is complete at the final chunk's event, and adds no [DONE] of its own", async () => {
+    const pool = await sealedStream("data: AAAA\n\ndata: BBBB\n\nevent: final\ndata: CCCC\n\n");
+    const f = frames();
+    const outcome = await call(pool, f.writer, { stream: true, sealed: true });
+    expect(outcome).toMatchObject({ kind: "relayed", status: 200 });
+    const relayed = Buffer.concat(f.collected().chunks).toString();
+    expect(relayed).toBe("data: AAAA\n\ndata: BBBB\n\nevent: final\ndata: CCCC\n\n");
+    expect(f.kinds.at(-1)).toBe("end");
+  });
+
+  it("ends with an error when the final chunk never came, whatever the events say", async () => {
+    // A finish_reason in clear means nothing in a sealed stream: only the final chunk counts.
+    const pool = await sealedStream('data: {"finish_reason":"stop"}\n\ndata: [DONE]\n\n');
+    const f = frames();
+    const outcome = await call(pool, f.writer, { stream: true, sealed: true });
+    expect(outcome.kind).toBe("broken");
+    expect(f.collected().error?.code).toBe("stream_interrupted");
+  });
+
+  it("takes a 410 for a session whose key the TD no longer holds, before relaying it", async () => {
+    const pool = await node((_req, res) => res.writeHead(410).end("{}"));
+    const f = frames();
+    const outcome = await call(pool, f.writer, { sealed: true });
+    expect(outcome).toMatchObject({ kind: "retryable", status: 410 });
+    expect(f.kinds).toEqual([]);
   });
 });
 

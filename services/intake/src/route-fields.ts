@@ -1,4 +1,11 @@
-import { INFER_GENERATION_FIELDS, INFERENCE_PATHS, InferRequestSchema } from "@zml/contracts";
+import {
+  INFER_GENERATION_FIELDS,
+  INFERENCE_PATHS,
+  InferRequestSchema,
+  SEALED_REQUEST_MEDIA_TYPE,
+  SealedRequestSchema,
+  ZmlError,
+} from "@zml/contracts";
 import type { InferencePath } from "@zml/contracts";
 import { parseJsonObject, validate } from "./validation.ts";
 
@@ -15,6 +22,8 @@ export interface RouteFields {
   sessionId: string | undefined;
   /** `max_tokens` (or `max_completion_tokens`) when the client sent a positive integer. */
   maxTokens: number | undefined;
+  /** A sealed request's `key_id`: the session key it is sealed to. */
+  sealedKeyId?: string;
 }
 
 /** A native `/v1/infer` call: its routing fields and the chat completion body for the node. */
@@ -38,6 +47,49 @@ export function extractRouteFields(path: InferencePath, raw: Buffer): RouteField
     sort: data.provider?.sort,
     maxTokens: maxTokensOf(data),
   });
+}
+
+/** Whether a request's content type says its body is a sealed tier-4 envelope. */
+export function isSealedBody(contentType: string | undefined): boolean {
+  return (contentType ?? "").split(";")[0]!.trim().toLowerCase() === SEALED_REQUEST_MEDIA_TYPE;
+}
+
+/**
+ * The routing fields of a sealed tier-4 request: its envelope's clear fields, validated
+ * strictly (no field beside them, so no prompt travels in clear by mistake). The sealed body
+ * itself is never opened here: intake cannot.
+ */
+export function extractSealedFields(raw: Buffer): RouteFields {
+  const envelope = validate(SealedRequestSchema, parseJsonObject(raw));
+  return {
+    model: envelope.model,
+    stream: envelope.stream,
+    tier: 4,
+    policy: envelope.policy,
+    acceleratorHint: undefined,
+    fallbackModels: [],
+    sort: undefined,
+    sessionId: envelope.session_id,
+    maxTokens: envelope.max_tokens,
+    sealedKeyId: envelope.key_id,
+  };
+}
+
+/**
+ * Tier 4 is end to end: a prompt in clear at tier 4, or naming a session, is refused rather
+ * than carried through the gateway where it could be read.
+ */
+export function refuseClearTier4(fields: RouteFields): RouteFields {
+  if (fields.tier === 4 || fields.sessionId !== undefined) {
+    throw new ZmlError(
+      "sealed_body_required",
+      `tier-4 requests are sealed to their session's attested key ` +
+        `(content-type ${SEALED_REQUEST_MEDIA_TYPE}; the SDKs and \`zml seal-proxy\` do it): ` +
+        "a clear body would be readable in the gateway",
+      fields.sessionId !== undefined ? "session_id" : "tier",
+    );
+  }
+  return fields;
 }
 
 /**

@@ -17,7 +17,7 @@ export const quietLog = { info() {}, warn() {}, error() {} };
 export const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 
 export const ACCOUNTS: AccountSpec[] = [
-  { id: "main", api_key_sha256: [sha(API_KEY)], allowed_tiers: [1, 2] },
+  { id: "main", api_key_sha256: [sha(API_KEY)], allowed_tiers: [1, 2, 4] },
   {
     id: "limited",
     api_key_sha256: [sha(LIMITED_KEY)],

@@ -6,6 +6,7 @@ import {
   ROUTE_CANCEL_SUBJECT,
   ROUTE_REQUEST_SUBJECT,
   ROUTING_HTTP_HEADER,
+  SEALED_REQUEST_MEDIA_TYPE,
 } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -82,7 +83,6 @@ describe("routing an OpenAI-compatible call", () => {
       logit_bias: { "42": 1 },
       models: ["m2", "m1", "org/m3"],
       provider: { sort: "price" },
-      session_id: "sess-1",
       accelerator_hint: "H100",
       tier: 2,
       policy: "fast",
@@ -98,12 +98,55 @@ describe("routing an OpenAI-compatible call", () => {
     expect(hdr.get(HEADERS.path)).toBe("/v1/chat/completions");
     expect(hdr.get(HEADERS.fallbackModels)).toBe("m2,org/m3");
     expect(hdr.get(HEADERS.sort)).toBe("price");
-    expect(hdr.get(HEADERS.sessionId)).toBe("sess-1");
     expect(hdr.get(HEADERS.acceleratorHint)).toBe("H100");
     expect(hdr.get(HEADERS.tier)).toBe("2");
     expect(hdr.get(HEADERS.policy)).toBe("fast");
     expect(hdr.get(HEADERS.account)).toBe("main");
     expect(Number(hdr.get(HEADERS.deadline))).toBeGreaterThan(Date.now());
+  });
+
+  it("forwards a sealed envelope as bytes, its clear fields as headers, nothing opened", async () => {
+    const envelope = JSON.stringify({
+      zml_sealed: 1,
+      model: "m1",
+      session_id: `ses-${"ab".repeat(16)}`,
+      tier: 4,
+      stream: false,
+      max_tokens: 64,
+      suite: "x25519-sha256-chacha20poly1305",
+      key_id: "cd".repeat(32),
+      seq: 7,
+      enc: "A".repeat(43),
+      ciphertext: "B".repeat(40),
+    });
+    const res = await post("/v1/chat/completions", envelope, {
+      ...auth(),
+      "content-type": `${SEALED_REQUEST_MEDIA_TYPE}; charset=utf-8`,
+    });
+    expect(res.status, res.text).toBe(200);
+    expect(new TextDecoder().decode(seen[0]!.data)).toBe(envelope);
+    const hdr = seen[0]!.headers!;
+    expect(hdr.get(HEADERS.sessionId)).toBe(`ses-${"ab".repeat(16)}`);
+    expect(hdr.get(HEADERS.sealedKeyId)).toBe("cd".repeat(32));
+    expect(hdr.get(HEADERS.tier)).toBe("4");
+    expect(hdr.get(HEADERS.maxTokens)).toBe("64");
+    expect(hdr.get(HEADERS.stream)).toBe("0");
+  });
+
+  it("refuses a clear body at tier 4 or naming a session, and a bad envelope by its field", async () => {
+    for (const [body, param] of [
+      [chat({ tier: 4 }), "tier"],
+      [chat({ session_id: "sess-1" }), "session_id"],
+    ] as const) {
+      const res = await post("/v1/chat/completions", body);
+      expect(res.status).toBe(400);
+      expect(errorOf(res.text)).toMatchObject({ code: "sealed_body_required", param });
+    }
+    const sealedHeaders = { ...auth(), "content-type": SEALED_REQUEST_MEDIA_TYPE };
+    const bad = await post("/v1/chat/completions", chat(), sealedHeaders);
+    expect(bad.status).toBe(400);
+    expect(errorOf(bad.text).code).toBe("invalid_request");
+    expect(seen).toHaveLength(0);
   });
 
   it("sends no optional headers when the request has no such fields", async () => {

@@ -1,7 +1,11 @@
 // One attempt: the client's bytes to one node, its answer relayed to the writer. The caller
 // judges the outcome (retry, fall back, or done).
 import { context, propagation, trace } from "@opentelemetry/api";
-import { ROUTING_HTTP_HEADER } from "@zml/contracts";
+import {
+  ROUTING_HTTP_HEADER,
+  SEALED_REQUEST_MEDIA_TYPE,
+  SEALED_RESPONSE_MEDIA_TYPE,
+} from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import type { AttemptFailure } from "@zml/routing";
 import { attemptSignal } from "../attempt-signal.ts";
@@ -20,6 +24,8 @@ export interface AttemptPlan {
   routing: string;
   /** How long the node has to start answering; `DISPATCH_HEADERS_TIMEOUT_MS` when absent. */
   firstByteMs?: number;
+  /** The body is a sealed tier-4 envelope for the node's TD proxy (session requests). */
+  sealed?: boolean;
 }
 
 /**
@@ -39,7 +45,7 @@ export async function dispatchAttempt(
   // The node receives `traceparent` of its attempt span, and the routing header the answer
   // will carry, for the serving framework to log (seed step 4).
   const headers = context.with(trace.setSpan(context.active(), attemptSpan), () =>
-    nodeHeaders(deps.secrets, node, request.stream, plan.routing),
+    nodeHeaders(deps.secrets, node, request.stream, plan.routing, plan.sealed === true),
   );
   deps.routing.current().live.dispatched(node.id);
   deps.inFlightShare?.changed();
@@ -58,6 +64,7 @@ export async function dispatchAttempt(
       body: model === request.model ? exec.body : withModel(exec.body, model),
       headers,
       stream: request.stream,
+      sealed: plan.sealed === true,
       api: request.api,
       signal: abort.signal,
       onFirstByte: abort.firstByteArrived,
@@ -90,10 +97,11 @@ function nodeHeaders(
   node: NodeSpec,
   stream: boolean,
   routing: string,
+  sealed: boolean,
 ): Record<string, string> {
   const headers: Record<string, string> = {
-    "content-type": "application/json",
-    accept: stream ? "text/event-stream" : "application/json",
+    "content-type": sealed ? SEALED_REQUEST_MEDIA_TYPE : "application/json",
+    accept: stream ? "text/event-stream" : sealed ? SEALED_RESPONSE_MEDIA_TYPE : "application/json",
     [ROUTING_HTTP_HEADER]: routing,
   };
   if (node.auth) {

@@ -4,7 +4,7 @@ import { serializeRoutingHeader, ZmlError } from "@zml/contracts";
 import type { Session } from "@zml/contracts";
 import { shouldCoolDown } from "@zml/routing";
 import type { ExecuteDeps } from "../execute-route.ts";
-import { checkSession, sessionNodeView } from "../session-check.ts";
+import { checkSession, sessionKeyIdOf, sessionNodeView } from "../session-check.ts";
 import { dispatchAttempt, failureOf } from "./dispatch-attempt.ts";
 import type { RoutePath, RouteReport } from "./route-report.ts";
 
@@ -33,6 +33,13 @@ export const runSessionRoute: RoutePath = async (deps, exec, decisionId, report)
     return { kind: "failed", error: check.error, attempts: 0 };
   }
   const { session, node } = check;
+  const sealing = sealingProblem(request.sealedKeyId, session);
+  if (sealing !== undefined) {
+    report.outcome(sealing.code);
+    log.info({ session: sessionId, outcome: sealing.code }, "session request refused");
+    writer.error(sealing.toBody());
+    return { kind: "failed", error: sealing, attempts: 0 };
+  }
   const routing = serializeRoutingHeader({
     decisionId,
     node: node.id,
@@ -42,7 +49,14 @@ export const runSessionRoute: RoutePath = async (deps, exec, decisionId, report)
     tier: node.tier,
     attempts: 1,
   });
-  const plan = { node, model: session.model, attempt: 1, kind: "first", routing } as const;
+  const plan = {
+    node,
+    model: session.model,
+    attempt: 1,
+    kind: "first",
+    routing,
+    sealed: true,
+  } as const;
   const { outcome, latencyMs } = await dispatchAttempt(deps, exec, plan);
   if (cancelled.aborted) {
     report.outcome("cancelled");
@@ -76,6 +90,29 @@ export const runSessionRoute: RoutePath = async (deps, exec, decisionId, report)
   writer.error(error.toBody(), routing);
   return { kind: "failed", error, attempts: 1 };
 };
+
+/**
+ * Why a session request may not go to the TD, if it may not: a session's requests are sealed
+ * (intake refuses clear ones; this holds against a forged route request too), and sealed to
+ * this session's key, so no request meant for another session reaches this node's key.
+ */
+function sealingProblem(keyId: string | undefined, session: Session): ZmlError | undefined {
+  if (keyId === undefined) {
+    return new ZmlError(
+      "sealed_body_required",
+      "a session's requests are sealed to its key",
+      "session_id",
+    );
+  }
+  if (keyId !== sessionKeyIdOf(session)) {
+    return new ZmlError(
+      "sealed_key_mismatch",
+      `the request is sealed to another key than session ${session.session_id}'s`,
+      "key_id",
+    );
+  }
+  return undefined;
+}
 
 /** Records that the session's node can no longer serve it, so later requests are refused. */
 async function endSession(

@@ -91,6 +91,8 @@ export interface SendOptions {
   deadlineMs?: number;
   tier?: number;
   sessionId?: string;
+  /** A sealed request's key id (the body stays the plain one: the rig's nodes are plain). */
+  sealedKeyId?: string;
   body?: Record<string, unknown>;
   /** Receives the pending request as soon as it is sent (to cancel it). */
   onSent?: (pending: PendingReply) => void;
@@ -279,6 +281,7 @@ function send(mux: ReplyMux, o: SendOptions): Promise<RouteAnswer> {
   h.set(HEADERS.stream, o.stream ? "1" : "0");
   h.set(HEADERS.tier, String(o.tier ?? 1));
   if (o.sessionId) h.set(HEADERS.sessionId, o.sessionId);
+  if (o.sealedKeyId) h.set(HEADERS.sealedKeyId, o.sealedKeyId);
   h.set(HEADERS.account, "acct");
   h.set(HEADERS.deadline, String(Date.now() + (o.deadlineMs ?? 20_000)));
   if (o.policy) h.set(HEADERS.policy, o.policy);

@@ -1,5 +1,6 @@
 // executeRoute's session path through a dispatcher started in-process: a tier-4 session's
 // requests reach its node only, and a failing node ends the session.
+import { createHash } from "node:crypto";
 import { SessionSchema } from "@zml/contracts";
 import type { Session } from "@zml/contracts";
 import { sessionAttestation } from "../session-fixture.ts";
@@ -41,7 +42,10 @@ const start = async () =>
     ],
     sessions: [session()],
   }));
-const inSession = { tier: 4, sessionId: SESSION_ID };
+const KEY_ID = createHash("sha256")
+  .update(Buffer.from(sessionAttestation(0).session_public_key, "base64"))
+  .digest("hex");
+const inSession = { tier: 4, sessionId: SESSION_ID, sealedKeyId: KEY_ID };
 
 describe("dispatcher in process: tier-4 sessions", () => {
   it("sends a session's requests to its node only", async () => {
@@ -66,11 +70,31 @@ describe("dispatcher in process: tier-4 sessions", () => {
     expect(r.payloads()).toEqual({ t4a: 1, t4b: 0 });
   });
 
+  it("ends the session when the node's TD holds no key for it any more (410)", async () => {
+    const r = await start();
+    r.sims.get("t4a")!.setFault({ kind: "status", status: 410, times: 1 });
+    const failed = await r.send(inSession);
+    expect(failed.error).toMatchObject({ code: "session_node_unavailable" });
+    expect((await r.send(inSession)).error).toMatchObject({ code: "session_node_unavailable" });
+    expect(r.payloads()).toEqual({ t4a: 1, t4b: 0 });
+  });
+
+  it("sends nothing that is not sealed to the session's key, nor tier 4 outside a session", async () => {
+    const r = await start();
+    const clear = await r.send({ tier: 4, sessionId: SESSION_ID });
+    expect(clear.error).toMatchObject({ code: "sealed_body_required" });
+    const otherKey = await r.send({ ...inSession, sealedKeyId: "00".repeat(32) });
+    expect(otherKey.error).toMatchObject({ code: "sealed_key_mismatch", param: "key_id" });
+    const noSession = await r.send({ tier: 4 });
+    expect(noSession.error).toMatchObject({ code: "sealed_body_required" });
+    expect(r.payloads()).toEqual({ t4a: 0, t4b: 0 });
+  });
+
   it("refuses an unknown session and a session request at another tier", async () => {
     const r = await start();
-    const unknown = await r.send({ tier: 4, sessionId: `ses-${"ef".repeat(16)}` });
+    const unknown = await r.send({ ...inSession, sessionId: `ses-${"ef".repeat(16)}` });
     expect(unknown.error).toMatchObject({ code: "session_not_found" });
-    const wrongTier = await r.send({ tier: 1, sessionId: SESSION_ID });
+    const wrongTier = await r.send({ ...inSession, tier: 1 });
     expect(wrongTier.error).toMatchObject({ code: "invalid_request", param: "tier" });
     expect(r.payloads()).toEqual({ t4a: 0, t4b: 0 });
   });

@@ -17,7 +17,13 @@ import type { IntakeMetrics } from "../metrics.ts";
 import { relay } from "../relay.ts";
 import type { RelayOutcome } from "../relay.ts";
 import { endServerSpan, startServerSpan } from "../tracing.ts";
-import { extractRouteFields, parseNativeCall } from "../route-fields.ts";
+import {
+  extractRouteFields,
+  extractSealedFields,
+  isSealedBody,
+  parseNativeCall,
+  refuseClearTier4,
+} from "../route-fields.ts";
 import type { RouteFields } from "../route-fields.ts";
 import { admit } from "../admit.ts";
 import type { ClientRouteDeps } from "../route-deps.ts";
@@ -60,7 +66,9 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
         const startedAt = deps.clock();
         const account = admit(deps, req.headers.authorization, startedAt);
         const body = requireBody(req);
-        const fields = extractRouteFields(path, body);
+        const fields = isSealedBody(req.headers["content-type"])
+          ? extractSealedFields(body)
+          : refuseClearTier4(extractRouteFields(path, body));
         const f = { account, fields, path, body, startedAt, route: path };
         return forward(deps, req, reply, f, relayed);
       });
@@ -68,7 +76,16 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
     app.post("/v1/infer", (req, reply) => {
       const startedAt = deps.clock();
       const account = admit(deps, req.headers.authorization, startedAt);
+      if (isSealedBody(req.headers["content-type"])) {
+        throw new ZmlError(
+          "invalid_request",
+          "/v1/infer rewrites the body it forwards, so it cannot carry a sealed one: " +
+            "send sealed requests to the OpenAI path they are for (e.g. /v1/chat/completions)",
+          "content-type",
+        );
+      }
       const call = parseNativeCall(requireBody(req));
+      refuseClearTier4(call.fields);
       const f = {
         account,
         fields: call.fields,
@@ -235,5 +252,6 @@ function routeHeaders(requestId: string, f: Forward, plan: RoutePlan, deadline: 
   h.set(HEADERS.stream, f.fields.stream ? "1" : "0");
   h.set(HEADERS.deadline, String(deadline));
   if (f.fields.sessionId) h.set(HEADERS.sessionId, f.fields.sessionId);
+  if (f.fields.sealedKeyId) h.set(HEADERS.sealedKeyId, f.fields.sealedKeyId);
   return injectTraceContext(h);
 }

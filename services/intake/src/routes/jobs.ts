@@ -71,6 +71,13 @@ export function jobRoutes(deps: JobRouteDeps) {
       const job = validate(JobBodySchema, parseJsonObject(bodyOf(req)));
       const body = Buffer.from(JSON.stringify(job.request));
       const fields = extractRouteFields(job.path, body);
+      if (fields.tier === 4) {
+        throw new ZmlError(
+          "sealed_body_required",
+          "tier 4 is end to end and batch jobs are not sealed: use a tier-4 session",
+          "request.tier",
+        );
+      }
       if (fields.stream || fields.sessionId) {
         throw new ZmlError(
           "invalid_request",
