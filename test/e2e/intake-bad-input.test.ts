@@ -279,7 +279,7 @@ const CASES: Case[] = [
     "tier_not_allowed",
     "tier",
   ],
-  ["tier not allowed (native)", "/v1/infer", infer({ tier: 4 }), 403, "tier_not_allowed", "tier"],
+  ["tier not allowed (native)", "/v1/infer", infer({ tier: 3 }), 403, "tier_not_allowed", "tier"],
   // header injection through fields that travel in bus headers
   [
     "CRLF in accelerator_hint",

@@ -132,6 +132,7 @@ describe("the packed TypeScript SDK", () => {
     const { stdout } = await sh([process.execPath, "example.ts"], project, {
       ZML_BASE_URL: stack.intakeUrl,
       ZML_API_KEY: API_KEY,
+      ZML_TEE_ROOT_PEM_FILE: trustRoot.path,
     });
     const lines = stdout.split("\n");
     const routed = lines.find((l) => l.startsWith("routing "))!.split(" ");
@@ -148,7 +149,7 @@ describe("the packed TypeScript SDK", () => {
     expect(jobs).toHaveLength(2);
     for (const job of jobs) expect(job).toMatch(/^job \S+ done (h100-a|mi300x-a)$/);
     // The session opened on the attested tier-4 node, and its request went there.
-    expect(session.slice(1)).toEqual(["t4-a", "t4-a"]);
+    expect(session.slice(1)).toEqual(["t4-a", "t4-a", "1"]);
     // Every payload the nodes received is accounted for by a routing the SDK reported.
     const reported = [routed[1]!, streamed, ...jobs.map((j) => j.split(" ").at(-1)!), session[2]!];
     const now = payloads();
