@@ -3,6 +3,7 @@ import { APPLY_USAGE, runApply } from "./commands/apply.ts";
 import { BUS_CREDENTIALS_USAGE, runBusCredentials } from "./commands/bus-credentials.ts";
 import { GET_USAGE, runGet } from "./commands/get.ts";
 import { REVOKE_USAGE, runRevoke } from "./commands/revoke.ts";
+import { runSealProxy, SEAL_PROXY_USAGE } from "./commands/seal-proxy.ts";
 import { CliError, UsageError } from "./io.ts";
 import type { CliIo } from "./io.ts";
 import { closest } from "./suggest.ts";
@@ -14,6 +15,7 @@ commands:
   get <kind>                list nodes, policies, models, accounts or revocations, with live state
   revoke <id> …             add (or --withdraw) a revocation-list entry
   verify-quote <file> …     verify an Intel TDX quote offline
+  seal-proxy --model <m> …  a local OpenAI endpoint that seals to a verified tier-4 session
   bus-credentials --out <dir>  generate the bus identities and nats-server authorization
 
 Run 'zml <command> --help' for a command's options. NATS: --nats <url>, $NATS_URL, and the
@@ -28,6 +30,7 @@ const COMMANDS: Record<
   get: { run: runGet, usage: GET_USAGE },
   revoke: { run: runRevoke, usage: REVOKE_USAGE },
   "bus-credentials": { run: runBusCredentials, usage: BUS_CREDENTIALS_USAGE },
+  "seal-proxy": { run: runSealProxy, usage: SEAL_PROXY_USAGE },
 };
 
 /**

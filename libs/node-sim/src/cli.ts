@@ -12,6 +12,7 @@ import { SimInputError } from "./validate.ts";
 const USAGE = `usage: node libs/node-sim/src/cli.ts --id <node-id> --model <id> [--model <id> ...]
   [--flavour vllm|tgi] (default vllm)   [--host 127.0.0.1] [--port 0]
   [--ttft-ms 0] [--tps 0] [--max-concurrency 8] [--completion-tokens 16] [--instance-id <id>]
+  [--reply <words>] what the node answers, a word per token (default a fixed sentence)
   [--protocol http1|h2c|h2] (default http1; h2c: HTTP/2 without TLS, h2: HTTP/2 over TLS by ALPN)
   [--tls-key-file <pem> --tls-cert-file <pem>] the certificate an h2 node presents (default a
   fresh self-signed one that no client trusts by default)
@@ -67,6 +68,7 @@ function parseOptions(argv: string[]): ParsedArgs | "help" {
         "max-concurrency": { type: "string" },
         "completion-tokens": { type: "string" },
         "instance-id": { type: "string" },
+        reply: { type: "string" },
         protocol: { type: "string", default: "http1" },
         "tls-key-file": { type: "string" },
         "tls-cert-file": { type: "string" },
@@ -117,6 +119,7 @@ function parseOptions(argv: string[]): ParsedArgs | "help" {
   if (maxConcurrency !== undefined) options.maxConcurrency = maxConcurrency;
   if (completionTokens !== undefined) options.completionTokens = completionTokens;
   if (values["instance-id"] !== undefined) options.instanceId = values["instance-id"];
+  if (values.reply !== undefined) options.reply = values.reply;
   if (keyFile !== undefined && certFile !== undefined) {
     options.certificate = { keyPem: readPem(keyFile), certPem: readPem(certFile) };
   }

@@ -4,6 +4,7 @@ import type { ConcurrencyGate, Lease } from "./concurrency-gate.ts";
 import type { SimMetrics } from "./metrics.ts";
 import type { InferenceRequest } from "./openai-request.ts";
 import { createResponseRender, SSE_MALFORMED } from "./openai-response.ts";
+import type { Vocabulary } from "./openai-response.ts";
 import type { ResponseRender } from "./openai-response.ts";
 import type { SimFault, SimFlavour, SimRuntimeConfig } from "./types.ts";
 
@@ -13,6 +14,8 @@ export interface GenerationContext {
   readonly config: Readonly<SimRuntimeConfig>;
   readonly gate: ConcurrencyGate;
   readonly metrics: SimMetrics;
+  /** The words answers are made of. */
+  readonly vocabulary: Vocabulary;
   /** Tokens budgeted by running requests, for TGI's batch gauge. */
   batchTokens: number;
   /** Set while the node shuts down: a slot granted now is left to the closing socket. */
@@ -126,6 +129,7 @@ export function runGeneration(
       tokens,
       timing.finishReason,
       Math.floor(Date.now() / 1000),
+      ctx.vocabulary,
     );
     if (request.stream) streamEvents(render, timing);
     else answerWhole(render, timing);

@@ -3,29 +3,41 @@ import type { InferenceRequest } from "./openai-request.ts";
 import { createResponsesRender } from "./responses-render.ts";
 import type { SimFlavour } from "./types.ts";
 
-// Plain ASCII words: their JSON forms need no escaping and are computed once.
-const WORDS = (
-  "The simulated node streams deterministic tokens so tests can compare every byte of " +
-  "the answer it gives back to the gateway under load"
-).split(" ");
-const FIRST_TOKEN_JSON = WORDS.map((word) => JSON.stringify(word));
-const NEXT_TOKEN_JSON = WORDS.map((word) => JSON.stringify(` ${word}`));
-
-/** Text of token `index` (0-based): words from a fixed sentence, space-separated. */
-export function tokenText(index: number): string {
-  const word = WORDS[index % WORDS.length] ?? "";
-  return index === 0 ? word : ` ${word}`;
+/**
+ * The words a node's answers are made of, one per token, space-separated, repeated as long
+ * as the answer runs. Their JSON forms are computed once.
+ */
+export interface Vocabulary {
+  /** Text of token `index` (0-based). */
+  text(index: number): string;
+  /** The same as a JSON string. */
+  json(index: number): string;
 }
 
-function tokenJson(index: number): string {
-  const list = index === 0 ? FIRST_TOKEN_JSON : NEXT_TOKEN_JSON;
-  return list[index % WORDS.length] ?? '""';
+export function createVocabulary(words: readonly string[]): Vocabulary {
+  const first = words.map((word) => JSON.stringify(word));
+  const next = words.map((word) => JSON.stringify(` ${word}`));
+  return {
+    text: (index) => {
+      const word = words[index % words.length] ?? "";
+      return index === 0 ? word : ` ${word}`;
+    },
+    json: (index) => (index === 0 ? first : next)[index % words.length] ?? '""',
+  };
 }
+
+/** Plain ASCII words: tests can compare every byte of an answer. */
+export const DEFAULT_VOCABULARY = createVocabulary(
+  (
+    "The simulated node streams deterministic tokens so tests can compare every byte of " +
+    "the answer it gives back to the gateway under load"
+  ).split(" "),
+);
 
 /** The whole generated text for `count` tokens. */
-export function generatedText(count: number): string {
+export function generatedText(count: number, vocabulary = DEFAULT_VOCABULARY): string {
   let text = "";
-  for (let i = 0; i < count; i++) text += tokenText(i);
+  for (let i = 0; i < count; i++) text += vocabulary.text(i);
   return text;
 }
 
@@ -65,11 +77,12 @@ export function createResponseRender(
   tokens: number,
   finishReason: "stop" | "length",
   createdS: number,
+  vocabulary: Vocabulary = DEFAULT_VOCABULARY,
 ): ResponseRender {
   if (request.kind === "responses") {
     return createResponsesRender(
       request,
-      Array.from({ length: tokens }, (_, i) => tokenText(i)),
+      Array.from({ length: tokens }, (_, i) => vocabulary.text(i)),
       finishReason,
       createdS,
     );
@@ -102,7 +115,7 @@ export function createResponseRender(
   function tokenEvent(index: number): string {
     const last = index === tokens - 1;
     const reason = last ? `"${finishReason}"${stopReason}` : "null";
-    return `${head}${open}${tokenJson(index)}${close}${reason}}${tail}`;
+    return `${head}${open}${vocabulary.json(index)}${close}${reason}}${tail}`;
   }
 
   function usageEvent(): string {
@@ -128,7 +141,7 @@ export function createResponseRender(
       return index < tokens ? tokenEvent(index) : usageEvent();
     },
     body() {
-      const text = generatedText(tokens);
+      const text = generatedText(tokens, vocabulary);
       const created = createdS;
       const fingerprint = tgi ? { system_fingerprint: TGI_FINGERPRINT } : {};
       const choice = chat

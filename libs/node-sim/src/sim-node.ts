@@ -27,6 +27,7 @@ import { asGenerationFault, runGeneration } from "./generation.ts";
 import type { GenerationContext } from "./generation.ts";
 import { createSimMetrics } from "./metrics.ts";
 import { errorBodyJson, parseInferenceRequest } from "./openai-request.ts";
+import { createVocabulary, DEFAULT_VOCABULARY } from "./openai-response.ts";
 import type { InferenceKind } from "./openai-request.ts";
 import { readBody } from "./read-body.ts";
 import { checkTeeOptions, createTeeQuoter, nonceOf, wantsSessionKey } from "./tee.ts";
@@ -237,6 +238,9 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     config,
     gate,
     metrics,
+    vocabulary: options.reply?.trim()
+      ? createVocabulary(options.reply.split(" ").filter(Boolean))
+      : DEFAULT_VOCABULARY,
     batchTokens: 0,
     closing: false,
     onCompleted() {

@@ -147,6 +147,11 @@ export interface SimNodeOptions {
   flavour: SimFlavour;
   /** Model ids served; the first one labels the metrics, as vLLM does with served names. */
   models: string[];
+  /**
+   * What the node answers, one word per token, repeated as long as the answer runs; default a
+   * fixed sentence. Lets a test find a marker of its own in an answer.
+   */
+  reply?: string;
   /** Default `127.0.0.1`. */
   host?: string;
   /** Default 0: a free port chosen by the system. */

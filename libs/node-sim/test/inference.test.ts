@@ -29,6 +29,22 @@ describe("chat completions (vllm)", () => {
     expect(body.choices[0]!.message.content.split(" ")).toHaveLength(16);
   });
 
+  it("answers with the words it was given, whole and streamed", async () => {
+    await using node = await startSimNode({
+      nodeId: "h100-a",
+      flavour: "vllm",
+      models: MODELS,
+      reply: "alpha beta",
+      completionTokens: 3,
+    });
+    const res = await post(`${node.url}/v1/chat/completions`, CHAT_BODY);
+    expect((await readJson<ChatCompletion>(res)).choices[0]!.message.content).toBe(
+      "alpha beta alpha",
+    );
+    const stream = await post(`${node.url}/v1/chat/completions`, { ...CHAT_BODY, stream: true });
+    expect(await stream.text()).toContain('"content":" beta"');
+  });
+
   it("generates the same text every time and honours max_tokens with finish_reason length", async () => {
     await using node = await startSimNode({ nodeId: "n", flavour: "vllm", models: MODELS });
     const chat = async (body: unknown): Promise<ChatCompletion> =>
