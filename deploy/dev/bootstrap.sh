@@ -33,10 +33,10 @@ if ! command -v openssl >/dev/null 2>&1; then
 fi
 
 if $for_tests; then
-  # The Python SDK (libs/python-sdk) is tested on Debian's Python with Debian's httpx, pytest
-  # and mypy, so no Python package index is needed.
-  if ! /usr/bin/python3 -c "import httpx, pytest" >/dev/null 2>&1 || ! command -v mypy >/dev/null 2>&1; then
-    apt_install "the Python SDK's tests" python3-httpx python3-pytest mypy
+  # The Python SDK (libs/python-sdk) is tested on Debian's Python with Debian's httpx, cryptography,
+  # pytest and mypy, so no Python package index is needed.
+  if ! /usr/bin/python3 -c "import httpx, pytest, cryptography" >/dev/null 2>&1 || ! command -v mypy >/dev/null 2>&1; then
+    apt_install "the Python SDK's tests" python3-httpx python3-cryptography python3-pytest mypy
   fi
   # Debian's Chromium, for the allowlist page's browser test (playwright-core drives it; no
   # browser is ever downloaded by npm).

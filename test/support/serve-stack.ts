@@ -6,7 +6,7 @@
 //
 // The fleet: four tier-1 nodes of different families (policy `interactive` prefers H100,
 // `mi300x-first` MI300X; `l40s-only` and `a100-only` reach the nodes tests break on purpose)
-// and two attested tier-4 nodes for sessions. The test account may use tiers 1 and 4; a
+// and two attested tier-4 nodes (behind TD proxies) for sealed sessions. The test account may use tiers 1 and 4; a
 // second key's account is rate-limited to 1 request a minute.
 import { createHash } from "node:crypto";
 import { ROUTING_HTTP_HEADER } from "@zml/contracts";
@@ -99,10 +99,16 @@ for (const [name, family] of [
     { timeoutMs: 15_000, message: `${family} routable` },
   );
 }
+// `url` is each node's serving framework (its `/_sim` control API); a tier-4 node's is behind
+// its TD proxy, so it is `sealed`.
 const nodes = Object.fromEntries(
   [...stack.sims].map(([id, sim]) => [
     id,
-    { url: sim.url, tier: stack.fleet.nodes.find((n) => n.id === id)?.tier },
+    {
+      url: sim.url,
+      tier: stack.fleet.nodes.find((n) => n.id === id)?.tier,
+      ...(stack.tdProxies.has(id) ? { sealed: true } : {}),
+    },
   ]),
 );
 process.stdout.write(
@@ -113,5 +119,8 @@ process.stdout.write(
     nats_url: stack.nats.url,
     model: MODEL,
     nodes,
+    // The test root the tier-4 nodes' quotes chain to (never Intel's), and their measurement.
+    tdx_root_pem_file: root.path,
+    tdx_mrtd: MRTD,
   })}\n`,
 );

@@ -11,7 +11,7 @@ import queue
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,6 +29,23 @@ class Stack:
     limited_api_key: str
     model: str
     nodes: dict[str, dict[str, Any]]
+    info: dict[str, Any] = field(default_factory=dict)
+    """The whole line the stack printed (fields beyond the ones above)."""
+
+    def sealed_nodes(self) -> list[str]:
+        """Tier-4 nodes behind a TD proxy that opens sealed requests (``"sealed": true``)."""
+        return [n for n, v in self.nodes.items() if v.get("tier") == 4 and v.get("sealed") is True]
+
+    def tdx_root_pem(self) -> str | None:
+        """The trust anchor the stack's TDX quotes chain to (its test PKI's root), from
+        ``tdx_root_pem`` or ``tdx_root_pem_file`` at the top level or on a sealed node."""
+        places = [self.info, *(self.nodes[n] for n in self.sealed_nodes())]
+        for place in places:
+            if isinstance(place.get("tdx_root_pem"), str):
+                return str(place["tdx_root_pem"])
+            if isinstance(place.get("tdx_root_pem_file"), str):
+                return Path(place["tdx_root_pem_file"]).read_text()
+        return None
 
     def sim(self, node: str, method: str, path: str, body: Any = None) -> Any:
         """Calls a simulated node's control API (``/_sim/*``)."""
@@ -101,6 +118,7 @@ def stack() -> Iterator[Stack]:
             limited_api_key=info["limited_api_key"],
             model=info["model"],
             nodes=info["nodes"],
+            info=info,
         )
     finally:
         assert proc.stdin is not None

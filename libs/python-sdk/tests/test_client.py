@@ -1,5 +1,5 @@
 """The sync client against a real gateway: routing as the nodes saw it, streams, typed
-errors, batch jobs and tier-4 sessions."""
+errors and batch jobs (tier-4 sessions, which are sealed: ``test_sealed_sessions.py``)."""
 
 from __future__ import annotations
 
@@ -135,29 +135,3 @@ def test_jobs_submit_get_and_results(stack: Stack, client: zml.ZML) -> None:
     assert client.jobs.get(job_id).status == "done"
     with pytest.raises(zml.NotFoundError):
         client.jobs.get("no-such-job")
-
-
-def test_session_pins_requests_to_its_attested_node(stack: Stack, client: zml.ZML) -> None:
-    nonce = secrets.token_hex(32)
-    session = client.sessions.create(model=stack.model, nonce=nonce, ttl_s=600)
-    assert session.session_id.startswith("ses-")
-    assert stack.nodes[session.node_id]["tier"] == 4
-    assert session.attestation.nonce_hex == nonce and session.attestation.quote_b64
-    assert session.attestation.tls_key_sha256 and len(session.attestation.tls_key_sha256) == 64
-    assert session.expires_at - session.created_at == 600_000
-    before = stack.payloads()
-    for _ in range(3):
-        answer = client.infer(
-            model=stack.model, messages=MESSAGES, tier=4, session_id=session.session_id
-        )
-        assert answer.routing.node == session.node_id and answer.routing.tier == 4
-    with client.infer(
-        model=stack.model, messages=MESSAGES, tier=4, session_id=session.session_id, stream=True
-    ) as stream:
-        assert stream.routing.node == session.node_id
-        list(stream)
-    assert stack.receivers(before) == {session.node_id: 4}
-    client.sessions.delete(session.session_id)
-    with pytest.raises(zml.NotFoundError) as gone:
-        client.infer(model=stack.model, messages=MESSAGES, tier=4, session_id=session.session_id)
-    assert gone.value.code == "session_not_found"

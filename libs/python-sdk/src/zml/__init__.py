@@ -6,17 +6,26 @@
 >>> response.routing.node, response.routing.family, response.routing.decision_id
 """
 
-from ._async_client import AsyncStream, AsyncZML
-from ._client import Stream, ZML
+from ._async_client import AsyncConfidentialSession, AsyncStream, AsyncZML
+from ._attest import (
+    INTEL_SGX_ROOT_CA_PEM,
+    AttestationCheck,
+    AttestationResult,
+    verify_quote,
+    verify_session_attestation,
+)
+from ._client import ZML, ConfidentialSession, Stream
 from ._errors import (
     APIConnectionError,
     APITimeoutError,
+    AttestationError,
     AuthenticationError,
     BadRequestError,
     InternalServerError,
     NotFoundError,
     PermissionDeniedError,
     RateLimitError,
+    SealedResponseError,
     ServiceUnavailableError,
     SessionExpiredError,
     StreamError,
@@ -64,6 +73,13 @@ __all__ = [
     "JobResult",
     "Session",
     "SessionAttestation",
+    "ConfidentialSession",
+    "AsyncConfidentialSession",
+    "AttestationCheck",
+    "AttestationResult",
+    "verify_quote",
+    "verify_session_attestation",
+    "INTEL_SGX_ROOT_CA_PEM",
     "ZmlError",
     "ZmlAPIError",
     "APIConnectionError",
@@ -77,4 +93,6 @@ __all__ = [
     "InternalServerError",
     "ServiceUnavailableError",
     "StreamError",
+    "SealedResponseError",
+    "AttestationError",
 ]

@@ -10,20 +10,27 @@ from typing import Any, Literal, TypeVar, overload
 
 import httpx
 
-from . import _calls
+from . import _calls, _confidential
 from ._calls import Call
 from ._client import DEFAULT_TIMEOUT_S, settings, transport_error
+from ._confidential import SessionChannel, SessionView
 from ._core import (
+    LineDecoder,
     Messages,
+    SealedStreamDecoder,
     StreamDecoder,
     check_event_stream,
     error_from_envelope,
-    request_headers,
+    is_error_answer,
+    media_type,
+    request_parts,
     routing_of,
+    sealed_stream_refusal,
 )
-from ._errors import APITimeoutError, ZmlAPIError
-from ._models import ChatCompletion, ChatCompletionChunk, Job, JobReceipt, Model, Session
+from ._errors import APITimeoutError, AttestationError, ZmlAPIError, ZmlError
+from ._models import ChatCompletion, ChatCompletionChunk, Job, JobReceipt, Model
 from ._routing import Routing
+from ._sealed import DEFAULT_SUITE, ResponseOpener
 
 T = TypeVar("T")
 
@@ -31,17 +38,21 @@ T = TypeVar("T")
 class AsyncStream(AsyncIterator[ChatCompletionChunk]):
     """A streamed answer: ``async for`` its chunks; see :class:`zml.Stream`."""
 
-    def __init__(self, response: httpx.Response, routing: Routing) -> None:
+    def __init__(
+        self,
+        response: httpx.Response,
+        routing: Routing,
+        decoder: LineDecoder | None = None,
+    ) -> None:
         self.routing = routing
         self.request_id: str | None = response.headers.get("x-request-id")
         self._response = response
-        self._chunks = self._read(StreamDecoder(response.headers, routing))
+        self._chunks = self._read(decoder or StreamDecoder(response.headers, routing))
 
-    async def _read(self, decoder: StreamDecoder) -> AsyncIterator[ChatCompletionChunk]:
+    async def _read(self, decoder: LineDecoder) -> AsyncIterator[ChatCompletionChunk]:
         try:
             async for line in self._response.aiter_lines():
-                chunk = decoder.feed(line)
-                if chunk is not None:
+                for chunk in decoder.feed_all(line):
                     yield chunk
                 if decoder.done:
                     return
@@ -86,14 +97,15 @@ class AsyncZML:
         request = self._http.build_request(
             call.method,
             f"{self.base_url}{call.path}",
-            headers=request_headers(self._api_key, call.request_id),
-            json=call.body,
+            **request_parts(
+                self._api_key, call.request_id, call.body, call.content, call.content_type
+            ),
         )
         try:
             response = await self._http.send(request, stream=True)
         except httpx.HTTPError as err:
             raise transport_error(err, self.base_url) from err
-        if response.status_code >= 400:
+        if is_error_answer(response.status_code, response.headers, call.sealed):
             text = (await self._read(response)).decode("utf-8", "replace")
             raise error_from_envelope(text, status=response.status_code, headers=response.headers)
         return response
@@ -122,6 +134,25 @@ class AsyncZML:
             await response.aclose()
             raise
         return AsyncStream(response, routing)
+
+    async def _sealed_answer(
+        self, call: Call[ChatCompletion], opener: ResponseOpener
+    ) -> ChatCompletion | AsyncStream:
+        if not call.streams:
+            completion: ChatCompletion = await self._run(call)
+            return completion
+        response = await self._open(call)
+        if media_type(response.headers) != "text/event-stream":
+            content = await self._read(response)
+            raise sealed_stream_refusal(opener, response.status_code, response.headers, content)
+        try:
+            routing = routing_of(response.status_code, response.headers)
+        except ZmlAPIError:
+            await response.aclose()
+            raise
+        return AsyncStream(
+            response, routing, SealedStreamDecoder(opener, response.headers, routing)
+        )
 
     @overload
     async def infer(
@@ -337,18 +368,122 @@ class AsyncSessions:
 
     async def create(
         self,
-        *,
         model: str,
+        *,
+        approved_measurements: Sequence[Mapping[str, Any]] | None = None,
+        trusted_root_pem: str | None = None,
         policy: str | None = None,
         ttl_s: int | None = None,
-        nonce: str | None = None,
+        suite: str = DEFAULT_SUITE,
         request_id: str | None = None,
-    ) -> Session:
-        return await self._client._run(
-            _calls.create_session(
-                model=model, policy=policy, ttl_s=ttl_s, nonce=nonce, request_id=request_id
-            )
+    ) -> AsyncConfidentialSession:
+        """See :meth:`zml.Sessions.create`: opens and verifies a confidential session."""
+        plan = _confidential.plan_session(
+            model=model,
+            approved_measurements=approved_measurements,
+            trusted_root_pem=trusted_root_pem,
+            policy=policy,
+            ttl_s=ttl_s,
+            suite=suite,
+            request_id=request_id,
         )
+        session = await self._client._run(plan.create)
+        try:
+            approved = plan.approved_measurements
+            if approved is None:
+                allowlist = await self._client._run(_calls.get_allowlist(request_id))
+                approved = _confidential.allowlist_measurements(allowlist, session.node_id)
+            verified = _confidential.verify_session(plan, session, approved)
+        except AttestationError as err:
+            err.session_id = session.session_id
+            err.node_id = err.node_id or session.node_id
+            await self._abandon(session.session_id)
+            raise
+        except Exception:
+            await self._abandon(session.session_id)
+            raise
+        return AsyncConfidentialSession(self._client, SessionChannel(verified, plan.suite))
+
+    async def _abandon(self, session_id: str) -> None:
+        try:
+            await self.delete(session_id)
+        except ZmlError:
+            pass
 
     async def delete(self, session_id: str, *, request_id: str | None = None) -> None:
         await self._client._run(_calls.delete_session(session_id, request_id))
+
+
+class AsyncSessionCompletions:
+    def __init__(self, session: AsyncConfidentialSession) -> None:
+        self._session = session
+
+    @overload
+    async def create(
+        self,
+        *,
+        messages: Messages,
+        stream: Literal[False] = False,
+        model: str | None = None,
+        request_id: str | None = None,
+        **params: Any,
+    ) -> ChatCompletion: ...
+    @overload
+    async def create(
+        self,
+        *,
+        messages: Messages,
+        stream: Literal[True],
+        model: str | None = None,
+        request_id: str | None = None,
+        **params: Any,
+    ) -> AsyncStream: ...
+    async def create(
+        self,
+        *,
+        messages: Messages,
+        stream: bool = False,
+        model: str | None = None,
+        request_id: str | None = None,
+        **params: Any,
+    ) -> ChatCompletion | AsyncStream:
+        """See :meth:`zml.SessionCompletions.create`: a sealed chat completion."""
+        call, opener = self._session._channel.chat_call(
+            messages=messages, stream=stream, model=model, request_id=request_id, params=params
+        )
+        return await self._session._client._sealed_answer(call, opener)
+
+
+class AsyncSessionChat:
+    def __init__(self, session: AsyncConfidentialSession) -> None:
+        self.completions = AsyncSessionCompletions(session)
+
+
+class AsyncConfidentialSession(SessionView):
+    """See :class:`zml.ConfidentialSession`; ``await session.close()`` or ``async with``."""
+
+    def __init__(self, client: AsyncZML, channel: SessionChannel) -> None:
+        super().__init__(channel)
+        self._client = client
+        self._closed = False
+        self.chat = AsyncSessionChat(self)
+
+    async def delete(self, *, request_id: str | None = None) -> None:
+        await self._client.sessions.delete(self.session_id, request_id=request_id)
+        self._closed = True
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            await self.delete()
+        except ZmlAPIError as err:
+            if err.status not in (404, 410):
+                raise
+        self._closed = True
+
+    async def __aenter__(self) -> AsyncConfidentialSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

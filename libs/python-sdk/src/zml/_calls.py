@@ -21,9 +21,19 @@ class Call(Generic[T]):
     body: dict[str, Any] | None
     request_id: str | None
     read: Callable[[int, Headers, bytes], T]
+    content: bytes | None = None
+    """Bytes to send instead of ``body`` as JSON (a sealed envelope), of ``content_type``."""
+    content_type: str | None = None
+    stream: bool | None = None
+    """Whether the answer streams, when ``body`` does not say (a sealed request)."""
+    sealed: bool = False
+    """The answer is sealed: an error status with a sealed body goes to ``read`` (the TD's
+    own status is inside), not straight to the usual API error."""
 
     @property
     def streams(self) -> bool:
+        if self.stream is not None:
+            return self.stream
         return bool(self.body and self.body.get("stream") is True)
 
 
@@ -146,6 +156,11 @@ def create_session(
 ) -> Call[Session]:
     body = body_of({"model": model, "policy": policy, "ttl_s": ttl_s, "nonce": nonce}, None)
     return Call("POST", "/v1/sessions", body, request_id, _read_object(Session))
+
+
+def get_allowlist(request_id: str | None) -> Call[Any]:
+    """The public allowlist of tier 3–4 nodes (``GET /v1/attestation``), as JSON."""
+    return Call("GET", "/v1/attestation", None, request_id, parse_json)
 
 
 def delete_session(session_id: str, request_id: str | None) -> Call[None]:

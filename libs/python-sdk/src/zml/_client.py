@@ -10,20 +10,27 @@ from typing import Any, Literal, TypeVar, overload
 
 import httpx
 
-from . import _calls
+from . import _calls, _confidential
 from ._calls import Call
+from ._confidential import SessionChannel, SessionView
 from ._core import (
+    LineDecoder,
     Messages,
+    SealedStreamDecoder,
     StreamDecoder,
     api_root,
     check_event_stream,
     error_from_envelope,
-    request_headers,
+    is_error_answer,
+    media_type,
+    request_parts,
     routing_of,
+    sealed_stream_refusal,
 )
-from ._errors import APIConnectionError, APITimeoutError, ZmlAPIError, ZmlError
-from ._models import ChatCompletion, ChatCompletionChunk, Job, JobReceipt, Model, Session
+from ._errors import APIConnectionError, APITimeoutError, AttestationError, ZmlAPIError, ZmlError
+from ._models import ChatCompletion, ChatCompletionChunk, Job, JobReceipt, Model
 from ._routing import Routing
+from ._sealed import DEFAULT_SUITE, ResponseOpener
 
 T = TypeVar("T")
 
@@ -52,18 +59,21 @@ class Stream(Iterator[ChatCompletionChunk]):
     chunk. Iteration raises :class:`StreamError` when the stream ends with an error event
     or without ``[DONE]``. Close it (or use ``with``) to stop early."""
 
-    def __init__(self, response: httpx.Response, routing: Routing) -> None:
+    def __init__(
+        self,
+        response: httpx.Response,
+        routing: Routing,
+        decoder: LineDecoder | None = None,
+    ) -> None:
         self.routing = routing
         self.request_id: str | None = response.headers.get("x-request-id")
         self._response = response
-        self._chunks = self._read(StreamDecoder(response.headers, routing))
+        self._chunks = self._read(decoder or StreamDecoder(response.headers, routing))
 
-    def _read(self, decoder: StreamDecoder) -> Iterator[ChatCompletionChunk]:
+    def _read(self, decoder: LineDecoder) -> Iterator[ChatCompletionChunk]:
         try:
             for line in self._response.iter_lines():
-                chunk = decoder.feed(line)
-                if chunk is not None:
-                    yield chunk
+                yield from decoder.feed_all(line)
                 if decoder.done:
                     return
             decoder.finish()
@@ -112,14 +122,15 @@ class ZML:
         request = self._http.build_request(
             call.method,
             f"{self.base_url}{call.path}",
-            headers=request_headers(self._api_key, call.request_id),
-            json=call.body,
+            **request_parts(
+                self._api_key, call.request_id, call.body, call.content, call.content_type
+            ),
         )
         try:
             response = self._http.send(request, stream=True)
         except httpx.HTTPError as err:
             raise transport_error(err, self.base_url) from err
-        if response.status_code >= 400:
+        if is_error_answer(response.status_code, response.headers, call.sealed):
             text = self._read(response).decode("utf-8", "replace")
             raise error_from_envelope(text, status=response.status_code, headers=response.headers)
         return response
@@ -147,6 +158,22 @@ class ZML:
             response.close()
             raise
         return Stream(response, routing)
+
+    def _sealed_answer(
+        self, call: Call[ChatCompletion], opener: ResponseOpener
+    ) -> ChatCompletion | Stream:
+        if not call.streams:
+            return self._run(call)
+        response = self._open(call)
+        if media_type(response.headers) != "text/event-stream":
+            content = self._read(response)
+            raise sealed_stream_refusal(opener, response.status_code, response.headers, content)
+        try:
+            routing = routing_of(response.status_code, response.headers)
+        except ZmlAPIError:
+            response.close()
+            raise
+        return Stream(response, routing, SealedStreamDecoder(opener, response.headers, routing))
 
     @overload
     def infer(
@@ -364,29 +391,155 @@ class Jobs:
 
 
 class Sessions:
-    """Tier-4 sessions: requests pinned to one attested node for the session's life."""
+    """Tier-4 sessions: requests sealed to one attested node's key for the session's life."""
 
     def __init__(self, client: ZML) -> None:
         self._client = client
 
     def create(
         self,
-        *,
         model: str,
+        *,
+        approved_measurements: Sequence[Mapping[str, Any]] | None = None,
+        trusted_root_pem: str | None = None,
         policy: str | None = None,
         ttl_s: int | None = None,
-        nonce: str | None = None,
+        suite: str = DEFAULT_SUITE,
         request_id: str | None = None,
-    ) -> Session:
-        """Opens a session on a freshly attested tier-4 node. ``nonce`` (32 bytes, hex) is
-        bound into the node's quote; without one the gateway draws it. Send the session's
-        requests with ``tier=4, session_id=session.session_id``."""
-        return self._client._run(
-            _calls.create_session(
-                model=model, policy=policy, ttl_s=ttl_s, nonce=nonce, request_id=request_id
-            )
+    ) -> ConfidentialSession:
+        """Opens a confidential session on a freshly attested tier-4 node and verifies it
+        before anything is sealed to it: the client draws a 32-byte nonce, the node's TDX quote
+        must chain to ``trusted_root_pem`` (default: Intel's SGX root CA) with valid QE and
+        quote signatures, not be a debug TD, show an approved measurement and bind in
+        REPORTDATA that nonce, the node's TLS key and the session key. Collateral (TCB
+        status, revocation) is not checked by the SDK.
+
+        ``approved_measurements``: sets like ``{"mrtd": hex, "rtmr3": hex}`` (any may match;
+        fields left out are not compared); default: the measurement the public allowlist
+        (``GET /v1/attestation``) publishes for the chosen node — that trusts the gateway's
+        list, so pass your own for the strongest guarantee. ``suite``:
+        ``x25519-sha256-chacha20poly1305`` or ``x25519-sha256-aes128gcm``.
+
+        Raises :class:`AttestationError` (after deleting the session) when the node cannot be
+        trusted, ``ValueError`` for malformed arguments, the usual API errors otherwise."""
+        plan = _confidential.plan_session(
+            model=model,
+            approved_measurements=approved_measurements,
+            trusted_root_pem=trusted_root_pem,
+            policy=policy,
+            ttl_s=ttl_s,
+            suite=suite,
+            request_id=request_id,
         )
+        session = self._client._run(plan.create)
+        try:
+            approved = plan.approved_measurements
+            if approved is None:
+                allowlist = self._client._run(_calls.get_allowlist(request_id))
+                approved = _confidential.allowlist_measurements(allowlist, session.node_id)
+            verified = _confidential.verify_session(plan, session, approved)
+        except AttestationError as err:
+            err.session_id = session.session_id
+            err.node_id = err.node_id or session.node_id
+            self._abandon(session.session_id)
+            raise
+        except Exception:
+            self._abandon(session.session_id)
+            raise
+        return ConfidentialSession(self._client, SessionChannel(verified, plan.suite))
+
+    def _abandon(self, session_id: str) -> None:
+        """Ends a session the client will not use (best effort: it expires anyway)."""
+        try:
+            self.delete(session_id)
+        except ZmlError:
+            pass
 
     def delete(self, session_id: str, *, request_id: str | None = None) -> None:
-        """Ends the session; its id is refused afterwards."""
+        """Ends the session; its id is refused afterwards and its node drops the key."""
         self._client._run(_calls.delete_session(session_id, request_id))
+
+
+class SessionCompletions:
+    def __init__(self, session: ConfidentialSession) -> None:
+        self._session = session
+
+    @overload
+    def create(
+        self,
+        *,
+        messages: Messages,
+        stream: Literal[False] = False,
+        model: str | None = None,
+        request_id: str | None = None,
+        **params: Any,
+    ) -> ChatCompletion: ...
+    @overload
+    def create(
+        self,
+        *,
+        messages: Messages,
+        stream: Literal[True],
+        model: str | None = None,
+        request_id: str | None = None,
+        **params: Any,
+    ) -> Stream: ...
+    def create(
+        self,
+        *,
+        messages: Messages,
+        stream: bool = False,
+        model: str | None = None,
+        request_id: str | None = None,
+        **params: Any,
+    ) -> ChatCompletion | Stream:
+        """An OpenAI chat completion, sealed: the whole body (``model``, ``messages``,
+        ``stream`` and every parameter in ``params``) is encrypted to the session's attested
+        node, which alone can read it and seals its answer back. ``model`` defaults to (and
+        must be) the session's. Returns the opened answer; raises the usual API errors for
+        the gateway's errors and :class:`SealedResponseError` for an answer that is not
+        sealed to this request or does not open."""
+        call, opener = self._session._channel.chat_call(
+            messages=messages, stream=stream, model=model, request_id=request_id, params=params
+        )
+        return self._session._client._sealed_answer(call, opener)
+
+
+class SessionChat:
+    def __init__(self, session: ConfidentialSession) -> None:
+        self.completions = SessionCompletions(session)
+
+
+class ConfidentialSession(SessionView):
+    """A verified tier-4 session: ``chat.completions.create(...)`` seals each request to the
+    node's session key. The session's fields (``session_id``, ``node_id``, ``model``,
+    ``expires_at``, ``attestation``, …) and ``verification`` (the checks that passed) are
+    attributes. ``close()`` (or leaving a ``with`` block) ends it."""
+
+    def __init__(self, client: ZML, channel: SessionChannel) -> None:
+        super().__init__(channel)
+        self._client = client
+        self._closed = False
+        self.chat = SessionChat(self)
+
+    def delete(self, *, request_id: str | None = None) -> None:
+        """Ends the session at the gateway; its node drops the key."""
+        self._client.sessions.delete(self.session_id, request_id=request_id)
+        self._closed = True
+
+    def close(self) -> None:
+        """Ends the session if it is still open; never raises for one already gone."""
+        if self._closed:
+            return
+        try:
+            self.delete()
+        except ZmlAPIError as err:
+            if err.status not in (404, 410):
+                raise
+        self._closed = True
+
+    def __enter__(self) -> ConfidentialSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

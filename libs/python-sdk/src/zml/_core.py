@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from ._errors import StreamError, ZmlAPIError, error_class
+from ._errors import SealedResponseError, StreamError, ZmlAPIError, error_class
 from ._models import ChatCompletion, ChatCompletionChunk
 from ._routing import ROUTING_HEADER, Routing, RoutingHeaderError, parse_routing_header
+from ._sealed import (
+    SEALED_RESPONSE_MEDIA_TYPE,
+    GatewayError,
+    ResponseOpener,
+    SealedStreamReader,
+    StreamEnd,
+    StreamEvent,
+    StreamHead,
+)
 
 Headers = Mapping[str, str]
 Messages = Sequence[Mapping[str, Any]]
@@ -26,6 +35,30 @@ def request_headers(api_key: str, request_id: str | None) -> dict[str, str]:
     if request_id is not None:
         headers["x-request-id"] = request_id
     return headers
+
+
+def request_parts(
+    api_key: str,
+    request_id: str | None,
+    body: Mapping[str, Any] | None,
+    content: bytes | None = None,
+    content_type: str | None = None,
+) -> dict[str, Any]:
+    """``headers`` and the body (``json``, or raw ``content`` of ``content_type``, as a
+    sealed envelope is sent) for ``httpx``'s ``build_request``."""
+    headers = request_headers(api_key, request_id)
+    if content is None:
+        return {"headers": headers, "json": body}
+    if content_type is not None:
+        headers["content-type"] = content_type
+    return {"headers": headers, "content": content}
+
+
+def is_error_answer(status: int, headers: Headers, sealed: bool) -> bool:
+    """An answer to raise as the usual API error at once: an error status, unless it is a
+    sealed answer to a sealed request (the TD's server's status is also inside; the client
+    reads that one)."""
+    return status >= 400 and not (sealed and is_sealed_answer(headers))
 
 
 def body_of(fields: Mapping[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -134,6 +167,19 @@ def check_event_stream(status: int, headers: Headers) -> None:
         )
 
 
+class LineDecoder(Protocol):
+    """What a stream reads its lines with: :class:`StreamDecoder`, or
+    :class:`SealedStreamDecoder` for a tier-4 session's sealed stream."""
+
+    done: bool
+
+    def feed_all(self, line: str) -> list[ChatCompletionChunk]: ...
+
+    def finish(self) -> None: ...
+
+    def broken(self, err: Exception) -> StreamError: ...
+
+
 class StreamDecoder:
     """Turns the lines of a server-sent event stream into chunks.
 
@@ -157,6 +203,10 @@ class StreamDecoder:
             request_id=self._headers.get("x-request-id"),
             routing=self._routing,
         )
+
+    def feed_all(self, line: str) -> list[ChatCompletionChunk]:
+        chunk = self.feed(line)
+        return [] if chunk is None else [chunk]
 
     def feed(self, line: str) -> ChatCompletionChunk | None:
         line = line.rstrip("\r\n")
@@ -194,3 +244,168 @@ class StreamDecoder:
 
     def broken(self, err: Exception) -> StreamError:
         return self._interrupted(f"stream broke: {err}")
+
+
+# --- Tier 4: sealed answers (docs/sealed-channel.md) ----------------------------------------
+
+
+def media_type(headers: Headers) -> str:
+    return headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def is_sealed_answer(headers: Headers) -> bool:
+    """A whole sealed answer (``application/vnd.zml.sealed-response+json``)."""
+    return media_type(headers) == SEALED_RESPONSE_MEDIA_TYPE
+
+
+def _sealed_error(
+    err: SealedResponseError, status: int, headers: Headers, routing: Routing | None
+) -> SealedResponseError:
+    err.status = status
+    err.request_id = headers.get("x-request-id")
+    err.routing = routing if routing is not None else _routing(headers)
+    return err
+
+
+def _unsealed(status: int, headers: Headers, content: bytes) -> ZmlAPIError:
+    """An answer in clear: only an error may be (the gateway's own, in the usual envelope)."""
+    if status >= 400:
+        return error_from_envelope(
+            content.decode("utf-8", "replace"), status=status, headers=headers
+        )
+    return _sealed_error(
+        SealedResponseError(
+            f"a {status} answer in clear ({media_type(headers) or 'no content type'}) to a "
+            "sealed request: refused, only errors may come unsealed"
+        ),
+        status,
+        headers,
+        None,
+    )
+
+
+def sealed_completion(
+    opener: ResponseOpener, status: int, headers: Headers, content: bytes
+) -> ChatCompletion:
+    """Reads the answer to a sealed, non-streamed request: opened, the TD's server's status
+    taken from its head (an error status raises the usual API error with the opened body),
+    the body a chat completion. Raises :class:`SealedResponseError` for an answer that is
+    not sealed to this request or does not open."""
+    if not is_sealed_answer(headers):
+        raise _unsealed(status, headers, content)
+    try:
+        opened = opener.open_answer(content)
+    except SealedResponseError as err:
+        raise _sealed_error(err, status, headers, None) from None
+    if opened.status >= 400:
+        raise error_from_envelope(
+            opened.body.decode("utf-8", "replace"), status=opened.status, headers=headers
+        )
+    routing = routing_of(status, headers)
+    try:
+        body = json.loads(opened.body)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise ZmlAPIError(
+            "the opened answer is not a JSON object",
+            status=opened.status,
+            code="invalid_response",
+            request_id=headers.get("x-request-id"),
+            routing=routing,
+        )
+    return ChatCompletion.from_json(body, routing, headers.get("x-request-id"))
+
+
+def sealed_stream_refusal(
+    opener: ResponseOpener, status: int, headers: Headers, content: bytes
+) -> ZmlAPIError:
+    """The error for a whole (not event-stream) answer to a sealed streamed request: the TD
+    seals its server's answer whole when that is an error or not a stream."""
+    if not is_sealed_answer(headers):
+        return _unsealed(status, headers, content)
+    try:
+        opened = opener.open_answer(content)
+    except SealedResponseError as err:
+        return _sealed_error(err, status, headers, None)
+    if opened.status >= 400:
+        return error_from_envelope(
+            opened.body.decode("utf-8", "replace"), status=opened.status, headers=headers
+        )
+    return ZmlAPIError(
+        f"expected an event stream, the node answered {opened.content_type or 'no content type'}",
+        status=opened.status,
+        code="invalid_response",
+        request_id=headers.get("x-request-id"),
+        routing=_routing(headers),
+    )
+
+
+class SealedStreamDecoder:
+    """The sealed counterpart of :class:`StreamDecoder`: opens each event of a sealed stream
+    (:class:`zml._sealed.SealedStreamReader`) and decodes the server's events inside. ``done``
+    only at the chunk sealed as final, and only after the server's own ``[DONE]``; an
+    ``event: error`` from the gateway raises :class:`StreamError`; anything that does not
+    open, or a stream cut before its final chunk, raises :class:`SealedResponseError`."""
+
+    def __init__(self, opener: ResponseOpener, headers: Headers, routing: Routing) -> None:
+        self._headers = headers
+        self._routing = routing
+        self._reader: SealedStreamReader = opener.stream_reader()
+        self._inner = StreamDecoder(headers, routing)
+        self._error_status: int | None = None
+        self._error_body: list[bytes] = []
+        self.done = False
+
+    def _fail(self, err: SealedResponseError) -> SealedResponseError:
+        return _sealed_error(err, 502, self._headers, self._routing)
+
+    def feed_all(self, line: str) -> list[ChatCompletionChunk]:
+        try:
+            part = self._reader.feed_line(line)
+        except SealedResponseError as err:
+            raise self._fail(err) from None
+        if part is None:
+            return []
+        if isinstance(part, GatewayError):
+            raise error_from_envelope(part.data, status=502, headers=self._headers, cls=StreamError)
+        if isinstance(part, StreamHead):
+            head = part.head
+            if head.status >= 400:
+                self._error_status = head.status
+            elif not head.content_type.lower().startswith("text/event-stream"):
+                raise ZmlAPIError(
+                    f"expected an event stream, the node answered {head.content_type}",
+                    status=head.status,
+                    code="invalid_response",
+                    request_id=self._headers.get("x-request-id"),
+                    routing=self._routing,
+                )
+            return []
+        if isinstance(part, StreamEvent):
+            if self._error_status is not None:
+                self._error_body.append(part.data)
+                return []
+            chunks: list[ChatCompletionChunk] = []
+            for inner_line in part.data.decode("utf-8", "replace").splitlines():
+                chunks += self._inner.feed_all(inner_line)
+            # An event is complete in its chunk: end it even without its blank line.
+            chunks += self._inner.feed_all("")
+            return chunks
+        assert isinstance(part, StreamEnd)
+        if self._error_status is not None:
+            text = b"".join(self._error_body).decode("utf-8", "replace")
+            raise error_from_envelope(text, status=self._error_status, headers=self._headers)
+        self._inner.finish()  # the server's stream must have ended with [DONE]
+        self.done = True
+        return []
+
+    def finish(self) -> None:
+        try:
+            self._reader.finish()
+        except SealedResponseError as err:
+            raise self._fail(err) from None
+        self._inner.finish()
+
+    def broken(self, err: Exception) -> StreamError:
+        return self._inner.broken(err)

@@ -4,9 +4,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._routing import Routing
+
+if TYPE_CHECKING:
+    from ._attest import AttestationResult
 
 
 class ZmlError(Exception):
@@ -96,6 +99,59 @@ class ServiceUnavailableError(ZmlAPIError):
 class StreamError(ZmlAPIError):
     """A stream ended with an ``event: error`` or without its ``[DONE]`` marker: the answer
     is incomplete and must not be taken for a whole one."""
+
+
+class SealedResponseError(ZmlAPIError):
+    """A tier-4 answer that is not sealed to this request, or does not open: a chunk that
+    fails to open (altered, reordered, dropped, or another request's answer), a chunk after
+    the final one, a stream cut before its final chunk, a missing or short response nonce, or
+    an unsealed success. Code ``sealed_response_invalid``. Never retried: it may mean the
+    gateway tampered with the answer."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 502,
+        request_id: str | None = None,
+        routing: Routing | None = None,
+    ) -> None:
+        super().__init__(
+            message,
+            status=status,
+            code="sealed_response_invalid",
+            request_id=request_id,
+            routing=routing,
+        )
+
+
+class AttestationError(ZmlError):
+    """A tier-4 session's node could not be trusted: its quote, measurement or binding did
+    not verify (``sessions.create`` refuses the session and seals nothing to its key).
+    ``check`` names the first failed check (``pck_chain``, ``quote_signature``,
+    ``td_debug``, ``measurements``, ``report_data``, ``nonce``, …); ``result`` has them all."""
+
+    code = "attestation_failed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        check: str | None = None,
+        result: AttestationResult | None = None,
+        session_id: str | None = None,
+        node_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.check = check
+        self.result = result
+        self.session_id = session_id
+        self.node_id = node_id
+
+    def __str__(self) -> str:
+        where = f" (node {self.node_id})" if self.node_id else ""
+        return f"attestation failed{where}: {self.message}"
 
 
 _BY_STATUS: dict[int, type[ZmlAPIError]] = {
