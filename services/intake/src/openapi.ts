@@ -14,6 +14,9 @@ import {
   ROUTING_HTTP_HEADER,
   ResponsesRequestSchema,
   RevocationSchema,
+  SEALED_REQUEST_MEDIA_TYPE,
+  SEALED_RESPONSE_MEDIA_TYPE,
+  SealedRequestSchema,
 } from "@zml/contracts";
 import { z } from "zod";
 import { ADMIN_RESOURCES } from "./admin/resources.ts";
@@ -45,6 +48,7 @@ const INPUTS: Record<string, z.ZodType> = {
   InferRequest: InferRequestSchema,
   JobRequest: JobBodySchema,
   SessionRequest: SessionBodySchema,
+  SealedRequest: SealedRequestSchema,
 };
 const OUTPUTS: Record<string, z.ZodType> = {
   Model: ModelSchema,
@@ -129,6 +133,8 @@ interface OperationSpec {
   /** `none`: public, no credentials. */
   security: "apiKey" | "adminToken" | "none";
   requestBody?: object;
+  /** More media types the request body may have, beside `application/json`. */
+  requestTypes?: Record<string, object>;
   responses: Record<string, object>;
 }
 
@@ -138,7 +144,9 @@ const operation = (o: OperationSpec) => ({
   summary: o.summary,
   description: o.description,
   security: o.security === "none" ? [] : [{ [o.security]: [] }],
-  ...(o.requestBody ? { requestBody: { required: true, content: json(o.requestBody) } } : {}),
+  ...(o.requestBody
+    ? { requestBody: { required: true, content: { ...json(o.requestBody), ...o.requestTypes } } }
+    : {}),
   responses: o.responses,
 });
 
@@ -151,9 +159,11 @@ function inferenceOperation(
   body: string,
   answer: string,
   streams: boolean,
+  sealable = true,
 ) {
   const content: Record<string, object> = { "application/json": { schema: anyObject } };
   if (streams) content["text/event-stream"] = { schema: { type: "string" } };
+  if (sealable) content[SEALED_RESPONSE_MEDIA_TYPE] = { schema: anyObject };
   return operation({
     operationId,
     tag: "inference",
@@ -164,9 +174,16 @@ function inferenceOperation(
       (streams
         ? " With `stream: true` the answer is server-sent events, relayed whole; a stream " +
           "that breaks ends with `event: error` instead of its final event."
+        : "") +
+      (sealable
+        ? ` A tier-4 request is sent sealed (\`${SEALED_REQUEST_MEDIA_TYPE}\`, docs/sealed-channel.md): ` +
+          "its answer is sealed too, and the body is never opened in the gateway."
         : ""),
     security: "apiKey",
     requestBody: ref(body),
+    ...(sealable
+      ? { requestTypes: { [SEALED_REQUEST_MEDIA_TYPE]: { schema: ref("SealedRequest") } } }
+      : {}),
     responses: {
       "200": {
         description: "The node's answer",
@@ -465,6 +482,7 @@ export function buildOpenApiDocument(version: string): object {
           "InferRequest",
           "A chat completion, from a strict body with the routing fields first-class.",
           true,
+          false,
         ),
       },
       "/v1/models": {
