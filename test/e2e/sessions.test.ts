@@ -5,11 +5,12 @@
 // the independent verification endpoint `GET /v1/attestation/{node}`.
 import { createHash, createPublicKey, randomBytes } from "node:crypto";
 import { createServer } from "node:http";
+import { join } from "node:path";
 import type { AddressInfo } from "node:net";
 import { createClient } from "@zml/client";
 import type { ConfidentialSession, ZmlApiError } from "@zml/client";
 import { SEALED_REQUEST_MEDIA_TYPE } from "@zml/contracts";
-import { pollUntil } from "@zml/harness";
+import { pollUntil, repoRoot, startProcess } from "@zml/harness";
 import { sealRequest } from "@zml/seal";
 import type { SealRequestInput } from "@zml/seal";
 import { parseQuote, reportDataFor, verifyQuote } from "@zml/tdx";
@@ -553,6 +554,74 @@ describe("the TypeScript SDK's sessions", () => {
     } finally {
       hostile.close();
     }
+  });
+});
+
+describe("zml seal-proxy", () => {
+  it("opens a new verified session when its session's node fails, so the client never sees it", async () => {
+    const proxy = await startProcess({
+      name: "seal-proxy",
+      command: process.execPath,
+      args: [
+        join(repoRoot(), "libs/cli/src/main.ts"),
+        "seal-proxy",
+        ...["--gateway", stack.intakeUrl, "--api-key", API_KEY, "--model", MODEL],
+        ...["--listen", "127.0.0.1:0", "--trust-test-root", root.path, "--mrtd", MRTD],
+      ],
+      readyLine: /end to end at/,
+    });
+    try {
+      const [line] = await proxy.waitForOutput(/end to end at (http:\/\/\S+)/);
+      const url = /end to end at (http:\/\/\S+)/.exec(line)![1]!;
+      const ask = async () => {
+        const res = await request(`${url}/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }] }),
+        });
+        const text = await res.body.text();
+        return { status: res.statusCode, text, node: node(String(res.headers["x-zml-routing"])) };
+      };
+      const first = await ask();
+      expect(first.status, first.text).toBe(200);
+      // The session's node fails the next request: the gateway ends the session
+      // (session_node_unavailable), and the seal proxy seals the request again to a new one.
+      stack.sims.get(first.node!)!.setFault({ kind: "status", status: 500, times: 1 });
+      const second = await ask();
+      expect(second.status, second.text).toBe(200);
+      expect(JSON.parse(second.text).choices[0].message.content).toBeTruthy();
+      expect(proxy.output()).toMatch(/re-opened after ses-[0-9a-f]{32} ended/);
+      // A request for another model is not sealed anywhere.
+      const other = await request(`${url}/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify({ model: OTHER_MODEL, messages: [] }),
+      });
+      expect(other.statusCode).toBe(400);
+      expect(errorBody(await other.body.text())).toMatchObject({
+        code: "unknown_model",
+        param: "model",
+      });
+    } finally {
+      await proxy.stop("SIGTERM", 3_000);
+    }
+  });
+
+  it("refuses to listen off loopback: requests arrive there in clear", async () => {
+    const { execFile } = await import("node:child_process");
+    const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = execFile(
+        process.execPath,
+        [
+          join(repoRoot(), "libs/cli/src/main.ts"),
+          "seal-proxy",
+          ...["--gateway", stack.intakeUrl, "--api-key", API_KEY, "--model", MODEL],
+          ...["--listen", "0.0.0.0:0"],
+        ],
+        (_error, _stdout, stderr) => resolve({ code: child.exitCode, stderr }),
+      );
+    });
+    expect(out.code).toBe(2);
+    expect(out.stderr).toMatch(/loopback only/);
   });
 });
 
