@@ -28,7 +28,8 @@ export function loadLauncherFleet(path: string): { fleet: FleetDocument; fileLab
 
 /**
  * The fleet with the demo key's SHA-256 on account "demo"; a fleet without that account gets
- * one (tiers 1–2, like the demo fleet's), so the key the launcher prints always works.
+ * one (tiers 1, 2 and 4, like the demo fleet's), so the key the launcher prints always works,
+ * for the seal proxy too.
  */
 export function withDemoAccount(
   fleet: FleetDocument,
@@ -38,7 +39,10 @@ export function withDemoAccount(
   const existing = fleet.accounts.find((a) => a.id === DEMO_ACCOUNT);
   const accounts = existing
     ? fleet.accounts.map((a) => (a === existing ? { ...a, api_key_sha256: [keyHash] } : a))
-    : [...fleet.accounts, { id: DEMO_ACCOUNT, api_key_sha256: [keyHash], allowed_tiers: [1, 2] }];
+    : [
+        ...fleet.accounts,
+        { id: DEMO_ACCOUNT, api_key_sha256: [keyHash], allowed_tiers: [1, 2, 4] },
+      ];
   return { fleet: { ...fleet, accounts }, addedAccount: existing === undefined };
 }
 
@@ -47,11 +51,17 @@ export interface LocalNode {
   node: NodeSpec;
   /** The port the fleet file gives it. */
   port: number;
+  /**
+   * A tier-4 node: a simulator on a free loopback port behind a TD proxy (simulated TDX
+   * quotes) that listens on `port`; the endpoint applied is the TD proxy's https URL.
+   */
+  tee: boolean;
 }
 
 /**
- * Nodes on a plain-http loopback endpoint are simulated by the launcher; any other endpoint
- * (remote, or https) is the user's own node and must already be serving.
+ * Nodes on a plain-http loopback endpoint are simulated by the launcher, and so are tier-4
+ * nodes on a loopback endpoint (http or https), as TEE nodes behind a TD proxy; any other
+ * endpoint (remote, or https below tier 4) is the user's own node and must already be serving.
  */
 export function splitLocalNodes(fleet: FleetDocument): { local: LocalNode[]; remote: NodeSpec[] } {
   const local: LocalNode[] = [];
@@ -59,7 +69,9 @@ export function splitLocalNodes(fleet: FleetDocument): { local: LocalNode[]; rem
   for (const node of fleet.nodes) {
     const url = new URL(node.endpoint);
     const loopback = ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname);
-    if (url.protocol === "http:" && loopback) local.push({ node, port: Number(url.port || 80) });
+    const tee = node.tier === 4 && loopback && ["http:", "https:"].includes(url.protocol);
+    const port = Number(url.port || (url.protocol === "https:" ? 443 : 80));
+    if (tee || (url.protocol === "http:" && loopback)) local.push({ node, port, tee });
     else remote.push(node);
   }
   return { local, remote };

@@ -1,10 +1,13 @@
-// `npm run up`: nats-server, a simulated fleet, the four services, and the fleet applied —
-// then prints where to send requests. Ctrl-C stops everything it started. Settings:
+// `npm run up`: nats-server, a simulated fleet (tier-4 nodes behind TD proxies), the four
+// services, and the fleet applied — then prints where to send requests, and the seal proxy
+// command for tier 4. Ctrl-C stops everything it started. Settings:
 // deploy/dev/launcher-config.ts (documented in the README).
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectBus, ensureBusResources } from "@zml/bus";
 import { applyFleet } from "@zml/fleet";
-import type { FleetDocument } from "@zml/contracts";
+import type { FleetDocument, NodeSpec } from "@zml/contracts";
 import {
   pollUntil,
   ProcessExitedError,
@@ -21,6 +24,14 @@ import { ConfigError, formatConfigError, CONFIG_ERROR_EXIT_CODE } from "@zml/run
 import { loadLauncherFleet, splitLocalNodes, withDemoAccount } from "./launcher-fleet.ts";
 import type { LocalNode } from "./launcher-fleet.ts";
 import { loadLauncherConfig } from "./launcher-config.ts";
+import {
+  approveDemoMeasurements,
+  DEMO_MRTD,
+  demoMeasurements,
+  tdProxyArgs,
+  teeDirOf,
+  TEE_TIER,
+} from "./launcher-tee.ts";
 import { assertPortsFree, pickFreePort } from "./ports.ts";
 
 const root = repoRoot();
@@ -28,6 +39,8 @@ const quietLog = { info() {}, warn() {}, error() {} };
 
 const started: ManagedProcess[] = [];
 let nats: NatsServerHandle | undefined;
+/** This run's own files (the simulated TEE nodes' test PKI), removed when it stops. */
+let runDir: string | undefined;
 let stopping = false;
 
 /** Thrown between start-up steps once Ctrl-C was pressed, so nothing more is started. */
@@ -39,6 +52,7 @@ function checkNotStopping(): void {
 async function stopAll(): Promise<void> {
   await Promise.allSettled(started.reverse().map((p) => p.stop("SIGTERM", 5_000)));
   await nats?.stop();
+  if (runDir !== undefined) await rm(runDir, { recursive: true, force: true });
 }
 
 /** 0 means "any free port": pick one now, since readiness checks need to know it. */
@@ -47,42 +61,94 @@ async function resolvePort(port: number): Promise<number> {
   return port === 0 ? pickFreePort(pickedPorts) : port;
 }
 
-async function startSimNodes(local: LocalNode[], simPortBase: number | undefined) {
-  for (const [i, { node, port }] of local.entries()) {
+/** Starts a simulator for `node` on `port` (0: any free one); resolves with its URL. */
+async function startSim(node: NodeSpec, port: number): Promise<string> {
+  const args = [join(root, "libs/node-sim/src/cli.ts"), "--id", node.id, "--port", String(port)];
+  args.push("--flavour", node.framework === "tgi" ? "tgi" : "vllm", "--tps", "200");
+  args.push("--max-concurrency", String(node.max_concurrency));
+  for (const m of node.models) args.push("--model", m);
+  const sim = await startProcess({
+    name: node.id,
+    command: process.execPath,
+    args,
+    readyLine: /"event":"ready"/,
+  });
+  started.push(sim);
+  // The simulator prints the address it really listens on; the fleet applied says the same.
+  const ready = JSON.parse((await sim.waitForOutput(/^\{"event":"ready".*\}$/))[0]) as {
+    url: string;
+  };
+  return ready.url;
+}
+
+/**
+ * Starts a TD proxy on `port` in front of `backend`, quoting through the test PKI in
+ * `teeDir` (created on first use; its root is `root.pem` there); resolves with its URL.
+ */
+async function startTdProxy(node: NodeSpec, backend: string, port: number, teeDir: string) {
+  const proxy = await startProcess({
+    name: `${node.id}-td-proxy`,
+    command: process.execPath,
+    args: [
+      join(root, "libs/td-proxy/src/main.ts"),
+      ...tdProxyArgs({ backend, listenPort: port, teeDir }),
+    ],
+    readyLine: /"msg":"td proxy ready"/,
+  });
+  started.push(proxy);
+  const line = (await proxy.waitForOutput(/^\{.*"msg":"td proxy ready".*\}$/))[0];
+  return (JSON.parse(line) as { url: string }).url;
+}
+
+async function startSimNodes(
+  local: LocalNode[],
+  simPortBase: number | undefined,
+  teeDir: string | undefined,
+) {
+  for (const [i, { node, port, tee }] of local.entries()) {
     const listen = simPortBase === undefined ? port : simPortBase === 0 ? 0 : simPortBase + i;
-    const args = [
-      join(root, "libs/node-sim/src/cli.ts"),
-      "--id",
-      node.id,
-      "--port",
-      String(listen),
-    ];
-    args.push("--flavour", node.framework === "tgi" ? "tgi" : "vllm", "--tps", "200");
-    args.push("--max-concurrency", String(node.max_concurrency));
-    for (const m of node.models) args.push("--model", m);
-    const sim = await startProcess({
-      name: node.id,
-      command: process.execPath,
-      args,
-      readyLine: /"event":"ready"/,
-    });
-    started.push(sim);
-    // The simulator prints the address it really listens on; the fleet applied says the same.
-    const ready = JSON.parse((await sim.waitForOutput(/^\{"event":"ready".*\}$/))[0]) as {
-      url: string;
-    };
-    node.endpoint = ready.url;
+    let note = "";
+    if (!tee) {
+      node.endpoint = await startSim(node, listen);
+    } else {
+      // The serving framework on a free loopback port, the TD proxy where the node is reached.
+      const backend = await startSim(node, 0);
+      checkNotStopping();
+      node.endpoint = await startTdProxy(node, backend, listen, teeDir!);
+      note = `   (tier ${node.tier}: a TD proxy with simulated TDX quotes, in front of ${backend})`;
+    }
     console.log(
-      `simulated node  ${node.id.padEnd(10)} ${node.accelerator_family.padEnd(7)} ${node.endpoint}`,
+      `simulated node  ${node.id.padEnd(10)} ${node.accelerator_family.padEnd(7)} ${node.endpoint}${note}`,
     );
     checkNotStopping();
   }
 }
 
-/** A model that a started simulator serves at a tier the demo account may use, if any. */
+function tiersOf(fleet: FleetDocument, account: string): Set<number> {
+  return new Set(fleet.accounts.find((a) => a.id === account)?.allowed_tiers ?? []);
+}
+
+/** A model that a started plain simulator serves at a tier the account may use, if any. */
 function probeModel(local: LocalNode[], fleet: FleetDocument, account: string): string | undefined {
-  const tiers = new Set(fleet.accounts.find((a) => a.id === account)?.allowed_tiers ?? []);
-  return local.find(({ node }) => tiers.has(node.tier))?.node.models[0];
+  const tiers = tiersOf(fleet, account);
+  return local.find(({ node, tee }) => !tee && node.tier <= 2 && tiers.has(node.tier))?.node
+    .models[0];
+}
+
+/** The first simulated TEE node and its first model, if the account may use tier 4. */
+function sealedTarget(
+  local: LocalNode[],
+  fleet: FleetDocument,
+  account: string,
+): { node: NodeSpec; model: string } | undefined {
+  if (!tiersOf(fleet, account).has(TEE_TIER)) return undefined;
+  const node = local.find(({ tee }) => tee)?.node;
+  return node && { node, model: node.models[0]! };
+}
+
+/** Quoted for a POSIX shell only when it needs to be, so the printed command stays readable. */
+function sh(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
 async function main(): Promise<void> {
@@ -90,6 +156,7 @@ async function main(): Promise<void> {
   const { fleet: loaded, fileLabel } = loadLauncherFleet(config.fleetFile);
   const { fleet, addedAccount } = withDemoAccount(loaded, config.apiKey);
   const { local, remote } = splitLocalNodes(fleet);
+  const teeNodes = local.filter((l) => l.tee);
 
   const intakePort = await resolvePort(config.ports.intake);
   const ops = {
@@ -118,7 +185,12 @@ async function main(): Promise<void> {
   console.log(`nats-server     ${nats.url}`);
   checkNotStopping();
 
-  await startSimNodes(local, config.simPortBase);
+  let tee: { dir: string; rootPemFile: string } | undefined;
+  if (teeNodes.length > 0) {
+    runDir = await mkdtemp(join(tmpdir(), "zml-up-"));
+    tee = teeDirOf(runDir);
+  }
+  await startSimNodes(local, config.simPortBase, tee?.dir);
   for (const node of remote) {
     console.log(
       `remote node     ${node.id.padEnd(10)} ${node.accelerator_family.padEnd(7)} ${node.endpoint}   (not started by up.sh: not a local http endpoint; it must already be serving)`,
@@ -129,10 +201,19 @@ async function main(): Promise<void> {
   const bus = await connectBus({ ...nats.client("admin"), name: "zml-dev-apply", log: quietLog });
   await ensureBusResources(bus);
   const changes = await applyFleet(bus, fleet, { prune: true });
+  // The simulated TDs' measurement, approved before the attestation service first looks.
+  const approved = demoMeasurements(teeNodes);
+  await approveDemoMeasurements(bus, approved);
   await bus.drain();
   console.log(`fleet applied   ${changes.length} change(s) from ${fileLabel}`);
   if (addedAccount) {
     console.log(`                (added account "demo" for the demo API key: the fleet has none)`);
+  }
+  if (approved.length > 0) {
+    const models = approved.map((m) => m.model).join(", ");
+    console.log(
+      `measurement     approved mrtd ${DEMO_MRTD.slice(0, 8)}… (the simulated TDs') for ${models} at tier ${TEE_TIER}`,
+    );
   }
   checkNotStopping();
 
@@ -150,7 +231,11 @@ async function main(): Promise<void> {
     },
     {
       name: "attestation",
-      env: { ATTESTATION_OPS_PORT: String(ops.attestation) },
+      env: {
+        ATTESTATION_OPS_PORT: String(ops.attestation),
+        // The simulated TEE nodes' quotes chain to this run's test root, not to Intel's.
+        ...(tee ? { ATTESTATION_TRUST_ROOT_PEM_FILE: tee.rootPemFile } : {}),
+      },
       ready: `http://127.0.0.1:${ops.attestation}/readyz`,
     },
     {
@@ -235,6 +320,16 @@ async function main(): Promise<void> {
   }
   const example = model ?? fleet.models[0]?.id ?? "<model>";
 
+  // Tier 4 is up once a session opens: the node is Active and attested with a fresh quote.
+  const sealed = sealedTarget(local, fleet, "demo");
+  if (sealed !== undefined) {
+    await pollUntil(() => openAndEndSession(intake, config.apiKey, sealed.model), {
+      timeoutMs: 60_000,
+      intervalMs: 250,
+      message: `a tier-4 session for ${sealed.model} (${sealed.node.id} attested)`,
+    });
+  }
+
   console.log(`
 ZML is serving.
   intake URL   ${intake}
@@ -248,8 +343,51 @@ Try:
   curl -s ${intake}/v1/chat/completions \\
     -H "authorization: Bearer ${config.apiKey}" -H "content-type: application/json" \\
     -d '{"model":"${example}","messages":[{"role":"user","content":"Hello"}]}' -i
-
+${sealed && tee ? sealProxyBanner(intake, config.apiKey, sealed, teeNodes, tee.rootPemFile) : ""}${
+    sealed === undefined && teeNodes.length > 0
+      ? "\n(account demo may not use tier 4: add 4 to its allowed_tiers for the seal proxy)\n"
+      : ""
+  }
 Ctrl-C stops everything.`);
+}
+
+/** The port the printed `zml seal-proxy` command listens on (the seal proxy's default). */
+const SEAL_PROXY_LISTEN = "127.0.0.1:8787";
+
+function sealProxyBanner(
+  intake: string,
+  apiKey: string,
+  sealed: { node: NodeSpec; model: string },
+  teeNodes: LocalNode[],
+  rootPemFile: string,
+): string {
+  const ids = teeNodes.map(({ node }) => node.id).join(", ");
+  return `
+Tier 4, sealed end to end: run this, then point curl or any OpenAI client at http://${SEAL_PROXY_LISTEN}/v1
+  npm run zml -- seal-proxy --gateway ${sh(intake)} --api-key ${sh(apiKey)} \\
+    --model ${sh(sealed.model)} --listen ${SEAL_PROXY_LISTEN} \\
+    --trust-test-root ${sh(rootPemFile)}
+  (--trust-test-root: this run's TEST root, which only its simulated TEE nodes (${ids})
+  chain to; never trust it for a real node)
+`;
+}
+
+/** Opens a tier-4 session and ends it again: true once that works. */
+async function openAndEndSession(intake: string, apiKey: string, model: string): Promise<boolean> {
+  const headers = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" };
+  const res = await fetch(`${intake}/v1/sessions`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ model, ttl_s: 60 }),
+  });
+  const body = (await res.json().catch(() => ({}))) as { session_id?: string };
+  if (res.status !== 201 || body.session_id === undefined) return false;
+  const end = await fetch(`${intake}/v1/sessions/${body.session_id}`, {
+    method: "DELETE",
+    headers: { authorization: headers.authorization },
+  });
+  await end.arrayBuffer();
+  return true;
 }
 
 /** The admin identity's settings as a shell prefix, so the printed CLI command just works. */

@@ -1,15 +1,17 @@
 // The README's run command, run exactly as a newcomer types it: `./deploy/dev/up.sh`, as a
 // child process in its own process group (as a terminal runs a job), on free ports so it can
-// run beside other tests. Ctrl-C is a SIGINT to that group, as the terminal sends it.
+// run beside other tests. Ctrl-C is a SIGINT to that group, as the terminal sends it. The
+// seal-proxy command it prints for tier 4 is run the same way, as pasted into another shell.
 import { execFile, spawn, spawnSync } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
+import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import { parseRoutingHeader } from "@zml/contracts";
+import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
 import { pollUntil, repoRoot } from "@zml/harness";
 
 const root = repoRoot();
@@ -28,6 +30,11 @@ interface Launcher {
   output: () => string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
+
+const TIER4_MODEL = "llama-3.1-8b-instruct-confidential";
+const TIER4_NODE = "tdx-h100-a";
+/** Where the README (and the printed command) has the seal proxy listen. */
+const README_SEAL_PROXY = "http://127.0.0.1:8787";
 
 const running: Launcher[] = [];
 afterEach(() => {
@@ -54,9 +61,14 @@ function cleanEnv(extra: Record<string, string>): Record<string, string> {
 }
 
 function launch(extra: Record<string, string>): Launcher {
-  const child = spawn(UP, [], {
+  return spawnGroup(UP, [], cleanEnv(extra));
+}
+
+/** A command in its own process group, as a shell runs a job; killed after each test. */
+function spawnGroup(command: string, args: string[], env: Record<string, string>): Launcher {
+  const child = spawn(command, args, {
     cwd: root,
-    env: cleanEnv(extra),
+    env,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -160,17 +172,17 @@ function run(
   });
 }
 
-async function runReadmeShell(snippet: string, url: string): Promise<string> {
-  return run("bash", ["-c", snippet.replaceAll(README_URL, url)], root);
+async function runReadmeShell(snippet: string, url: string, readmeUrl = README_URL) {
+  return run("bash", ["-c", snippet.replaceAll(readmeUrl, url)], root);
 }
 
 /** Runs a README TypeScript example as a module inside test/, where its imports resolve. */
-async function runReadmeTs(snippet: string, url: string): Promise<string> {
-  expect(snippet).toContain(README_URL);
+async function runReadmeTs(snippet: string, url: string, readmeUrl = README_URL) {
+  expect(snippet).toContain(readmeUrl);
   const dir = join(root, "test", ".tmp");
   await mkdir(dir, { recursive: true });
   const file = join(dir, `readme-example-${process.pid}-${Date.now()}.ts`);
-  await writeFile(file, snippet.replaceAll(README_URL, url));
+  await writeFile(file, snippet.replaceAll(readmeUrl, url));
   try {
     return await run(process.execPath, [file], dir);
   } finally {
@@ -190,7 +202,157 @@ async function ctrlC(l: Launcher) {
   return l.exited;
 }
 
-describe("the README's run command (./deploy/dev/up.sh)", { timeout: 120_000 }, () => {
+/** Nothing of a process group is left. */
+function groupGone(l: Launcher): boolean {
+  return spawnSync("pgrep", ["-g", String(l.child.pid)], { encoding: "utf8" }).stdout.trim() === "";
+}
+
+/** The `zml seal-proxy` command the launcher printed, with its continuation lines. */
+function printedSealProxyCommand(l: Launcher): string {
+  const lines = l.output().split("\n");
+  const start = lines.findIndex((line) => line.startsWith("  npm run zml -- seal-proxy "));
+  if (start < 0) throw new Error(`up.sh printed no seal-proxy command:\n${l.output()}`);
+  let end = start;
+  while (lines[end]!.endsWith("\\")) end++;
+  return lines
+    .slice(start, end + 1)
+    .map((line) => line.trim())
+    .join("\n");
+}
+
+/** The value of `--<flag>` in a printed command. */
+function flagOf(command: string, flag: string): string {
+  const match = new RegExp(`--${flag} (\\S+)`).exec(command);
+  if (!match) throw new Error(`no --${flag} in ${command}`);
+  return match[1]!;
+}
+
+/**
+ * Runs the printed seal-proxy command as pasted into a shell (on a free port instead of the
+ * fixed one, as the tests run beside others) and waits for its ready line: its base URL.
+ */
+async function startSealProxy(command: string): Promise<{ proxy: Launcher; url: string }> {
+  const pasted = command.replace("--listen 127.0.0.1:8787", "--listen 127.0.0.1:0");
+  expect(pasted).not.toBe(command);
+  const proxy = spawnGroup("bash", ["-c", pasted], cleanEnv({}));
+  const ready = /^zml seal-proxy: serving (\S+) end to end at (http:\/\/127\.0\.0\.1:\d+)\/v1$/m;
+  const serving = pollUntil(() => ready.exec(proxy.output()) ?? undefined, {
+    timeoutMs: 60_000,
+    intervalMs: 100,
+    message: "the seal proxy's ready line",
+  });
+  const exitedFirst = proxy.exited.then(({ code, signal }) => {
+    throw new Error(`seal proxy exited (${code ?? signal}) before serving:\n${proxy.output()}`);
+  });
+  const match = await Promise.race([serving, exitedFirst]);
+  expect(match[1]).toBe(flagOf(command, "model"));
+  return { proxy, url: match[2]! };
+}
+
+const HAS_CURL = spawnSync("which", ["curl"]).status === 0;
+
+/** Status, routing header and body of an `-i` answer: curl's output, or fetch's. */
+interface Answer {
+  status: number;
+  routing: string;
+  contentType: string;
+  body: string;
+}
+
+function parseCurlI(out: string): Answer {
+  const split = out.indexOf("\r\n\r\n");
+  const head = out.slice(0, split).split("\r\n");
+  const header = (name: string) =>
+    head
+      .find((h) => h.toLowerCase().startsWith(`${name}:`))
+      ?.slice(name.length + 1)
+      .trim() ?? "";
+  return {
+    status: Number(/^HTTP\/[\d.]+ (\d{3})/.exec(head[0] ?? "")?.[1]),
+    routing: header(ROUTING_HTTP_HEADER),
+    contentType: header("content-type"),
+    body: out.slice(split + 4),
+  };
+}
+
+/**
+ * The README's curl through the seal proxy (streamed: with `"stream":true` added), with the
+ * real curl binary when there is one, else the same request with fetch.
+ */
+async function readmeCurl(snippet: string, base: string, stream: boolean): Promise<Answer> {
+  const data = /-d '([^']+)'/.exec(snippet)![1]!;
+  const body = stream ? data.replace('{"model"', '{"stream":true,"model"') : data;
+  if (HAS_CURL) {
+    const command = snippet
+      .replace(data, body)
+      .replace("curl -i", stream ? "curl -sNi" : "curl -si");
+    return parseCurlI(await runReadmeShell(command, base, README_SEAL_PROXY));
+  }
+  const url = /curl -i (\S+)/.exec(snippet)![1]!.replace(README_SEAL_PROXY, base);
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+  });
+  return {
+    status: res.status,
+    routing: res.headers.get(ROUTING_HTTP_HEADER) ?? "",
+    contentType: res.headers.get("content-type") ?? "",
+    body: await res.text(),
+  };
+}
+
+/** The README's tier-4 examples, and the openai SDK plain and streamed, through the proxy. */
+async function checkTier4ThroughSealProxy(base: string): Promise<void> {
+  const curlSnippet = readmeBlocks("sh").find((b) => b.includes(`${README_SEAL_PROXY}/v1/chat`))!;
+  const plain = await readmeCurl(curlSnippet, base, false);
+  expect(plain.status).toBe(200);
+  expect(parseRoutingHeader(plain.routing)).toMatchObject({ node: TIER4_NODE, tier: 4 });
+  const completion = JSON.parse(plain.body) as {
+    model: string;
+    choices: Array<{ message: { content: string } }>;
+  };
+  expect(completion.model).toBe(TIER4_MODEL);
+  expect(completion.choices[0]!.message.content.length).toBeGreaterThan(0);
+  const streamed = await readmeCurl(curlSnippet, base, true);
+  expect(streamed.status).toBe(200);
+  expect(streamed.contentType).toContain("text/event-stream");
+  expect(parseRoutingHeader(streamed.routing).node).toBe(TIER4_NODE);
+  expect(streamed.body).toContain('"delta":{"content":');
+  expect(streamed.body.trimEnd().endsWith("data: [DONE]")).toBe(true);
+
+  // The official openai SDK with only its base URL changed (the seal proxy holds the key).
+  const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "unused", maxRetries: 0 });
+  const messages = [{ role: "user" as const, content: "Hello" }];
+  const { data, response } = await client.chat.completions
+    .create({ model: TIER4_MODEL, messages })
+    .withResponse();
+  expect(data.choices[0]?.message.content).toBeTruthy();
+  const routing = parseRoutingHeader(response.headers.get(ROUTING_HTTP_HEADER)!);
+  expect(routing).toMatchObject({ node: TIER4_NODE, tier: 4, attempts: 1 });
+  const { data: stream, response: streamResponse } = await client.chat.completions
+    .create({ model: TIER4_MODEL, messages, stream: true })
+    .withResponse();
+  expect(parseRoutingHeader(streamResponse.headers.get(ROUTING_HTTP_HEADER)!).node).toBe(
+    TIER4_NODE,
+  );
+  let text = "";
+  let chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    text += chunk.choices[0]?.delta.content ?? "";
+  }
+  expect(chunks).toBeGreaterThan(2);
+  expect(text).toBe(data.choices[0]!.message.content);
+
+  // The README's openai example, verbatim but for the port.
+  const example = readmeBlocks("ts").find((b) => b.includes(README_SEAL_PROXY))!;
+  const out = await runReadmeTs(example, base, README_SEAL_PROXY);
+  expect(out).toContain(`node="${TIER4_NODE}"`);
+  expect(out).toContain("tier=4");
+}
+
+describe("the README's run command (./deploy/dev/up.sh)", { timeout: 180_000 }, () => {
   it("serves the demo fleet with the printed key, and Ctrl-C stops every process it started", async () => {
     const l = launch(FREE_PORTS);
     await waitForServing(l);
@@ -234,9 +396,30 @@ describe("the README's run command (./deploy/dev/up.sh)", { timeout: 120_000 }, 
       l.output(),
     )![1]!;
     const nodes = await runReadmeShell(cli, url);
-    for (const id of ["h100-a", "h100-b", "mi300x-a", "mi300x-b", "a100-tgi"]) {
+    for (const id of ["h100-a", "h100-b", "mi300x-a", "mi300x-b", "a100-tgi", TIER4_NODE]) {
       expect(nodes).toContain(id);
     }
+
+    // Tier 4: the node is a TD proxy (https) in front of a simulator, and the printed
+    // seal-proxy command serves the tier-4 model end to end.
+    expect(l.output()).toMatch(
+      new RegExp(
+        `simulated node  ${TIER4_NODE} H100    https://127\\.0\\.0\\.1:\\d+   \\(tier 4: a TD proxy`,
+      ),
+    );
+    const sealCommand = printedSealProxyCommand(l);
+    expect(flagOf(sealCommand, "gateway")).toBe(url);
+    expect(flagOf(sealCommand, "api-key")).toBe(key);
+    expect(flagOf(sealCommand, "model")).toBe(TIER4_MODEL);
+    expect(sealCommand).toContain("--listen 127.0.0.1:8787");
+    const rootPem = flagOf(sealCommand, "trust-test-root");
+    expect(rootPem).toMatch(/\/root\.pem$/);
+    expect(readFileSync(rootPem, "utf8")).toContain("BEGIN CERTIFICATE");
+    expect(l.output()).toMatch(
+      /TEST root, which only its simulated TEE nodes \(tdx-h100-a\)\s+chain to;/,
+    );
+    const sealProxy = await startSealProxy(sealCommand);
+    await checkTier4ThroughSealProxy(sealProxy.url);
 
     const tree = descendants(l.child.pid!);
     const commands = tree.map(commandOf).join("\n");
@@ -244,17 +427,25 @@ describe("the README's run command (./deploy/dev/up.sh)", { timeout: 120_000 }, 
     for (const svc of ["intake", "dispatcher", "health-aggregator", "attestation"]) {
       expect(commands).toContain(`services/${svc}/src/main.ts`);
     }
-    expect(commands.match(/node-sim\/src\/cli\.ts/g)).toHaveLength(5);
+    expect(commands.match(/node-sim\/src\/cli\.ts/g)).toHaveLength(6);
+    expect(commands.match(/td-proxy\/src\/main\.ts/g)).toHaveLength(1);
+
+    // Ctrl-C in the seal proxy's shell, then in up.sh's: nothing of either is left.
+    const sealTree = descendants(sealProxy.proxy.child.pid!);
+    expect(sealTree.map(commandOf).join("\n")).toContain("seal-proxy");
+    await ctrlC(sealProxy.proxy);
+    expect(sealTree.filter(alive)).toEqual([]);
+    expect(groupGone(sealProxy.proxy)).toBe(true);
 
     const { code, signal } = await ctrlC(l);
     expect({ code, signal }).toEqual({ code: 0, signal: null });
     expect(tree.filter(alive)).toEqual([]);
-    // Nothing else of its process group is left either.
-    const group = spawnSync("pgrep", ["-g", String(l.child.pid)], { encoding: "utf8" }).stdout;
-    expect(group.trim()).toBe("");
+    // Nothing else of its process group is left either, nor this run's test root.
+    expect(groupGone(l)).toBe(true);
+    expect(existsSync(rootPem)).toBe(false);
   });
 
-  it("serves a user's own fleet (ZML_FLEET_FILE) and reports the nodes it cannot start", async () => {
+  it("serves a user's own fleet (ZML_FLEET_FILE), its tier-4 loopback node behind a TD proxy, and reports the nodes it cannot start", async () => {
     const dir = await mkdtemp(join(tmpdir(), "zml-up-fleet-"));
     const fleetFile = join(dir, "fleet.yaml");
     await writeFile(
@@ -274,9 +465,16 @@ describe("the README's run command (./deploy/dev/up.sh)", { timeout: 120_000 }, 
         "    accelerator_family: H100",
         "    tier: 1",
         "    models: [m2]",
+        "  - id: enclave",
+        "    endpoint: http://127.0.0.1:18998",
+        "    framework: vllm",
+        "    accelerator_family: H100",
+        "    tier: 4",
+        "    models: [m3]",
         "models:",
         "  - id: m1",
         "  - id: m2",
+        "  - id: m3",
         "",
       ].join("\n"),
     );
@@ -292,7 +490,28 @@ describe("the README's run command (./deploy/dev/up.sh)", { timeout: 120_000 }, 
     expect(res.status).toBe(200);
     expect(parseRoutingHeader(res.headers.get("x-zml-routing") ?? "").node).toBe("solo");
     await res.arrayBuffer();
+
+    // The tier-4 loopback node: a TD proxy (https) in front of a simulator, its measurement
+    // approved for m3, so a session opens on it at once; the printed command names it.
+    expect(l.output()).toMatch(
+      /simulated node {2}enclave +H100 +https:\/\/127\.0\.0\.1:\d+ .*TD proxy/,
+    );
+    expect(l.output()).toMatch(/approved mrtd \w+… .* for m3 at tier 4/);
+    expect(flagOf(printedSealProxyCommand(l), "model")).toBe("m3");
+    const session = await fetch(`${printed(l, "intake URL")}/v1/sessions`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${printed(l, "API key")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ model: "m3" }),
+    });
+    expect(session.status).toBe(201);
+    expect(((await session.json()) as { node_id: string }).node_id).toBe("enclave");
+
     expect((await ctrlC(l)).code).toBe(0);
+    expect(groupGone(l)).toBe(true);
+    await rm(dir, { recursive: true, force: true });
   });
 
   it("refuses a bad setting with a message for a person, before starting anything", async () => {
