@@ -10,7 +10,13 @@ import tseslint from "typescript-eslint";
 
 /** Each package is used through its `index.ts` (`exports` in package.json), never its src. */
 const NO_DEEP_IMPORTS = {
-  group: ["@zml/*/*", "!@zml/tdx/testing", "!@zml/contracts/sealed", "**/libs/*/src/**", "**/services/*/src/**"],
+  group: [
+    "@zml/*/*",
+    "!@zml/tdx/testing",
+    "!@zml/contracts/sealed",
+    "**/libs/*/src/**",
+    "**/services/*/src/**",
+  ],
   message: "Import the package's public surface (its index.ts), not a file inside it.",
 };
 /** `libs/bus` is the one door to NATS. */
