@@ -26,10 +26,12 @@ function workspaceFile(root: string, specifier: string): string {
   const name = packageName(specifier);
   const dir = realpathSync(join(root, "node_modules", name));
   const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as {
-    exports?: Record<string, string>;
+    exports?: Record<string, string | { default?: string }>;
   };
   const subpath = `.${specifier.slice(name.length)}`;
-  const target = manifest.exports?.[subpath];
+  const entry = manifest.exports?.[subpath];
+  // A conditional export (`{ types, default }`, as the built SDK's) runs its `default`.
+  const target = typeof entry === "string" ? entry : entry?.default;
   if (target === undefined) throw new Error(`${name} does not export ${subpath}`);
   return join(dir, target);
 }
