@@ -94,6 +94,17 @@ describe("dispatcher in process: retries and fallback", () => {
     expect(answer.routing).toMatchObject({ node: "m1", attempts: 2 });
   });
 
+  it("retries a plain answer whose body breaks before it is relayed", async () => {
+    // The node declares the whole body's length, sends half of it and closes: nothing
+    // reached the client, so the next node may answer (status 200 is no answer here).
+    const r = await start(twoFamilies);
+    r.sims.get("h1")!.setFault({ kind: "cut_stream", afterChunks: 0, times: 1 });
+    const answer = await r.send({ policy: "ordered" });
+    expect(answer.status).toBe(200);
+    expect(answer.routing).toMatchObject({ node: "m1", attempts: 2 });
+    expect(r.payloads()).toEqual({ h1: 1, m1: 1 });
+  });
+
   it("falls back to the next model when the first one's nodes fail", async () => {
     const r = await start({
       nodes: [
