@@ -95,6 +95,8 @@ export function failureOf(outcome: AttemptOutcome & { kind: "retryable" }): Atte
   if (outcome.outcome === "network_error" || outcome.status === null) {
     return { kind: "network_error" };
   }
+  if (outcome.outcome === "auth_failed") return { kind: "upstream_auth", status: outcome.status };
+  if (outcome.outcome === "bad_response") return { kind: "bad_response", status: outcome.status };
   return { kind: "status", status: outcome.status };
 }
 

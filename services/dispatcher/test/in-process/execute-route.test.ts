@@ -152,6 +152,43 @@ describe("dispatcher in process: retries and fallback", () => {
   });
 });
 
+describe("dispatcher in process: answers the gateway refuses", () => {
+  it("retries a node's own 401 elsewhere and cools it down; alone, answers upstream_auth_failed", async () => {
+    const r = await start(twoFamilies);
+    r.sims.get("h1")!.setFault({ kind: "status", status: 401 });
+    const answer = await r.send({ policy: "ordered" });
+    expect(answer.status).toBe(200);
+    expect(answer.routing).toMatchObject({ node: "m1", attempts: 2 });
+    // h1 rests: the next request goes straight to m1.
+    expect((await r.send({ policy: "ordered" })).routing).toMatchObject({
+      node: "m1",
+      attempts: 1,
+    });
+    r.sims.get("m1")!.setFault({ kind: "status", status: 403 });
+    const refused = await r.send({ policy: "ordered" });
+    expect(refused.error).toMatchObject({ code: "upstream_auth_failed" });
+    expect(refused.error?.message).toBe(
+      "1 attempt(s) failed; last: m1 refused the gateway's credential (403)",
+    );
+    // The node's own message stays out of the answer.
+    expect(refused.error?.message).not.toContain("simulated fault");
+    expect(r.payloads()).toEqual({ h1: 1, m1: 3 });
+  });
+
+  it("retries an answer that is not JSON elsewhere; alone, answers bad_upstream_response", async () => {
+    const r = await start(twoFamilies);
+    r.sims.get("h1")!.setFault({ kind: "malformed_chunk", afterChunks: 0 });
+    const answer = await r.send({ policy: "ordered" });
+    expect(answer.status).toBe(200);
+    expect(answer.routing).toMatchObject({ node: "m1", attempts: 2 });
+    expect(JSON.parse(answer.text)).toMatchObject({ object: "chat.completion" });
+    r.sims.get("m1")!.setFault({ kind: "malformed_chunk", afterChunks: 0 });
+    const refused = await r.send({ policy: "ordered" });
+    expect(refused.error).toMatchObject({ code: "bad_upstream_response" });
+    expect(refused.error?.message).toContain("m1 answered a body that is not JSON");
+  });
+});
+
 describe("dispatcher in process: no node", () => {
   it("rejects a policy nobody registered, naming the field", async () => {
     const r = await start(twoFamilies);
