@@ -7,7 +7,8 @@
 // the size) plus a real parse only for a body of at most PARSED_JSON_MAX_BYTES, which nearly
 // every chat answer is. Measured (`npm run bench -w @zml/dispatcher`, 2 loaded cores): 2–3 µs
 // for a 0.5–1.3 KB completion, 8 µs at 8 KB, 11 µs at 15 KB, against the dispatcher's
-// 200–450 µs of CPU per request (docs/performance.md).
+// 200–450 µs of CPU per request (docs/performance.md). A stream is judged by its first
+// event only (`firstEventOf` in sse-events.ts), when its head is held for it anyway.
 //
 // A tier-4 sealed answer is judged by its envelope only, which is all the gateway can see:
 // the sealed media type is the JSON it is due, the envelope is checked as JSON like any

@@ -7,9 +7,11 @@ import type { NodeApi } from "@zml/contracts";
 import { dueAnswer, isJsonBody, JsonFramingTracker } from "./answer-check.ts";
 import {
   DONE_EVENT,
+  firstEventOf,
   isDoneEvent,
   isResponsesFinalEvent,
   isSealedFinalEvent,
+  MAX_HELD_EVENT_BYTES,
   SseEventCutter,
 } from "./sse-events.ts";
 
@@ -52,7 +54,10 @@ export interface NodeCall {
   sealed: boolean;
   /** Cuts the call: the client went away, the deadline passed, or no first byte in time. */
   signal: AbortSignal;
-  /** Called when the node's response headers arrive (see `attempt-signal.ts`). */
+  /**
+   * Called when the node's answer starts (see `attempt-signal.ts`): at its response headers,
+   * or for a stream at its first event, which is when its head goes to the client.
+   */
   onFirstByte: () => void;
   bodyIdleTimeoutMs: number;
   /** Most bytes a node may answer with; past it the call is cut with `response_too_large`. */
@@ -71,7 +76,9 @@ export interface NodeCall {
  *
  * Before anything goes out, the answer is the gateway's to judge: a node's own 401/403 (it
  * refused the gateway's credential) and a 2xx that is not what the call is due (no JSON, no
- * SSE; see answer-check.ts) are retryable failures, like a 5xx.
+ * SSE; see answer-check.ts) are retryable failures, like a 5xx. A stream's head waits for its
+ * first event, within the attempt's first-byte limit: a node that sends its headers at once
+ * and its first token late is failed over as if it had sent nothing.
  */
 export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   let response: Dispatcher.ResponseData;
@@ -108,7 +115,8 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   }
   if (status === 401 || status === 403) return refusedCredential(call, response, status);
   if (status < 200 || status > 299) {
-    // The node's 4xx is the client's answer (400, 402, 404, 409, 422, 429…), as it came.
+    // A node's 4xx is the client's answer (400, 402, 404, 409, 422, 429…), relayed as it
+    // came; so is any status that is neither 2xx nor an error (the routing core retries none).
     call.onFirstByte();
     const ttftMs = call.clock() - call.startedAt;
     const type = contentType ?? "application/json";
@@ -116,12 +124,9 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   }
   const due = dueAnswer(contentType, call);
   if (due.kind === "refused") return badResponse(response, status, due.reason);
+  if (due.kind === "sse") return relayEvents(call, response, status);
   call.onFirstByte();
   const ttftMs = call.clock() - call.startedAt;
-  if (due.kind === "sse") {
-    call.writer.head(status, contentType!, call.routing, { nodeMs: ttftMs });
-    return relayEvents(call, response, status, ttftMs);
-  }
   return relayBody(call, response, status, due.contentType, ttftMs, retryAfterS, true);
 }
 
@@ -191,16 +196,36 @@ function badResponse(
  * Relays an SSE answer event by event: a client never sees half an event, so the error event
  * that ends a broken stream always starts on a clean line. A stream that closes cleanly is
  * complete when it ended with `[DONE]` or a `finish_reason` (many servers send no `[DONE]`).
+ *
+ * The head goes out with the first event, not with the node's headers: until then the
+ * attempt's first-byte limit runs, and whatever goes wrong (the limit passes, the stream
+ * breaks or ends, its first lines are no SSE) is a retryable failure, since the client has
+ * seen nothing. Comments sent before it (keep-alives while the first token is pending) are
+ * held and go out with it, byte for byte. Once the head is out, events are relayed as they
+ * come, with no further check or timer.
  */
 async function relayEvents(
   call: NodeCall,
   response: Dispatcher.ResponseData,
   status: number,
-  ttftMs: number,
 ): Promise<AttemptOutcome> {
+  const contentType = headerValue(response.headers["content-type"]) ?? "text/event-stream";
   const cutter = new SseEventCutter();
   let size = 0;
   let oversize = false;
+  /** Time to the first event, once the head went out with it (a property: set in closures). */
+  const head: { ttftMs: number | null } = { ttftMs: null };
+  /** Comment-only events before the first event, held for the head. */
+  const preamble: Buffer[] = [];
+  let preambleBytes = 0;
+  let refused: string | undefined;
+  const start = (events: Buffer) => {
+    call.onFirstByte();
+    head.ttftMs = call.clock() - call.startedAt;
+    call.writer.head(status, contentType, call.routing, { nodeMs: head.ttftMs });
+    for (const held of preamble.splice(0)) call.writer.chunk(held);
+    call.writer.chunk(events);
+  };
   try {
     await eachChunk(response.body, (chunk) => {
       size += chunk.length;
@@ -209,13 +234,30 @@ async function relayEvents(
         return false;
       }
       const events = cutter.push(chunk);
-      if (events) call.writer.chunk(events);
-      return true;
+      if (events === null) return true;
+      if (head.ttftMs !== null) {
+        call.writer.chunk(events);
+        return true;
+      }
+      const first = firstEventOf(events);
+      if (first === "event") {
+        start(events);
+        return true;
+      }
+      preambleBytes += events.length;
+      if (first === "invalid") refused = "answered text/event-stream that is not SSE";
+      else if (preambleBytes > MAX_HELD_EVENT_BYTES) {
+        refused = `answered ${preambleBytes} bytes of SSE comments before any event`;
+      } else preamble.push(events);
+      return refused === undefined;
     });
   } catch (err) {
-    return broke(call, status, ttftMs, err);
+    if (head.ttftMs === null)
+      return { kind: "retryable", status, retryAfterS: null, ...classify(err) };
+    return broke(call, status, head.ttftMs, err);
   }
-  if (oversize) return tooLarge(call, response, status, ttftMs);
+  if (refused !== undefined) return badResponse(response, status, refused);
+  if (oversize) return tooLarge(call, response, status, head.ttftMs);
   const responses = call.api === "responses";
   const isFinal = call.sealed
     ? isSealedFinalEvent
@@ -226,7 +268,14 @@ async function relayEvents(
   // fragment is dropped, so the error event that follows starts on a boundary.
   const unterminated = cutter.takePending();
   const finalUnterminated = unterminated !== undefined && isFinal(unterminated);
-  if (finalUnterminated) call.writer.chunk(unterminated);
+  if (finalUnterminated) {
+    if (head.ttftMs === null) start(unterminated);
+    else call.writer.chunk(unterminated);
+  }
+  if (head.ttftMs === null) {
+    // Closed before its first event: nothing went out, so another node may answer.
+    return badResponse(response, status, "stream ended before its first event");
+  }
   // The Responses API ends with its own terminal event and sends no `[DONE]`; a sealed
   // stream ends with its final chunk (the client checks that it is one).
   const complete =
@@ -242,7 +291,7 @@ async function relayEvents(
             ? "stream ended without response.completed"
             : "stream ended without finish_reason or [DONE]";
     call.writer.error(new ZmlError("stream_interrupted", error).toBody(), call.routing);
-    return { kind: "broken", status, error, ttftMs };
+    return { kind: "broken", status, error, ttftMs: head.ttftMs };
   }
   // Every complete chat or completions stream ZML answers ends with `[DONE]`, as OpenAI's do
   // (and as clients, ZML's SDKs among them, expect); a node's own is passed through, never
@@ -251,7 +300,7 @@ async function relayEvents(
     call.writer.chunk(DONE_EVENT);
   }
   call.writer.end();
-  return { kind: "relayed", status, ttftMs, retryAfterS: null };
+  return { kind: "relayed", status, ttftMs: head.ttftMs, retryAfterS: null };
 }
 
 /**

@@ -1,12 +1,15 @@
 // callNode against real HTTP servers through a real undici pool: how large, capped and
 // deadline-cut answers reach the reply writer.
 import { createServer } from "node:http";
-import type { Server } from "node:http";
+import type { Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { ReplyWriter } from "@zml/bus";
+import { pollUntil } from "@zml/harness";
 import { Pool } from "undici";
+import type { Dispatcher } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { SEALED_RESPONSE_MEDIA_TYPE } from "@zml/contracts";
+import { attemptSignal } from "../src/attempt-signal.ts";
 import { createCollectingWriter } from "../src/batch/collecting-writer.ts";
 import { callNode, classify, refusalMessage } from "../src/node-call.ts";
 
@@ -28,6 +31,22 @@ async function node(handler: Parameters<typeof createServer>[1]): Promise<Pool> 
   const pool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
   pools.push(pool);
   return pool;
+}
+
+const token = (t: string) =>
+  `data: {"choices":[{"index":0,"delta":{"content":"${t}"},"finish_reason":null}]}\n\n`;
+
+/** Writes `block` until `totalBytes` are out or the connection closes, honouring drain. */
+function pour(res: ServerResponse, block: Buffer, totalBytes: number): void {
+  let sent = 0;
+  const more = () => {
+    while (sent < totalBytes && !res.destroyed) {
+      sent += block.length;
+      if (!res.write(block)) return void res.once("drain", more);
+    }
+    if (!res.destroyed) res.end();
+  };
+  more();
 }
 
 /** A collecting writer that also records the order of the frames written. */
@@ -283,6 +302,18 @@ describe("callNode judges an answer before relaying it", () => {
     expect(f.kinds).toEqual([]);
   });
 
+  it("refuses an event stream whose first lines are no SSE", async () => {
+    const pool = await answering(200, { "content-type": "text/event-stream" }, "<html>\n\n</html>");
+    const f = frames();
+    const outcome = await call(pool, f.writer, { stream: true });
+    expect(outcome).toMatchObject({
+      kind: "retryable",
+      outcome: "bad_response",
+      error: "answered text/event-stream that is not SSE",
+    });
+    expect(f.kinds).toEqual([]);
+  });
+
   it("relays a sealed envelope as it came, and refuses a sealed call's answer in clear", async () => {
     const envelope = '{"zml_sealed":1,"response_nonce":"AAAA","chunks":["BBBB"]}';
     const pool = await answering(200, { "content-type": SEALED_RESPONSE_MEDIA_TYPE }, envelope);
@@ -302,6 +333,112 @@ describe("callNode judges an answer before relaying it", () => {
     expect(refusalMessage(Buffer.from('{"detail":"x"}'))).toBe('{"detail":"x"}');
     expect(refusalMessage(Buffer.from("  "))).toBeUndefined();
     expect(refusalMessage(Buffer.from("a".repeat(1000)))).toHaveLength(200);
+  });
+});
+
+describe("callNode holds a stream's head until its first event", () => {
+  /**
+   * A node that sends its SSE headers and `before` at once, and `rest` when released; its pool
+   * says when callNode has the headers in hand.
+   */
+  async function lateNode(before: string, rest: string) {
+    let release: () => void = () => undefined;
+    let headersReceived = false;
+    const real = await node((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(before);
+      release = () => res.end(rest);
+    });
+    const pool = {
+      request: async (options: Dispatcher.RequestOptions) => {
+        const response = await real.request(options);
+        headersReceived = true;
+        return response;
+      },
+    } as unknown as Pool;
+    return { pool, release: () => release(), headersReceived: () => headersReceived };
+  }
+
+  it("sends the head with the first event, comments before it included, byte for byte", async () => {
+    const events = token("Hel") + token("lo") + 'data: {"choices":[{"finish_reason":"stop"}]}\n\n';
+    const late = await lateNode(": keep-alive\n\n", events);
+    let now = 0;
+    let firstByteAt: number | undefined;
+    const f = frames();
+    const pending = call(late.pool, f.writer, {
+      stream: true,
+      startedAt: 0,
+      clock: () => now,
+      onFirstByte: () => (firstByteAt = now),
+    });
+    await pollUntil(late.headersReceived);
+    expect(f.kinds).toEqual([]); // the headers alone are no answer
+    now = 1_000; // the time the first token comes
+    late.release();
+    expect(await pending).toMatchObject({ kind: "relayed", status: 200, ttftMs: 1_000 });
+    expect(firstByteAt).toBe(1_000);
+    expect(f.kinds[0]).toBe("head");
+    expect(f.headNodeMs).toEqual([1_000]);
+    expect(Buffer.concat(f.collected().chunks).toString()).toBe(
+      ": keep-alive\n\n" + events + "data: [DONE]\n\n",
+    );
+  });
+
+  it("fails over, having relayed nothing, when no event comes within the first-byte limit", async () => {
+    const late = await lateNode(": keep-alive\n\n", token("late"));
+    const abort = attemptSignal(new AbortController().signal, {
+      firstByteMs: 150,
+      deadline: Date.now() + 60_000,
+      clock: Date.now,
+    });
+    const f = frames();
+    try {
+      const outcome = await call(late.pool, f.writer, {
+        stream: true,
+        signal: abort.signal,
+        onFirstByte: abort.firstByteArrived,
+      });
+      expect(outcome).toMatchObject({ kind: "retryable", status: 200, outcome: "timeout" });
+      expect(f.kinds).toEqual([]);
+    } finally {
+      abort.dispose();
+      late.release();
+    }
+  });
+
+  it("fails over when a stream ends, or stops for good, before its first event", async () => {
+    const empty = await node((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(": nothing to say\n\n");
+    });
+    const f = frames();
+    expect(await call(empty, f.writer, { stream: true })).toMatchObject({
+      kind: "retryable",
+      outcome: "bad_response",
+      error: "stream ended before its first event",
+    });
+    const broken = await node((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(": a moment\n\n", () => res.socket?.destroy());
+    });
+    expect(await call(broken, f.writer, { stream: true })).toMatchObject({
+      kind: "retryable",
+      outcome: "network_error",
+    });
+    expect(f.kinds).toEqual([]);
+  });
+
+  it("refuses keep-alives without end: more than an event's worth of comments", async () => {
+    const chatty = await node((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      pour(res, Buffer.from(`: ${"z".repeat(1000)}\n\n`), 4 * MiB);
+    });
+    const f = frames();
+    expect(await call(chatty, f.writer, { stream: true })).toMatchObject({
+      kind: "retryable",
+      outcome: "bad_response",
+    });
+    expect(f.kinds).toEqual([]);
   });
 });
 

@@ -187,6 +187,20 @@ describe("dispatcher in process: answers the gateway refuses", () => {
     expect(refused.error).toMatchObject({ code: "bad_upstream_response" });
     expect(refused.error?.message).toContain("m1 answered a body that is not JSON");
   });
+
+  it("fails a stream over when its headers come at once and its first token too late", async () => {
+    const r = await start({
+      ...twoFamilies,
+      policies: [policy("quick", { first_byte_timeout_ms: 300 })],
+    });
+    r.sims.get("h1")!.setFault({ kind: "slow_first_token", delayMs: 30_000, times: 1 });
+    const answer = await r.send({ policy: "quick", stream: true });
+    expect(answer.routing).toMatchObject({ node: "m1", attempts: 2 });
+    expect(answer.frames[0]!.kind).toBe("head");
+    expect(answer.frames.at(-1)!.kind).toBe("end");
+    expect(answer.text).toContain("data: [DONE]");
+    expect(r.payloads()).toEqual({ h1: 1, m1: 1 });
+  });
 });
 
 describe("dispatcher in process: no node", () => {
