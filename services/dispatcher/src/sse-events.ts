@@ -163,7 +163,9 @@ export class SseEventCutter {
  */
 export function firstEventOf(run: Buffer): "event" | "comments" | "invalid" {
   let sawData = false;
-  for (let at = 0; at < run.length;) {
+  // A stream may open with a UTF-8 byte order mark, which SSE clients skip.
+  const start = run[0] === 0xef && run[1] === 0xbb && run[2] === 0xbf ? 3 : 0;
+  for (let at = start; at < run.length;) {
     let end = run.indexOf(0x0a, at);
     if (end === -1) end = run.length;
     const lineEnd = end > at && run[end - 1] === 0x0d ? end - 1 : end;

@@ -130,6 +130,8 @@ describe("firstEventOf", () => {
     expect(firstEventOf(b("id: 1\r\nretry: 500\r\ndata: x\r\n\r\n"))).toBe("event");
     // A field without a value is still the field.
     expect(firstEventOf(b("data\n\n"))).toBe("event");
+    // A byte order mark may open a stream.
+    expect(firstEventOf(b("\uFEFFdata: x\n\n"))).toBe("event");
   });
 
   it("tells keep-alives (comments, fields without data) from an event", () => {
