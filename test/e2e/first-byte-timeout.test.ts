@@ -1,6 +1,8 @@
 // A silent node costs only the per-attempt first-byte limit derived from the policy's
 // latency_target_ms (issue 21), not the dispatcher's 30 s headers timeout. Observed at nodes
-// of our own: the silent one sees its request abandoned, the next one answers.
+// of our own: the silent one sees its request abandoned, the next one answers. A stream's
+// headers alone do not count as its first byte (issue 31): a node that sends them at once
+// and its first token 20 s later is failed over within the same limit.
 import type { PolicySpec } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,6 +12,8 @@ import { authHeaders, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 const TARGET_MS = 1_500;
+/** When the late nodes send their first token: far past the limit and one more attempt. */
+const LATE_TOKEN_MS = 20_000;
 const SSE =
   'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n';
 
@@ -35,6 +39,21 @@ beforeAll(async () => {
   const silent = () => startHostileNode(() => undefined);
   nodes.set("silent-stream", await silent());
   nodes.set("silent-plain", await silent());
+  // 200 and SSE headers at once; the first token only after LATE_TOKEN_MS (as a node that
+  // queues a request after accepting it), and meanwhile nothing, or keep-alive comments.
+  const late = (keepAlive: boolean) =>
+    startHostileNode((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.flushHeaders();
+      const ping = keepAlive ? setInterval(() => res.write(": keep-alive\n\n"), 300) : undefined;
+      const token = setTimeout(() => res.end(SSE), LATE_TOKEN_MS);
+      res.once("close", () => {
+        clearInterval(ping);
+        clearTimeout(token);
+      });
+    });
+  nodes.set("late-token", await late(false));
+  nodes.set("late-token-pings", await late(true));
   nodes.set(
     "answers",
     await startHostileNode((req, res) => {
@@ -49,9 +68,13 @@ beforeAll(async () => {
       models: [
         { id: "derived", default_policy: "derived" },
         { id: "override", default_policy: "override" },
+        { id: "late", default_policy: "late" },
+        { id: "late-pings", default_policy: "late-pings" },
       ],
       policies: [
         policy("derived", "SILENT1"),
+        policy("late", "LATE1"),
+        policy("late-pings", "LATE2"),
         policy("override", "SILENT2", { latency_target_ms: 60_000, first_byte_timeout_ms: 1_200 }),
       ],
     },
@@ -66,7 +89,9 @@ beforeAll(async () => {
     nodes: [
       spec("silent-stream", "SILENT1", ["derived"], 0),
       spec("silent-plain", "SILENT2", ["override"], 1),
-      spec("answers", "OK", ["derived", "override"], 2),
+      spec("late-token", "LATE1", ["late"], 3),
+      spec("late-token-pings", "LATE2", ["late-pings"], 4),
+      spec("answers", "OK", ["derived", "override", "late", "late-pings"], 2),
     ],
   });
   await waitForStatus(stack, "Active", [...nodes.keys()]);
@@ -85,7 +110,8 @@ async function timed(model: string, stream: boolean) {
     body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "x" }] }),
   });
   const text = await res.text();
-  return { status: res.status, text, ms: Date.now() - started };
+  const routing = res.headers.get("x-zml-routing") ?? "";
+  return { status: res.status, text, routing, ms: Date.now() - started };
 }
 
 describe("per-attempt first-byte limit", () => {
@@ -116,4 +142,30 @@ describe("per-attempt first-byte limit", () => {
     expect(ms).toBeGreaterThanOrEqual(1_200 - 2);
     expect(ms).toBeLessThan(1_200 + 5_000);
   }, 60_000);
+
+  it.each([
+    ["nothing", "late", "late-token"],
+    ["keep-alive comments", "late-pings", "late-token-pings"],
+  ])(
+    "a stream whose headers come at once and first token after 20 s (%s before it) is failed over within the limit",
+    async (_before, model, lateId) => {
+      const lateNode = nodes.get(lateId)!;
+      const answers = nodes.get("answers")!;
+      const before = answers.received();
+      const { status, text, routing, ms } = await timed(model, true);
+      expect(status).toBe(200);
+      // The other node's answer, whole, and nothing of the late node's (not its keep-alives).
+      expect(text).toBe(SSE);
+      expect(routing).toContain('node="answers"');
+      expect(routing).toContain("attempts=2");
+      expect(lateNode.received()).toBe(1);
+      expect(answers.received()).toBe(before + 1);
+      await pollUntil(() => lateNode.abandoned() === 1, { timeoutMs: 5_000, message: "abandoned" });
+      // The first-byte limit plus one (instant) attempt, with slack for a loaded machine, and
+      // far below the 20 s the late node would have cost.
+      expect(ms).toBeGreaterThanOrEqual(TARGET_MS - 2);
+      expect(ms).toBeLessThan(TARGET_MS + 5_000);
+    },
+    60_000,
+  );
 });

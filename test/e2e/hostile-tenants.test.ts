@@ -1,10 +1,10 @@
 // Hostile tenants and nodes against a whole stack (real processes, a node of our own): a
-// node's HTML is never sniffed, fresh-nonce attestations are rationed per account, and an
-// address that keeps failing authentication is throttled. The throttle test runs last: it
-// locks this test's address out of the stack.
+// node's HTML is never passed off as an answer nor sniffed, fresh-nonce attestations are
+// rationed per account, and an address that keeps failing authentication is throttled. The
+// throttle test runs last: it locks this test's address out of the stack.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHostileNode } from "../support/hostile-node.ts";
+import { hostileNodeSpec, startHostileNode } from "../support/hostile-node.ts";
 import type { HostileNode } from "../support/hostile-node.ts";
 import { adminHeaders, authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
@@ -17,16 +17,23 @@ import {
 } from "./attestation-fixtures.ts";
 
 const HTML_MODEL = "html-model";
+const MISSING_MODEL = "missing-model";
+const HTML = "<html><script>document.title='owned'</script></html>";
 let stack: Stack;
 let hostile: HostileNode;
+/** Answers 404 in HTML: a 4xx is the client's answer, relayed as it came. */
+let missing: HostileNode;
 let root: Awaited<ReturnType<typeof trustRootFile>>;
 
 beforeAll(async () => {
   root = await trustRootFile();
   hostile = await startHostileNode((_req, res) => {
     res.writeHead(200, { "content-type": "text/html" });
-    res.end("<html><script>document.title='owned'</script></html>");
+    res.end(HTML);
   });
+  missing = await startHostileNode((_req, res) =>
+    res.writeHead(404, { "content-type": "text/html" }).end(HTML),
+  );
   stack = await startStack({
     nodes: [teeNode("tee-good"), { nodeId: "h100-a", family: "H100" }],
     env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path },
@@ -49,15 +56,20 @@ beforeAll(async () => {
         metrics_path: "/metrics",
         registered_at: 10,
       },
+      {
+        ...hostileNodeSpec("missing-node", missing, MISSING_MODEL, 11),
+        accelerator_family: "L4",
+      },
     ],
-    models: [...stack.fleet.models, { id: HTML_MODEL }],
+    models: [...stack.fleet.models, { id: HTML_MODEL }, { id: MISSING_MODEL }],
   });
-  await waitForStatus(stack, "Active", ["h100-a", "html-node"]);
+  await waitForStatus(stack, "Active", ["h100-a", "html-node", "missing-node"]);
 });
 
 afterAll(async () => {
   await stack?.stop();
   await hostile?.close();
+  await missing?.close();
   await root?.dispose();
 });
 
@@ -65,17 +77,31 @@ const get = (path: string, key?: string) =>
   fetch(`${stack.intakeUrl}${path}`, { headers: authHeaders(key) });
 
 describe("a node's answer", () => {
-  it("is relayed as it came, but marked nosniff so a browser never runs a node's HTML", async () => {
-    const res = await fetch(`${stack.intakeUrl}/v1/chat/completions`, {
+  const ask = (model: string) =>
+    fetch(`${stack.intakeUrl}/v1/chat/completions`, {
       method: "POST",
       headers: authHeaders(),
-      body: JSON.stringify({ model: HTML_MODEL, messages: [{ role: "user", content: "x" }] }),
+      body: JSON.stringify({ model, messages: [{ role: "user", content: "x" }] }),
     });
-    expect(res.status).toBe(200);
+
+  it("in HTML where JSON is due is never relayed: the client gets 502 bad_upstream_response", async () => {
+    const res = await ask(HTML_MODEL);
+    expect(res.status).toBe(502);
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    const text = await res.text();
+    expect(text).not.toContain("<script>");
+    expect(JSON.parse(text)).toMatchObject({ error: { code: "bad_upstream_response" } });
+    expect(hostile.received()).toBe(1);
+  });
+
+  it("is relayed as it came when it is a 4xx, but marked nosniff so a browser never runs it", async () => {
+    const res = await ask(MISSING_MODEL);
+    expect(res.status).toBe(404);
     expect(res.headers.get("content-type")).toBe("text/html");
     expect(res.headers.get("x-content-type-options")).toBe("nosniff");
     expect(await res.text()).toContain("<script>");
-    expect(hostile.received()).toBe(1);
+    expect(missing.received()).toBe(1);
   });
 });
 

@@ -31,6 +31,14 @@ export const ERROR_CODES = {
   upstream_unavailable: { status: 502, retryable: true },
   upstream_timeout: { status: 504, retryable: true },
   stream_interrupted: { status: 502, retryable: true },
+  /**
+   * The last node tried refused the gateway's own credential for it (the node answered 401
+   * or 403): the gateway's configuration for that node is wrong, not the client's key. The
+   * node's message is in the dispatcher's log, not in the answer.
+   */
+  upstream_auth_failed: { status: 502, retryable: false },
+  /** The node's answer was not what the call is due: no JSON where JSON is, no SSE where SSE is. */
+  bad_upstream_response: { status: 502, retryable: true },
   /** The node's answer exceeded the dispatcher's cap (`DISPATCH_MAX_ANSWER_BYTES`). */
   response_too_large: { status: 502, retryable: false },
   bus_unavailable: { status: 503, retryable: true },

@@ -132,7 +132,8 @@ export const PolicySpecSchema = z.strictObject({
   queue_on_saturation: z.boolean().default(false),
   max_queue_ms: z.number().int().nonnegative().default(0),
   /**
-   * Longest wait for a node's first byte (its response headers) per attempt, overriding the
+   * Longest wait for a node's first byte (its response headers; for a stream, its first
+   * event, since a stream's headers come before any token) per attempt, overriding the
    * limit derived from `latency_target_ms` (docs/capacity.md, "Time to first byte"). Also
    * applies to requests that are not streamed, which keep the dispatcher's
    * `DISPATCH_HEADERS_TIMEOUT_MS` otherwise.

@@ -9,9 +9,19 @@ export const MAX_ATTEMPTS = 3;
  */
 export const MIN_RETRY_WINDOW_MS = 20;
 
-/** How one dispatch attempt failed. */
+/**
+ * How one dispatch attempt failed. Besides a status, a network error and a timeout, the
+ * gateway refuses two answers a node may give before any byte reached the client:
+ * `upstream_auth`, the node's own 401 or 403 (it refused the gateway's credential for it,
+ * which says nothing about the client's request), and `bad_response`, an answer that is not
+ * what the call is due (no JSON where JSON is due, no SSE where SSE is due).
+ */
 export type AttemptFailure =
-  { kind: "status"; status: number } | { kind: "network_error" } | { kind: "timeout" };
+  | { kind: "status"; status: number }
+  | { kind: "upstream_auth"; status: number }
+  | { kind: "bad_response"; status: number }
+  | { kind: "network_error" }
+  | { kind: "timeout" };
 
 export interface FailedAttempt {
   model: string;
@@ -73,9 +83,10 @@ export interface NextAttemptInput {
 }
 
 /**
- * What a failure means for the request. Only 5xx and network errors (timeouts included)
- * are retried. Every 4xx, 429 included, is the client's answer: retrying a rate limit on
- * another node would only spend the budget on the same limit.
+ * What a failure means for the request. 5xx, network errors (timeouts included) and the
+ * answers the gateway refuses (`upstream_auth`, `bad_response`) are retried: another node
+ * may answer. Every other 4xx, 429 included, is the client's answer: retrying a rate limit
+ * on another node would only spend the budget on the same limit.
  */
 export function classifyFailure(
   failure: AttemptFailure,
@@ -87,9 +98,10 @@ export function classifyFailure(
 }
 
 /**
- * Whether the failed node should cool down: on retried failures, and on 429 (the node is
- * shedding load even though the request itself is not retried). Other 4xx say nothing bad
- * about the node.
+ * Whether the failed node should cool down: on retried failures (a node that refuses the
+ * gateway's credential or answers garbage will do so for the next request too), and on 429
+ * (the node is shedding load even though the request itself is not retried). Other 4xx say
+ * nothing bad about the node.
  */
 export function shouldCoolDown(failure: AttemptFailure): boolean {
   return (

@@ -9,15 +9,19 @@ export interface FirstByteInput {
   attempt: number;
   /** Time left until the request's deadline. */
   remainingMs: number;
-  /** Whether the answer is streamed (headers come first, before any token). */
+  /**
+   * Whether the answer is streamed: then the limit runs until the stream's first event (its
+   * headers come at once, before any token), so it bounds the node's time to first token.
+   */
   stream: boolean;
   /** The dispatcher's `DISPATCH_HEADERS_TIMEOUT_MS`: the cap, and the limit for plain answers. */
   headersTimeoutMs: number;
 }
 
 /**
- * How long one attempt waits for the node's first byte (its response headers), so a node
- * that accepts and stays silent costs a fraction of the request's deadline, not all of it.
+ * How long one attempt waits for the node's first byte (its response headers; for a stream,
+ * its first event), so a node that accepts and stays silent costs a fraction of the
+ * request's deadline, not all of it.
  *
  * - the policy's `first_byte_timeout_ms` when it sets one;
  * - else, for a streamed request, its `latency_target_ms` between {@link FIRST_BYTE_FLOOR_MS}

@@ -171,6 +171,9 @@ describe("failure classification", () => {
     expect(classifyFailure(http(429))).toBe("client_error");
     expect(classifyFailure(http(402))).toBe("client_error");
     expect(classifyFailure(http(302))).toBe("not_retryable");
+    // A node's own 401/403 is about the gateway's credential, not the client's request.
+    expect(classifyFailure({ kind: "upstream_auth", status: 401 })).toBe("retry");
+    expect(classifyFailure({ kind: "bad_response", status: 200 })).toBe("retry");
   });
 
   it("cools a node down after a retried failure or a 429, not after other 4xx", () => {
@@ -179,5 +182,7 @@ describe("failure classification", () => {
     expect(shouldCoolDown(http(429))).toBe(true);
     expect(shouldCoolDown(http(400))).toBe(false);
     expect(shouldCoolDown(http(402))).toBe(false);
+    expect(shouldCoolDown({ kind: "upstream_auth", status: 403 })).toBe(true);
+    expect(shouldCoolDown({ kind: "bad_response", status: 200 })).toBe(true);
   });
 });

@@ -399,6 +399,8 @@ const outcomeArb = fc.oneof(
   fc.integer({ min: 400, max: 599 }).map((status): AttemptFailure => ({ kind: "status", status })),
   fc.constant<AttemptFailure>({ kind: "network_error" }),
   fc.constant<AttemptFailure>({ kind: "timeout" }),
+  fc.constantFrom(401, 403).map((status): AttemptFailure => ({ kind: "upstream_auth", status })),
+  fc.constant<AttemptFailure>({ kind: "bad_response", status: 200 }),
 );
 
 describe("attempt properties", () => {

@@ -1,7 +1,8 @@
 /**
  * The abort signal of one node call: fires when the client goes away, when the node has not
- * started answering (no response headers) within the attempt's first-byte limit, or when the
- * request's deadline passes.
+ * started answering within the attempt's first-byte limit (no response headers; for a stream,
+ * no first event: its headers alone are not an answer, see `callNode`), or when the request's
+ * deadline passes.
  *
  * Both limits run on one native timer, on purpose. undici's own `headersTimeout` runs on its
  * coarse "fast timers" (ticks of about 0.5 s), which fire a 600 ms limit anywhere from about
@@ -12,7 +13,7 @@
  */
 export interface AttemptSignal {
   signal: AbortSignal;
-  /** The node's response headers arrived: from now on only the deadline (and the client) cut. */
+  /** The node's answer started: from now on only the deadline (and the client) cut. */
   firstByteArrived(this: void): void;
   dispose(this: void): void;
 }

@@ -6,6 +6,7 @@ export interface DispatcherMetrics {
   attempts: Counter<"node" | "outcome">;
   retries: Counter<"kind">;
   cooldowns: Counter<"node">;
+  refusedAnswers: Counter<"node" | "code">;
   saturation: Counter<"reason">;
   queueTimeouts: Counter;
   sessions: Counter<"outcome">;
@@ -34,6 +35,12 @@ export function createDispatcherMetrics(registry: Registry): DispatcherMetrics {
       "zml_dispatcher_cooldowns_total",
       "Nodes put into cooldown after a failure",
       ["node"],
+    ),
+    refusedAnswers: counter(
+      "zml_dispatcher_refused_answers_total",
+      "Node answers the gateway refused to relay: upstream_auth_failed (the node refused the " +
+        "gateway's credential), bad_upstream_response (no JSON or SSE where due)",
+      ["node", "code"],
     ),
     saturation: counter(
       "zml_dispatcher_saturation_total",

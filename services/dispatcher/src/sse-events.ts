@@ -153,6 +153,45 @@ export class SseEventCutter {
   }
 }
 
+/**
+ * What a run of whole events that opens a stream holds: `event` when an event with data
+ * comes in it (what an SSE client dispatches: the first token, a Responses API event, a
+ * sealed stream's head), `comments` when it holds only comments or fields without data
+ * (keep-alives a node sends while its first token is pending), `invalid` when a line is
+ * no SSE field at all (an HTML page, or text, sent as `text/event-stream`). Reads lines up
+ * to the end of the first event with data; meant for the opening run(s) of a stream only.
+ */
+export function firstEventOf(run: Buffer): "event" | "comments" | "invalid" {
+  let sawData = false;
+  // A stream may open with a UTF-8 byte order mark, which SSE clients skip.
+  const start = run[0] === 0xef && run[1] === 0xbb && run[2] === 0xbf ? 3 : 0;
+  for (let at = start; at < run.length;) {
+    let end = run.indexOf(0x0a, at);
+    if (end === -1) end = run.length;
+    const lineEnd = end > at && run[end - 1] === 0x0d ? end - 1 : end;
+    if (lineEnd === at) {
+      if (sawData) return "event";
+    } else if (run[at] !== 0x3a /* : a comment */) {
+      const field = fieldOf(run, at, lineEnd);
+      if (field === undefined) return "invalid";
+      if (field === "data") sawData = true;
+    }
+    at = end + 1;
+  }
+  return sawData ? "event" : "comments";
+}
+
+const SSE_FIELDS = new Set(["data", "event", "id", "retry"]);
+
+/** The SSE field a line names (up to its colon), if it is one of the four. */
+function fieldOf(run: Buffer, start: number, end: number): string | undefined {
+  const colon = run.subarray(start, end).indexOf(0x3a);
+  const nameEnd = colon === -1 ? end : start + colon;
+  if (nameEnd - start > 5) return undefined;
+  const name = run.toString("latin1", start, nameEnd);
+  return SSE_FIELDS.has(name) ? name : undefined;
+}
+
 /** Responses API events after which the stream is complete, whatever the outcome. */
 const RESPONSES_TERMINAL = new Set([
   "response.completed",

@@ -2,6 +2,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  firstEventOf,
   hasFinishReason,
   isDoneEvent,
   isResponsesFinalEvent,
@@ -118,5 +119,35 @@ describe("SseEventCutter bound", () => {
     const big = Buffer.alloc(MAX_HELD_EVENT_BYTES + 1, "x");
     expect(cutter.push(big)?.length).toBe(big.length);
     expect(cutter.pending).toBe(0);
+  });
+});
+
+describe("firstEventOf", () => {
+  it("finds an event with data, whatever comes before it on the same run", () => {
+    expect(firstEventOf(b(token("a")))).toBe("event");
+    expect(firstEventOf(b(": keep-alive\n\n" + token("a")))).toBe("event");
+    expect(firstEventOf(b("event: response.created\ndata: {}\n\n"))).toBe("event");
+    expect(firstEventOf(b("id: 1\r\nretry: 500\r\ndata: x\r\n\r\n"))).toBe("event");
+    // A field without a value is still the field.
+    expect(firstEventOf(b("data\n\n"))).toBe("event");
+    // A byte order mark may open a stream.
+    expect(firstEventOf(b("\uFEFFdata: x\n\n"))).toBe("event");
+  });
+
+  it("tells keep-alives (comments, fields without data) from an event", () => {
+    expect(firstEventOf(b(": ping\n\n"))).toBe("comments");
+    expect(firstEventOf(b(": ping\n\n:\n\nretry: 1000\n\n"))).toBe("comments");
+    expect(firstEventOf(b("event: ping\n\n"))).toBe("comments");
+  });
+
+  it("calls lines that are no SSE field invalid: HTML or text sent as an event stream", () => {
+    expect(firstEventOf(b("<html><body>502 Bad Gateway</body></html>\n\n"))).toBe("invalid");
+    expect(firstEventOf(b("Internal error\n\n"))).toBe("invalid");
+    expect(firstEventOf(b('{"choices":[]}\n\n'))).toBe("invalid");
+    expect(firstEventOf(b("datum: x\n\n"))).toBe("invalid");
+  });
+
+  it("reads no further than the first event with data", () => {
+    expect(firstEventOf(b(token("a") + "<html>\n\n"))).toBe("event");
   });
 });

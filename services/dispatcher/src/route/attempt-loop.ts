@@ -24,6 +24,8 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
   const policy = resolved.policy;
   const models = [request.model, ...request.fallbackModels];
   const failures: FailedAttempt[] = [];
+  /** How the last failed attempt failed, in the gateway's words. */
+  let lastError = "";
   let queueUntil = 0;
 
   for (;;) {
@@ -76,8 +78,8 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
         next.reason === "deadline_exceeded"
           ? new ZmlError("gateway_timeout", "request deadline passed before an attempt succeeded")
           : new ZmlError(
-              "upstream_unavailable",
-              `${failures.length} attempt(s) failed; last: ${last ? `${last.nodeId} ${describe(last.failure)}` : "none"}`,
+              codeOf(last?.failure),
+              `${failures.length} attempt(s) failed; last: ${last ? `${last.nodeId} ${describe(last.failure, lastError)}` : "none"}`,
             );
       report.outcome(next.reason);
       log.warn({ outcome: next.reason, attempts: failures.length }, "request failed");
@@ -156,6 +158,7 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
     }
     const failure = failureOf(outcome);
     failures.push({ model, nodeId: node.id, family: node.accelerator_family, failure });
+    lastError = outcome.error;
     if (shouldCoolDown(failure)) report.coolDown(node, outcome.retryAfterS, outcome.error);
     log.warn({ node: node.id, attempt, error: outcome.error }, "attempt failed");
   }
@@ -185,6 +188,22 @@ function withUnapproved(
   return unapproved.size === 0 ? exclude : new Set([...exclude, ...unapproved]);
 }
 
-function describe(failure: AttemptFailure): string {
-  return failure.kind === "status" ? `answered ${failure.status}` : failure.kind;
+/**
+ * The code of a request whose attempts all failed, by how the last one failed: a refused
+ * credential or a malformed answer says so (the client's SDK can tell it from its own bad
+ * key, or from a node that is merely down); anything else is `upstream_unavailable`.
+ */
+function codeOf(
+  failure: AttemptFailure | undefined,
+): "upstream_auth_failed" | "bad_upstream_response" | "upstream_unavailable" {
+  if (failure?.kind === "upstream_auth") return "upstream_auth_failed";
+  if (failure?.kind === "bad_response") return "bad_upstream_response";
+  return "upstream_unavailable";
+}
+
+/** A failed attempt for the client's message; `error` is the gateway's own words for it. */
+function describe(failure: AttemptFailure, error: string): string {
+  if (failure.kind === "status") return `answered ${failure.status}`;
+  if (failure.kind === "upstream_auth" || failure.kind === "bad_response") return error;
+  return failure.kind;
 }

@@ -85,11 +85,19 @@ export async function dispatchAttempt(
   return { outcome, latencyMs: deps.clock() - startedAt };
 }
 
-/** A retryable outcome as the routing core's attempt failure. */
+/**
+ * A retryable outcome as the routing core's attempt failure, by how it failed: a body that
+ * broke or stalled after its status line is a network failure or a timeout, whatever that
+ * status said (a 200 whose body never arrived is no answer).
+ */
 export function failureOf(outcome: AttemptOutcome & { kind: "retryable" }): AttemptFailure {
-  return outcome.status !== null
-    ? { kind: "status", status: outcome.status }
-    : { kind: outcome.outcome === "timeout" ? "timeout" : "network_error" };
+  if (outcome.outcome === "timeout") return { kind: "timeout" };
+  if (outcome.outcome === "network_error" || outcome.status === null) {
+    return { kind: "network_error" };
+  }
+  if (outcome.outcome === "auth_failed") return { kind: "upstream_auth", status: outcome.status };
+  if (outcome.outcome === "bad_response") return { kind: "bad_response", status: outcome.status };
+  return { kind: "status", status: outcome.status };
 }
 
 function nodeHeaders(

@@ -10,7 +10,7 @@ import {
   NodeCooldownSchema,
   ZmlError,
 } from "@zml/contracts";
-import type { NodeSpec } from "@zml/contracts";
+import type { NodeObservation, NodeSpec } from "@zml/contracts";
 import type { Rejection, ResolvedPolicy } from "@zml/routing";
 import type { Logger } from "@zml/telemetry";
 import type { ExecuteDeps, Execution, ExecutionResult } from "../execute-route.ts";
@@ -51,6 +51,20 @@ export interface RouteReport {
 }
 
 export function createRouteReport(deps: ReportDeps, decisionId: string, log: Logger): RouteReport {
+  /** An answer the gateway would not relay: counted, and told to the operator who can fix it. */
+  const refused = (node: NodeSpec, outcome: AttemptOutcome & { kind: "retryable" }) => {
+    if (outcome.outcome === "auth_failed") {
+      deps.metrics.refusedAnswers.inc({ node: node.id, code: "upstream_auth_failed" });
+      // The gateway's credential for the node is wrong or missing: only its operator can act.
+      // The node's message (bounded; the request's body is never logged) says which.
+      log.error(
+        { node: node.id, status: outcome.status, node_message: outcome.nodeMessage ?? null },
+        "node refused the gateway's credential",
+      );
+    } else if (outcome.outcome === "bad_response") {
+      deps.metrics.refusedAnswers.inc({ node: node.id, code: "bad_upstream_response" });
+    }
+  };
   return {
     log,
     outcome: (label) => deps.metrics.decisions.inc({ outcome: label }),
@@ -60,16 +74,12 @@ export function createRouteReport(deps: ReportDeps, decisionId: string, log: Log
         deps.routing.current().live.observeLatency(node.id, latencyMs);
       }
       deps.metrics.attempts.inc({ node: node.id, outcome: outcome.kind });
+      if (outcome.kind === "retryable") refused(node, outcome);
       deps.observations.add({
         type: "node.observation.v1",
         node_id: node.id,
         decision_id: decisionId,
-        outcome:
-          outcome.kind === "retryable"
-            ? outcome.outcome
-            : outcome.kind === "broken"
-              ? "network_error"
-              : "ok",
+        outcome: observed(outcome),
         status: outcome.status,
         latency_ms: latencyMs,
         ttft_ms: outcome.kind === "retryable" ? null : outcome.ttftMs,
@@ -121,4 +131,16 @@ export function createRouteReport(deps: ReportDeps, decisionId: string, log: Log
       return { kind: "rejected", error, saturated, policy };
     },
   };
+}
+
+/**
+ * An attempt as the health aggregator's observation. Refused answers are HTTP answers:
+ * the status says what the node sent (a 401/403 is no sign of an unhealthy node).
+ */
+function observed(outcome: AttemptOutcome): NodeObservation["outcome"] {
+  if (outcome.kind === "relayed") return "ok";
+  if (outcome.kind === "broken") return "network_error";
+  return outcome.outcome === "auth_failed" || outcome.outcome === "bad_response"
+    ? "http_error"
+    : outcome.outcome;
 }

@@ -94,6 +94,17 @@ describe("dispatcher in process: retries and fallback", () => {
     expect(answer.routing).toMatchObject({ node: "m1", attempts: 2 });
   });
 
+  it("retries a plain answer whose body breaks before it is relayed", async () => {
+    // The node declares the whole body's length, sends half of it and closes: nothing
+    // reached the client, so the next node may answer (status 200 is no answer here).
+    const r = await start(twoFamilies);
+    r.sims.get("h1")!.setFault({ kind: "cut_stream", afterChunks: 0, times: 1 });
+    const answer = await r.send({ policy: "ordered" });
+    expect(answer.status).toBe(200);
+    expect(answer.routing).toMatchObject({ node: "m1", attempts: 2 });
+    expect(r.payloads()).toEqual({ h1: 1, m1: 1 });
+  });
+
   it("falls back to the next model when the first one's nodes fail", async () => {
     const r = await start({
       nodes: [
@@ -138,6 +149,57 @@ describe("dispatcher in process: retries and fallback", () => {
     expect(answer.frames.at(-1)!.kind).toBe("error");
     expect(answer.frames.some((f) => f.kind === "end")).toBe(false);
     expect(r.payloads()).toEqual({ h1: 1, m1: 0 });
+  });
+});
+
+describe("dispatcher in process: answers the gateway refuses", () => {
+  it("retries a node's own 401 elsewhere and cools it down; alone, answers upstream_auth_failed", async () => {
+    const r = await start(twoFamilies);
+    r.sims.get("h1")!.setFault({ kind: "status", status: 401 });
+    const answer = await r.send({ policy: "ordered" });
+    expect(answer.status).toBe(200);
+    expect(answer.routing).toMatchObject({ node: "m1", attempts: 2 });
+    // h1 rests: the next request goes straight to m1.
+    expect((await r.send({ policy: "ordered" })).routing).toMatchObject({
+      node: "m1",
+      attempts: 1,
+    });
+    r.sims.get("m1")!.setFault({ kind: "status", status: 403 });
+    const refused = await r.send({ policy: "ordered" });
+    expect(refused.error).toMatchObject({ code: "upstream_auth_failed" });
+    expect(refused.error?.message).toBe(
+      "1 attempt(s) failed; last: m1 refused the gateway's credential (403)",
+    );
+    // The node's own message stays out of the answer.
+    expect(refused.error?.message).not.toContain("simulated fault");
+    expect(r.payloads()).toEqual({ h1: 1, m1: 3 });
+  });
+
+  it("retries an answer that is not JSON elsewhere; alone, answers bad_upstream_response", async () => {
+    const r = await start(twoFamilies);
+    r.sims.get("h1")!.setFault({ kind: "malformed_chunk", afterChunks: 0 });
+    const answer = await r.send({ policy: "ordered" });
+    expect(answer.status).toBe(200);
+    expect(answer.routing).toMatchObject({ node: "m1", attempts: 2 });
+    expect(JSON.parse(answer.text)).toMatchObject({ object: "chat.completion" });
+    r.sims.get("m1")!.setFault({ kind: "malformed_chunk", afterChunks: 0 });
+    const refused = await r.send({ policy: "ordered" });
+    expect(refused.error).toMatchObject({ code: "bad_upstream_response" });
+    expect(refused.error?.message).toContain("m1 answered a body that is not JSON");
+  });
+
+  it("fails a stream over when its headers come at once and its first token too late", async () => {
+    const r = await start({
+      ...twoFamilies,
+      policies: [policy("quick", { first_byte_timeout_ms: 300 })],
+    });
+    r.sims.get("h1")!.setFault({ kind: "slow_first_token", delayMs: 30_000, times: 1 });
+    const answer = await r.send({ policy: "quick", stream: true });
+    expect(answer.routing).toMatchObject({ node: "m1", attempts: 2 });
+    expect(answer.frames[0]!.kind).toBe("head");
+    expect(answer.frames.at(-1)!.kind).toBe("end");
+    expect(answer.text).toContain("data: [DONE]");
+    expect(r.payloads()).toEqual({ h1: 1, m1: 1 });
   });
 });
 

@@ -50,12 +50,27 @@ const inSession = { tier: 4, sessionId: SESSION_ID, sealedKeyId: KEY_ID };
 describe("dispatcher in process: tier-4 sessions", () => {
   it("sends a session's requests to its node only", async () => {
     const r = await start();
+    // The rig's nodes are no TD proxies: they cannot seal an answer, and a 2xx that is not
+    // sealed is refused (next test). A 4xx is relayed as it came (the TD proxy's own
+    // refusals are clear ones: 409 for a replayed request), so it carries the answers here.
+    r.sims.get("t4a")!.setFault({ kind: "status", status: 409 });
     for (let i = 0; i < 3; i++) {
       const answer = await r.send(inSession);
-      expect(answer.status).toBe(200);
+      expect(answer.status).toBe(409);
       expect(answer.routing).toMatchObject({ node: "t4a", tier: 4, attempts: 1 });
     }
     expect(r.payloads()).toEqual({ t4a: 3, t4b: 0 });
+  });
+
+  it("ends the session when its node answers in clear: a session's answers are sealed", async () => {
+    const r = await start();
+    const plain = await r.send(inSession);
+    expect(plain.error).toMatchObject({ code: "session_node_unavailable" });
+    expect(plain.error?.message).toContain(
+      "answered application/json where application/vnd.zml.sealed-response+json is due",
+    );
+    expect(plain.text).not.toContain("chat.completion");
+    expect(r.payloads()).toEqual({ t4a: 1, t4b: 0 });
   });
 
   it("ends the session when its node fails, and never retries elsewhere", async () => {
