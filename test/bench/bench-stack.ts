@@ -2,10 +2,12 @@
 // (so that they never compete with the coordinator's event loop), the fleet applied to KV and
 // the four services as child processes logging at `warn`.
 import { createHash } from "node:crypto";
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connectBus, ensureBusResources } from "@zml/bus";
+import { connectBus, encodeJson, ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
+import { ApprovedMeasurementSchema, KV_BUCKETS } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import {
@@ -26,6 +28,7 @@ import type {
   NatsServerHandle,
   TestCertificate,
 } from "@zml/harness";
+import { loadTestTeeMaterial } from "@zml/node-sim";
 import { request } from "undici";
 import { childPidByName } from "./proc.ts";
 
@@ -39,6 +42,23 @@ export interface BenchNodeSpec {
   completionTokens?: number;
   /** Declared in the node's spec and served by the simulator; default HTTP/1.1. */
   protocol?: "h2c" | "h2";
+  /**
+   * Behind a TD proxy (`libs/td-proxy`, its own process, simulated quoting from a test PKI)
+   * that passes plain requests through and opens sealed ones, declared twice in the fleet
+   * with the proxy as endpoint: `<model>-t3` at tier 3 and `<model>-t4` at tier 4.
+   */
+  tee?: boolean;
+}
+
+/** The TD proxy of a `tee` node, and what a client needs to trust it. */
+export interface BenchTee {
+  model: string;
+  nodeIds: { tier3: string; tier4: string };
+  proxy: ManagedProcess;
+  /** The test root its quotes chain to (the attestation service's trust anchor here). */
+  rootPem: string;
+  /** What its quotes measure, approved for both tiers. */
+  measurement: { mrtd: string; rtmr3: string };
 }
 
 export interface BenchNode {
@@ -60,12 +80,17 @@ export interface BenchStack {
   natsDriver: NatsClientOptions;
   /** The certificate `h2` nodes present (for 127.0.0.1), when there are any. */
   caPem?: string;
+  /** The `tee` node's TD proxy, when there is one. */
+  tee?: BenchTee;
   stop(): Promise<void>;
 }
 
 export interface BenchStackOptions {
   nodes: BenchNodeSpec[];
-  /** Services run with `--cpu-prof`, each writing its profile under `profileDir/<service>`. */
+  /**
+   * Services run with `--cpu-prof`, each writing its profile under `profileDir/<service>`
+   * (`td-proxy` too: a `tee` node's TD proxy).
+   */
   profile?: { services: string[]; dir: string };
   /**
    * Services run with `alloc-probe.ts`, each appending to `dir/<service>.jsonl` the bytes it
@@ -79,6 +104,8 @@ export interface BenchStackOptions {
 const quietLog = { info() {}, warn() {}, error() {} };
 // Far above any benchmark's concurrency: neither the node nor the dispatcher ever queues.
 const NODE_CAPACITY = 4096;
+/** The measurement the `tee` node's simulated quotes carry (and the fleet approves). */
+const TEE_MEASUREMENT = { mrtd: "c1".repeat(48), rtmr3: "c3".repeat(48) };
 
 export async function startBenchStack(options: BenchStackOptions): Promise<BenchStack> {
   const root = repoRoot();
@@ -91,21 +118,29 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   let bus: Bus | undefined;
   // h2 nodes present one certificate for 127.0.0.1, which the services are told to trust.
   const tls = options.nodes.some((n) => n.protocol === "h2") ? createTestCertificate() : undefined;
+  // A `tee` node's test PKI: the TD proxy quotes with it, the attestation service trusts it.
+  const teeDir = options.nodes.some((n) => n.tee)
+    ? mkdtempSync(join(tmpdir(), "zml-bench-tee-"))
+    : undefined;
+  let tee: BenchTee | undefined;
   const stop = async () => {
     // SIGTERM and a long grace: profiled services write their profile on a clean exit.
     await Promise.allSettled([...services.values()].map((s) => s.stop("SIGTERM", 10_000)));
+    await tee?.proxy.stop("SIGTERM", 3_000).catch(() => undefined);
     await Promise.allSettled([...nodes.values()].map((n) => n.process.stop("SIGTERM", 3_000)));
     await bus?.drain().catch(() => undefined);
     await nats.stop();
     tls?.dispose();
+    if (teeDir !== undefined) rmSync(teeDir, { recursive: true, force: true });
   };
   try {
-    const specs: NodeSpec[] = [];
+    const material = teeDir === undefined ? undefined : await loadTestTeeMaterial(teeDir);
+    const specs: NodeSpec[][] = [];
     await Promise.all(
       options.nodes.map(async (spec, i) => {
         const node = await startSimNodeProcess(root, spec, tls);
         nodes.set(spec.model, node);
-        specs[i] = {
+        const entry: NodeSpec = {
           id: spec.model,
           endpoint: node.url,
           framework: "vllm",
@@ -119,18 +154,42 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
           registered_at: i,
           ...(spec.protocol === undefined ? {} : { protocol: spec.protocol }),
         };
+        if (!spec.tee || teeDir === undefined || material === undefined) {
+          specs[i] = [entry];
+          return;
+        }
+        const proxy = await startTdProxyProcess(
+          root,
+          node.url,
+          teeDir,
+          probeEnv(options, "td-proxy"),
+        );
+        const nodeIds = { tier3: `${spec.model}-t3`, tier4: `${spec.model}-t4` };
+        tee = {
+          model: spec.model,
+          nodeIds,
+          proxy: proxy.process,
+          rootPem: material.rootPem,
+          measurement: TEE_MEASUREMENT,
+        };
+        // One TD proxy process, two fleet entries: the only difference between a plain
+        // tier-3 request and a sealed tier-4 one is then the sealing.
+        specs[i] = [
+          { ...entry, id: nodeIds.tier3, endpoint: proxy.url, tier: 3 },
+          { ...entry, id: nodeIds.tier4, endpoint: proxy.url, tier: 4 },
+        ];
       }),
     );
     const fleet = parseFleetDocument(
       JSON.stringify({
         apiVersion: "zml/v1",
-        nodes: specs,
+        nodes: specs.flat(),
         models: options.nodes.map((n) => ({ id: n.model })),
         accounts: [
           {
             id: "bench",
             api_key_sha256: [createHash("sha256").update(BENCH_API_KEY).digest("hex")],
-            allowed_tiers: [1],
+            allowed_tiers: tee ? [1, 3, 4] : [1],
           },
         ],
       }),
@@ -138,11 +197,13 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     bus = await connectBus({ ...nats.client(), name: "zml-bench", log: quietLog });
     await ensureBusResources(bus);
     await applyFleet(bus, fleet);
+    if (tee) await approveTeeMeasurement(bus, tee);
 
     const env = {
       LOG_LEVEL: "warn",
       POLL_INTERVAL_MS: "2000",
       ...(tls ? { NODE_EXTRA_CA_CERTS: tls.certPath } : {}),
+      ...(material ? { ATTESTATION_TRUST_ROOT_PEM_FILE: material.rootPemFile } : {}),
       ...options.serviceEnv,
     };
     const [intakePort, dispatcherOps, aggregatorOps, attestationOps] = await Promise.all([
@@ -190,7 +251,12 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     );
     const intakeUrl = `http://127.0.0.1:${intakePort}`;
     try {
-      await waitUntilRoutable(intakeUrl, [...nodes.keys()]);
+      // A `tee` model is routable in clear at tier 3 once the attestation service has
+      // attested its TD proxy; its tier-4 entry is checked when a session is opened.
+      await waitUntilRoutable(
+        intakeUrl,
+        [...nodes.keys()].map((model) => (model === tee?.model ? { model, tier: 3 } : { model })),
+      );
     } catch (error) {
       const logs = [...services.values()]
         .map((s) => `--- ${s.name}\n${s.output().split("\n").slice(-15).join("\n")}`)
@@ -205,6 +271,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       natsPid: childPidByName("nats-server"),
       natsDriver: nats.client(),
       ...(tls ? { caPem: tls.cert.toString("utf8") } : {}),
+      ...(tee ? { tee } : {}),
       stop,
     };
   } catch (error) {
@@ -267,9 +334,57 @@ async function startSimNodeProcess(
   };
 }
 
+/**
+ * The TD proxy of a `tee` node, in front of its simulated node: `--tier 3` passes plain
+ * requests through; sealed requests it opens at either tier (the same code a tier-4-only TD
+ * proxy runs). Simulated quoting from the test PKI in `teeDir`.
+ */
+async function startTdProxyProcess(
+  root: string,
+  backend: string,
+  teeDir: string,
+  env: Record<string, string>,
+): Promise<{ url: string; process: ManagedProcess }> {
+  const proc = await startProcess({
+    name: "td-proxy",
+    command: process.execPath,
+    // `--profile td-proxy` profiles it as it does a service.
+    env,
+    args: [
+      join(root, "libs/td-proxy/src/main.ts"),
+      ...["--backend", backend, "--listen", "127.0.0.1:0", "--tier", "3"],
+      ...["--quote-source", "simulated", "--sim-tee-dir", teeDir],
+      ...["--mrtd", TEE_MEASUREMENT.mrtd, "--rtmr3", TEE_MEASUREMENT.rtmr3],
+      // Info logs only at start and per session key, never per request.
+      ...["--log-level", "info"],
+    ],
+    readyLine: /td proxy ready/,
+  });
+  try {
+    const ready = await proc.waitForOutput(/"url":"(https:[^"]+)"/);
+    return { url: ready[1]!, process: proc };
+  } catch (error) {
+    await proc.stop("SIGTERM", 3_000);
+    throw error;
+  }
+}
+
+/** The operator's approval of the `tee` node's measurement, at both tiers it is declared at. */
+async function approveTeeMeasurement(bus: Bus, tee: BenchTee): Promise<void> {
+  const kv = await openKv(bus, KV_BUCKETS.measurements);
+  for (const tier of [3, 4]) {
+    const id = `${tee.model}-t${tier}`;
+    const value = { id, model: tee.model, tier, ...tee.measurement };
+    await kv.put(id, encodeJson(id, ApprovedMeasurementSchema, value));
+  }
+}
+
 /** Polls each model through the gateway until it answers 200 (its node is Active). */
-async function waitUntilRoutable(intakeUrl: string, models: string[]): Promise<void> {
-  for (const model of models) {
+async function waitUntilRoutable(
+  intakeUrl: string,
+  models: Array<{ model: string; tier?: number }>,
+): Promise<void> {
+  for (const { model, tier } of models) {
     let last = "no answer";
     try {
       await pollUntil(
@@ -280,7 +395,11 @@ async function waitUntilRoutable(intakeUrl: string, models: string[]): Promise<v
               authorization: `Bearer ${BENCH_API_KEY}`,
               "content-type": "application/json",
             },
-            body: JSON.stringify({ model, messages: [{ role: "user", content: "ready?" }] }),
+            body: JSON.stringify({
+              model,
+              messages: [{ role: "user", content: "ready?" }],
+              ...(tier === undefined ? {} : { tier }),
+            }),
           });
           last = `${res.statusCode} ${(await res.body.text()).slice(0, 300)}`;
           return res.statusCode === 200;

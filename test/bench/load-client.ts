@@ -11,9 +11,14 @@ export interface LoadGenerator {
   close(): Promise<void>;
 }
 
-/** Spawns `load.ts` with this Node binary. */
-export async function startLoadGenerator(): Promise<LoadGenerator> {
-  const child = spawn(process.execPath, [join(import.meta.dirname, "load.ts")], {
+/** Spawns `load.ts` with this Node binary; with `cpuProfileDir`, under `--cpu-prof`. */
+export async function startLoadGenerator(
+  options: { cpuProfileDir?: string } = {},
+): Promise<LoadGenerator> {
+  const profile = options.cpuProfileDir
+    ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`]
+    : [];
+  const child = spawn(process.execPath, [...profile, join(import.meta.dirname, "load.ts")], {
     stdio: ["pipe", "pipe", "pipe"],
   });
   await once(child, "spawn");

@@ -3,11 +3,50 @@
 // across rounds) and prints one LoadResult per stdout line. Exits when stdin closes.
 import { performance } from "node:perf_hooks";
 import { createInterface } from "node:readline";
+import { sealRequest } from "@zml/seal";
+import type { SealedStreamReader } from "@zml/seal";
 import { Pool } from "undici";
-import type { LoadPlan, LoadResult } from "./plan.ts";
+import type { LoadPlan, LoadResult, SealedSession } from "./plan.ts";
 import { Samples } from "./stats.ts";
 
 const pools = new Map<string, Pool>();
+/** The next `seq` of each session sealed to: the TD opens each number once. */
+const nextSeq = new Map<string, number>();
+
+/** Seals one request as the SDK does: `sealRequest`, the session's next number. */
+function seal(session: SealedSession, path: string, body: Buffer, stream: boolean) {
+  const seq = nextSeq.get(session.sessionId) ?? session.firstSeq;
+  nextSeq.set(session.sessionId, seq + 1);
+  return sealRequest({
+    path,
+    body,
+    model: session.model,
+    sessionId: session.sessionId,
+    stream,
+    seq,
+    sessionPublicKey: session.sessionPublicKey,
+  });
+}
+
+/**
+ * Opens one read of a sealed stream into the server's own events (appended to `events`);
+ * returns how many events it held. Refuses what the SDK refuses: a head that is not a 200,
+ * the gateway's error event, a chunk that does not open.
+ */
+function openRead(reader: SealedStreamReader, bytes: Buffer, events: Buffer[]): number {
+  let opened = 0;
+  for (const part of reader.push(bytes)) {
+    if (part.kind === "gateway_error") throw new Error(`gateway error event: ${part.data}`);
+    if (part.kind === "head" && part.head.status !== 200) {
+      throw new Error(`sealed head says ${part.head.status}`);
+    }
+    if (part.kind === "event") {
+      events.push(part.event);
+      opened += 1;
+    }
+  }
+  return opened;
+}
 
 function poolFor(plan: LoadPlan): Pool {
   const key = `${plan.protocol ?? "http1"} ${plan.origin}`;
@@ -34,6 +73,26 @@ function poolFor(plan: LoadPlan): Pool {
 /** `useH2c` (prior knowledge) is an undici connector option missing from its type definitions. */
 function connectOptions(plan: LoadPlan): Record<string, unknown> {
   return plan.protocol === "h2c" ? { useH2c: true } : plan.caPem ? { ca: plan.caPem } : {};
+}
+
+/** Cuts server-sent events out of the bytes as they arrive (each kept with its blank line). */
+class SseSplitter {
+  private text = "";
+  private readonly decoder = new TextDecoder();
+
+  /** Appends the events this read completed to `events`; returns how many. */
+  push(bytes: Buffer, events: string[]): number {
+    this.text += this.decoder.decode(bytes, { stream: true });
+    let cut = 0;
+    for (;;) {
+      const end = this.text.indexOf("\n\n");
+      if (end === -1) break;
+      events.push(this.text.slice(0, end + 2));
+      this.text = this.text.slice(end + 2);
+      cut += 1;
+    }
+    return cut;
+  }
 }
 
 /** Checks one SSE body: every event is JSON, the tokens are all there, `[DONE]` ends it. */
@@ -86,19 +145,50 @@ async function run(plan: LoadPlan): Promise<LoadResult> {
 
   const once = async (): Promise<void> => {
     const startedAt = performance.now();
+    // A sealed plan pays for sealing inside the timing, as a client does.
+    const sealed = plan.sealed ? await seal(plan.sealed, plan.path, body, plan.stream) : undefined;
     const res = await pool.request({
       path: plan.path,
       method: "POST",
       headers: plan.headers,
-      body,
+      body: sealed ? sealed.bytes : body,
     });
     if (res.statusCode !== 200) {
       const text = await res.body.text();
       fail(`HTTP ${res.statusCode}: ${text.slice(0, 200)}`);
       return;
     }
+    if (sealed && plan.stream) {
+      const reader = sealed.opener.streamReader();
+      const events: Buffer[] = [];
+      let last = 0;
+      let reads = 0;
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        const now = performance.now();
+        if (reads++ > 0) gap.push(now - last);
+        last = now;
+        const before = events.length;
+        // Time to first token: once the first event is opened, not when its bytes arrive.
+        if (openRead(reader, chunk, events) > 0 && before === 0) {
+          ttft.push(performance.now() - startedAt);
+        }
+      }
+      reader.finish();
+      latency.push(performance.now() - startedAt);
+      streams.push(Buffer.concat(events).toString("utf8"));
+      return;
+    }
     if (!plan.stream) {
-      const bytes = (await res.body.arrayBuffer()).byteLength;
+      const raw = await res.body.arrayBuffer();
+      let bytes = raw.byteLength;
+      if (sealed) {
+        const opened = sealed.opener.openAnswer(new Uint8Array(raw));
+        if (opened.status !== 200) {
+          fail(`sealed answer's status ${opened.status}`);
+          return;
+        }
+        bytes = opened.body.byteLength;
+      }
       latency.push(performance.now() - startedAt);
       // The simulated node's answers to one plan all have the same length.
       if (referenceLength === -1) referenceLength = bytes;
@@ -107,6 +197,26 @@ async function run(plan: LoadPlan): Promise<LoadResult> {
         return;
       }
       completed += 1;
+      return;
+    }
+    if (plan.ttftAtEvent) {
+      // The unsealed twin of the sealed path above: the events cut out as they arrive, as
+      // any SSE client does, and the first token taken once its event is complete.
+      const splitter = new SseSplitter();
+      const events: string[] = [];
+      let last = 0;
+      let reads = 0;
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        const now = performance.now();
+        if (reads++ > 0) gap.push(now - last);
+        last = now;
+        const before = events.length;
+        if (splitter.push(chunk, events) > 0 && before === 0) {
+          ttft.push(performance.now() - startedAt);
+        }
+      }
+      latency.push(performance.now() - startedAt);
+      streams.push(events.join(""));
       return;
     }
     const parts: Buffer[] = [];

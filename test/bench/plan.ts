@@ -25,6 +25,27 @@ export interface LoadPlan {
    * starts, so that arrivals are spread instead of all workers starting at once.
    */
   spreadStartsMs?: number;
+  /**
+   * A tier-4 plan: each request's body is sealed on the client to this session's key
+   * (`@zml/seal`, the session's next `seq` each time) and sent as the sealed envelope, and
+   * its answer is opened on the client, as the SDK does. Timings include both.
+   */
+  sealed?: SealedSession;
+  /**
+   * Streams: time to first token is taken at the first complete event (for `sealed`: the
+   * first event opened) instead of at the first body bytes.
+   */
+  ttftAtEvent?: boolean;
+}
+
+/** The session a sealed plan seals to (from `POST /v1/sessions`, its quote verified). */
+export interface SealedSession {
+  sessionId: string;
+  /** `session_public_key`: base64 SPKI DER. */
+  sessionPublicKey: string;
+  model: string;
+  /** The session's numbers below this were used already (by the coordinator's check). */
+  firstSeq: number;
 }
 
 /** Nearest-rank percentiles in milliseconds. */

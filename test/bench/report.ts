@@ -118,6 +118,107 @@ function cpuTable(scenarios: ScenarioSummary[]): string {
   return table(["scenario, side", ...names, "total"], rows);
 }
 
+function targetTable(targets: BenchSummary["targets"]): string {
+  return table(
+    ["target", "measured", "limit", "result"],
+    targets.map((t) => [
+      t.name,
+      num(t.value, 2),
+      `${t.comparison} ${t.limit}`,
+      t.pass ? "met" : "MISSED",
+    ]),
+  );
+}
+
+/**
+ * The tier-4 rows: the same stream plain (tier 3) and sealed (tier 4), both through ZML to
+ * the same TD proxy and node; the issue's goals; and where the CPU went, per process.
+ */
+function sealingSection(summary: BenchSummary): string[] {
+  const rows = summary.scenarios.filter((s) => s.sealing);
+  if (rows.length === 0) return [];
+  const names = [
+    "load",
+    "intake",
+    "dispatcher",
+    "nats-server",
+    "health-aggregator",
+    "td-proxy",
+    "node",
+  ];
+  const cpu: string[][] = [];
+  for (const s of rows) {
+    const plain = s.cpuUsPerRequest.direct;
+    const sealed = s.cpuUsPerRequest.gateway;
+    const total = (c: Record<string, number>) =>
+      names.reduce((n, k) => n + (Number.isFinite(c[k]) ? c[k]! : 0), 0);
+    cpu.push([`${s.key} unsealed`, ...names.map((k) => num(plain[k], 0)), num(total(plain), 0)]);
+    cpu.push([`${s.key} sealed`, ...names.map((k) => num(sealed[k], 0)), num(total(sealed), 0)]);
+    cpu.push([
+      `${s.key} sealed − unsealed`,
+      ...names.map((k) => signedNum((sealed[k] ?? NaN) - (plain[k] ?? NaN))),
+      signedNum(total(sealed) - total(plain)),
+    ]);
+  }
+  return [
+    "## Tier 4: a sealed stream against the same stream unsealed",
+    "",
+    "Both sides through ZML to one TD proxy and one node: *unsealed* is the plain " +
+      "stream at tier 3 (the TD proxy passes it through), *sealed* the same body in a tier-4 " +
+      "session, sealed and opened on the client (counted in its times). TTFT: request " +
+      "(sealing included) → first event readable in clear. Added = sealed − unsealed, median " +
+      `over ${rows[0]!.rounds} interleaved round pairs.`,
+    "",
+    table(
+      [
+        "scenario",
+        "unsealed TTFT p50",
+        "sealed TTFT p50",
+        "added TTFT p50",
+        "unsealed TTFT p99",
+        "sealed TTFT p99",
+        "added TTFT p99",
+        "unsealed streams/s",
+        "sealed streams/s",
+        "streams/s ×",
+        "reads/stream unsealed",
+        "reads/stream sealed",
+        "failed",
+      ],
+      rows.map((s) => [
+        s.title,
+        ms(s.direct.ttftP50Ms),
+        ms(s.gateway.ttftP50Ms),
+        signed(s.addedMs.ttftP50),
+        ms(s.direct.ttftP99Ms),
+        ms(s.gateway.ttftP99Ms),
+        signed(s.addedMs.ttftP99),
+        num(s.direct.rps, 0),
+        num(s.gateway.rps, 0),
+        ratio(s.ratio.rps),
+        num(s.direct.readsPerStream, 1),
+        num(s.gateway.readsPerStream, 1),
+        String(s.failed),
+      ]),
+    ),
+    "",
+    "Goals of the tier-4 issue (reported, never failing the run):",
+    "",
+    targetTable(summary.sealingGoals),
+    "",
+    "CPU per stream (µs, median over rounds; 10 ms clock resolution; load = the client, " +
+      "sealing and opening included):",
+    "",
+    table(["scenario, side", ...names, "total"], cpu),
+    "",
+  ];
+}
+
+function signedNum(value: number): string {
+  if (!Number.isFinite(value)) return "–";
+  return `${value > 0 ? "+" : ""}${value.toFixed(0)}`;
+}
+
 /** Allocation per gateway request, for the scenarios measured with `--alloc`. */
 function allocSection(scenarios: ScenarioSummary[]): string[] {
   const measured = scenarios.filter((s) => s.allocKiBPerRequest !== undefined);
@@ -200,13 +301,17 @@ function featureSection(summary: BenchSummary): string[] {
 
 export function renderReport(summary: BenchSummary, command: string): string {
   const { machine, settings } = summary;
-  const plain = summary.scenarios.filter((s) => !s.stream);
-  const streams = summary.scenarios.filter((s) => s.stream);
+  // The tier-4 rows compare two ways through ZML, not ZML with direct: their own section.
+  const compared = summary.scenarios.filter((s) => !s.sealing);
+  const plain = compared.filter((s) => !s.stream);
+  const streams = compared.filter((s) => s.stream);
   const out: string[] = [
     "# ZML gateway benchmark",
     "",
     `- date: ${summary.date}`,
     `- machine: ${machine.cpus} CPUs (${machine.cpuModel}), ${machine.platform}, Node ${machine.node}`,
+    `- load average (1, 5, 15 min): ${machine.loadAverage.start.map((l) => l.toFixed(2)).join(", ")} ` +
+      `at the start, ${machine.loadAverage.end.map((l) => l.toFixed(2)).join(", ")} at the end`,
     `- command: \`${command}\``,
     `- ${settings.rounds} interleaved direct/ZML round pairs per scenario, ${settings.durationMs} ms each ` +
       `(after a ${settings.warmupMs} ms warm-up per side); medians over rounds; ratios and added ` +
@@ -217,6 +322,7 @@ export function renderReport(summary: BenchSummary, command: string): string {
   if (plain.length > 0)
     out.push("## Latency and throughput, direct vs through ZML", "", latencyTable(plain), "");
   if (streams.length > 0) out.push("## Streaming", "", streamTable(streams), "");
+  out.push(...sealingSection(summary));
   out.push("## Routing decision alone (libs/routing, one decision, in-process)", "");
   if (summary.routing.available) {
     out.push(
@@ -250,20 +356,12 @@ export function renderReport(summary: BenchSummary, command: string): string {
     "",
     "## CPU time per request (µs, median over rounds; 10 ms clock resolution)",
     "",
-    cpuTable(summary.scenarios),
+    cpuTable(compared),
     "",
     ...allocSection(summary.scenarios),
     "## Targets (2 cores)",
     "",
-    table(
-      ["target", "measured", "limit", "result"],
-      summary.targets.map((t) => [
-        t.name,
-        num(t.value, 2),
-        `${t.comparison} ${t.limit}`,
-        t.pass ? "met" : "MISSED",
-      ]),
-    ),
+    targetTable(summary.targets),
     "",
     "## Requests",
     "",

@@ -3,7 +3,7 @@
 // tables; `--json` for one JSON document). Writes bench-results/latest.md and latest.json.
 // Exits 1 when any request failed, 2 when the harness itself broke.
 import { mkdirSync, writeFileSync } from "node:fs";
-import { arch, availableParallelism, cpus, release, type } from "node:os";
+import { arch, availableParallelism, cpus, loadavg, release, type } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
@@ -25,11 +25,11 @@ import { runRoutingBench } from "./routing-bench.ts";
 import type { RoutingFigures } from "./routing-bench.ts";
 import { SCENARIOS, runScenario } from "./scenarios.ts";
 import type { RunSettings } from "./scenarios.ts";
-import { judgeTargets, summariseScenario } from "./summary.ts";
+import { judgeSealingGoals, judgeTargets, summariseScenario } from "./summary.ts";
 import type { BenchSummary, ScenarioSummary } from "./summary.ts";
 
 const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
-  [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher]
+  [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher,td-proxy,load]
   [--alloc intake,dispatcher]
   [--features | --features-only] [--variants default,tracing-off,...] [--settle-ms 10000]
 scenarios: ${SCENARIOS.map((s) => (s.onRequest ? `${s.key} (with --only)` : s.key)).join(", ")}
@@ -109,6 +109,8 @@ async function measure(
       "nats-server": stack.natsPid,
       "health-aggregator": stack.services.get("health-aggregator")?.pid,
       node: node?.process.pid,
+      // A tier-4 row's node is behind the TD proxy: its CPU is accounted on its own.
+      ...(scenario.node.tee ? { "td-proxy": stack.tee?.proxy.pid } : {}),
     };
     const run = await runScenario(load, stack, scenario, opts.settings, pids, allocation);
     const summary = summariseScenario(run);
@@ -139,6 +141,7 @@ async function main(): Promise<number> {
     return 0;
   }
   const startedAt = performance.now();
+  const loadAtStart = loadavg();
   const root = repoRoot();
   const outDir = join(root, "bench-results");
   const nodeSpecs = new Map<string, BenchNodeSpec>();
@@ -156,7 +159,12 @@ async function main(): Promise<number> {
   let settled: Record<string, ServiceMemory> | null = null;
   let batch: BatchFigures | null = null;
   let features: FeatureRow[] = [];
-  const load = await startLoadGenerator();
+  // `--profile load`: the load generator (the client: the tier-4 rows' sealing) too.
+  const loadProfileDir = join(outDir, "profiles", "load");
+  if (opts.profile?.includes("load")) mkdirSync(loadProfileDir, { recursive: true });
+  const load = await startLoadGenerator(
+    opts.profile?.includes("load") ? { cpuProfileDir: loadProfileDir } : {},
+  );
   try {
     try {
       const allocation = opts.alloc ? allocationMeterOf(stack, opts.alloc, allocDir) : undefined;
@@ -205,6 +213,7 @@ async function main(): Promise<number> {
       cpuModel: cpus()[0]?.model.trim() ?? "unknown",
       node: process.version,
       platform: `${type()} ${release()} ${arch()}`,
+      loadAverage: { start: loadAtStart, end: loadavg() },
     },
     settings: opts.settings,
     scenarios,
@@ -215,6 +224,7 @@ async function main(): Promise<number> {
     features,
     batch,
     targets: judgeTargets(scenarios, routing),
+    sealingGoals: judgeSealingGoals(scenarios),
     requests: { completed, failed },
     elapsedS: (performance.now() - startedAt) / 1000,
   };

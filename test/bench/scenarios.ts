@@ -5,9 +5,10 @@ import { Agent, request } from "undici";
 import { BENCH_API_KEY } from "./bench-stack.ts";
 import type { BenchNode, BenchNodeSpec, BenchStack } from "./bench-stack.ts";
 import type { LoadGenerator } from "./load-client.ts";
-import type { LoadResult } from "./plan.ts";
+import type { LoadPlan, LoadResult } from "./plan.ts";
 import type { AllocationMeter } from "./allocation.ts";
 import { cpuMsOf } from "./proc.ts";
+import { sealingPlans } from "./tier4.ts";
 
 export const NODES = {
   instant: { model: "bench-instant" },
@@ -22,10 +23,19 @@ export const NODES = {
     protocol: "h2c",
   },
   slowH2: { model: "bench-20ms-h2", ttftMs: 20, protocol: "h2" },
+  // A node behind one TD proxy, declared twice: at tier 3 (plain requests pass through) and
+  // at tier 4 (sessions, sealed), so both sides of the tier-4 rows reach the same TD proxy
+  // process and the same node (bench-stack.ts). Its 16 tokens come one event at a time, 1 ms
+  // apart, as a serving framework's do: a node that wrote the whole stream at once would
+  // reach ZML as one chunk in clear but as one sealed chunk per event (the TD proxy seals
+  // and writes each event), and the rows would compare framing rather than sealing.
+  tee: { model: "bench-tee", tokensPerSecond: 1000, completionTokens: 16, tee: true },
 } as const satisfies Record<string, BenchNodeSpec>;
 
 /** Round pairs of the HTTP/2 rows: fewer than the default, to keep the whole run short. */
 const HTTP2_ROUNDS = 3;
+/** Round pairs of the tier-4 rows: a short addition to the default run. */
+const TIER4_ROUNDS = 3;
 
 export interface Scenario {
   key: string;
@@ -41,6 +51,12 @@ export interface Scenario {
   spreadStartsMs?: number;
   /** Not part of the default run; `--only` runs it. */
   onRequest?: boolean;
+  /**
+   * A tier-4 row: both sides go through the gateway to the same TD proxy and node; the
+   * "direct" side is the plain stream at tier 3, the "gateway" side the same stream sealed
+   * in a tier-4 session (`tier4.ts`).
+   */
+  sealing?: boolean;
 }
 
 export const SCENARIOS: Scenario[] = [
@@ -116,6 +132,26 @@ export const SCENARIOS: Scenario[] = [
     stream: true,
     spreadStartsMs: 400,
   },
+  // Tier 4 end to end: what sealing costs a stream, sealed on the client and opened there,
+  // against the same stream unsealed, in interleaved rounds (`tier4.ts`).
+  {
+    key: "tier4stream1",
+    title: "tier 4, streams one at a time, 1000 tok/s",
+    node: NODES.tee,
+    concurrency: 1,
+    stream: true,
+    maxRounds: TIER4_ROUNDS,
+    sealing: true,
+  },
+  {
+    key: "tier4c16",
+    title: "tier 4, 16 concurrent streams, 1000 tok/s",
+    node: NODES.tee,
+    concurrency: 16,
+    stream: true,
+    maxRounds: TIER4_ROUNDS,
+    sealing: true,
+  },
   {
     key: "slow64h2c",
     title: "20 ms node, concurrency 64, h2c",
@@ -171,7 +207,7 @@ export interface RunSettings {
 const SENTENCE =
   "The quick brown fox jumps over the lazy dog while the gateway routes the request. ";
 
-function chatBody(model: string, stream: boolean, promptBytes: number | undefined): string {
+export function chatBody(model: string, stream: boolean, promptBytes: number | undefined): string {
   const content =
     promptBytes === undefined
       ? "Say hello"
@@ -188,6 +224,14 @@ export async function runScenario(
   pids: CpuPids,
   allocation?: AllocationMeter,
 ): Promise<ScenarioRun> {
+  if (scenario.sealing) {
+    const tier4 = await sealingPlans(stack, scenario, chatBody);
+    try {
+      return await runPairs(load, scenario, settings, pids, tier4.plain, tier4.sealed, undefined);
+    } finally {
+      await tier4.close();
+    }
+  }
   const node = stack.nodes.get(scenario.node.model);
   if (node === undefined) throw new Error(`no node for model ${scenario.node.model}`);
   const body = chatBody(scenario.node.model, scenario.stream, scenario.promptBytes);
@@ -212,7 +256,24 @@ export async function runScenario(
     origin: stack.intakeUrl,
     headers: { "content-type": "application/json", authorization: `Bearer ${BENCH_API_KEY}` },
   };
+  const run = await runPairs(load, scenario, settings, pids, direct, gateway, allocation);
+  if (node.protocol !== undefined) await checkServedOver(node, stack.caPem);
+  return run;
+}
 
+/**
+ * The warm-up of both sides (discarded), then `rounds` measured pairs, alternating which side
+ * goes first. `allocation` is read around the second side's rounds only.
+ */
+async function runPairs(
+  load: LoadGenerator,
+  scenario: Scenario,
+  settings: RunSettings,
+  pids: CpuPids,
+  direct: Omit<LoadPlan, "id" | "durationMs">,
+  gateway: Omit<LoadPlan, "id" | "durationMs">,
+  allocation: AllocationMeter | undefined,
+): Promise<ScenarioRun> {
   const run: ScenarioRun = {
     scenario,
     direct: [],
@@ -247,7 +308,6 @@ export async function runScenario(
       run.direct.push(await measured(direct));
     }
   }
-  if (node.protocol !== undefined) await checkServedOver(node, stack.caPem);
   return run;
 }
 

@@ -16,6 +16,8 @@ export interface Side {
   ttftP50Ms?: number;
   ttftP99Ms?: number;
   gapP99Ms?: number;
+  /** Tier-4 rows: body reads per stream on the client (how the stream was framed). */
+  readsPerStream?: number;
 }
 
 export interface ScenarioSummary {
@@ -23,6 +25,8 @@ export interface ScenarioSummary {
   title: string;
   concurrency: number;
   stream: boolean;
+  /** A tier-4 row: `direct` is the plain stream at tier 3, `gateway` the same one sealed. */
+  sealing?: boolean;
   rounds: number;
   direct: Side;
   gateway: Side;
@@ -56,7 +60,14 @@ export interface Target {
 
 export interface BenchSummary {
   date: string;
-  machine: { cpus: number; cpuModel: string; node: string; platform: string };
+  machine: {
+    cpus: number;
+    cpuModel: string;
+    node: string;
+    platform: string;
+    /** 1, 5 and 15 minute load averages when the run started and when it ended. */
+    loadAverage: { start: number[]; end: number[] };
+  };
   settings: { rounds: number; durationMs: number; warmupMs: number };
   scenarios: ScenarioSummary[];
   routing: RoutingFigures;
@@ -69,11 +80,13 @@ export interface BenchSummary {
   /** Batch jobs per second through an instant node; null when skipped. */
   batch: BatchFigures | null;
   targets: Target[];
+  /** The tier-4 issue's goals for sealing, judged when its rows ran (never fail the run). */
+  sealingGoals: Target[];
   requests: { completed: number; failed: number };
   elapsedS: number;
 }
 
-function side(rounds: Round[]): Side {
+function side(rounds: Round[], sealing = false): Side {
   const pick = (f: (r: Round) => number | undefined) =>
     median(rounds.map((r) => f(r) ?? Number.NaN));
   const s: Side = {
@@ -85,6 +98,14 @@ function side(rounds: Round[]): Side {
     s.ttftP50Ms = pick((r) => r.result.stream?.ttft.p50);
     s.ttftP99Ms = pick((r) => r.result.stream?.ttft.p99);
     s.gapP99Ms = pick((r) => r.result.stream?.gap.p99);
+  }
+  if (sealing) {
+    // Each stream's reads after its first are its gap samples.
+    s.readsPerStream = pick((r) =>
+      r.result.stream && r.result.latency.count > 0
+        ? r.result.stream.gap.count / r.result.latency.count + 1
+        : undefined,
+    );
   }
   return s;
 }
@@ -128,9 +149,10 @@ export function summariseScenario(run: ScenarioRun): ScenarioSummary {
     title: scenario.title,
     concurrency: scenario.concurrency,
     stream: scenario.stream,
+    ...(scenario.sealing ? { sealing: true } : {}),
     rounds: run.direct.length,
-    direct: side(run.direct),
-    gateway: side(run.gateway),
+    direct: side(run.direct, scenario.sealing),
+    gateway: side(run.gateway, scenario.sealing),
     ratio: {
       p50: paired(run, (d, g) => lat(g).p50 / lat(d).p50),
       p99: paired(run, (d, g) => lat(g).p99 / lat(d).p99),
@@ -200,4 +222,30 @@ export function judgeTargets(scenarios: ScenarioSummary[], routing: RoutingFigur
     ),
     target("decision p99 for 256 nodes, µs (worst variant)", decision256, "<=", 10),
   ];
+}
+
+/**
+ * The goals of issue "tier 4 end to end": sealing adds at most 0.3 ms per request (judged on
+ * the added time to first token, p50, one stream at a time) and costs at most 5 % of the
+ * throughput at concurrency 16. Only the rows that ran are judged.
+ */
+export function judgeSealingGoals(scenarios: ScenarioSummary[]): Target[] {
+  const by = (key: string) => scenarios.find((s) => s.key === key);
+  const goals: Target[] = [];
+  const one = by("tier4stream1");
+  if (one) {
+    goals.push(
+      target(
+        "sealing's added time to first token, ms (p50, one stream at a time)",
+        one.addedMs.ttftP50,
+        "<=",
+        0.3,
+      ),
+    );
+  }
+  const c16 = by("tier4c16");
+  if (c16) {
+    goals.push(target("streams/s at concurrency 16, sealed ÷ unsealed", c16.ratio.rps, ">=", 0.95));
+  }
+  return goals;
 }
