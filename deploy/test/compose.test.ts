@@ -476,21 +476,67 @@ describe("Dockerfile", () => {
     }
   });
 
-  it("keeps the workspace manifests and sources in the build context", () => {
-    const ignore = readFileSync(join(root, "deploy/docker/Dockerfile.dockerignore"), "utf8")
+  /**
+   * The dockerignore's patterns, as BuildKit matches them against context-relative paths:
+   * `**\/` any depth of folders, `*` within one name.
+   */
+  const ignored = (() => {
+    const patterns = readFileSync(join(root, "deploy/docker/Dockerfile.dockerignore"), "utf8")
       .split("\n")
       .map((l) => l.trim())
       .filter((l) => l !== "" && !l.startsWith("#"));
-    const needed = ["package.json", "package-lock.json", ".npmrc", "libs/bus/src/index.ts"];
-    needed.push(...TARGETS.map((t) => effectiveCommand(stages.get(t)!)[1]!));
-    for (const pattern of ignore) {
-      const re = new RegExp(
+    return patterns.map((pattern) => ({
+      pattern,
+      re: new RegExp(
         `^${pattern
           .replace(/[.+^${}()|[\]\\]/g, "\\$&")
-          .replace(/\*\*\//g, "(?:.*/)?")
-          .replace(/\*/g, "[^/]*")}(?:/|$)`,
-      );
+          .replace(/\*\*\//g, "\0")
+          .replace(/\*/g, "[^/]*")
+          .replaceAll("\0", "(?:.*/)?")}(?:/|$)`,
+      ),
+    }));
+  })();
+
+  it("keeps the workspace manifests and sources in the build context", () => {
+    const needed = ["package.json", "package-lock.json", ".npmrc", "libs/bus/src/index.ts"];
+    needed.push(...TARGETS.map((t) => effectiveCommand(stages.get(t)!)[1]!));
+    for (const { pattern, re } of ignored) {
       for (const path of needed) expect(re.test(path), `${pattern} excludes ${path}`).toBe(false);
+    }
+  });
+
+  it("leaves every secret zml bus-credentials writes out of the build context, wherever it is", async () => {
+    // The real command's output, as if written anywhere in the repository (COPY . . would
+    // otherwise put every seed and the CA key in every image).
+    const out = mkdtempSync(join(tmpdir(), "zml-creds-"));
+    try {
+      await promisify(execFile)(
+        process.execPath,
+        [
+          join(root, "libs/cli/src/main.ts"),
+          "bus-credentials",
+          "--out",
+          join(out, "creds"),
+          "--tls",
+        ],
+        { cwd: root },
+      );
+      const files = spawnSync("find", ["creds", "-type", "f"], { cwd: out, encoding: "utf8" })
+        .stdout.split("\n")
+        .filter(Boolean);
+      const secrets = files.filter((f) => f.endsWith(".nk") || f.endsWith("-key.pem"));
+      expect(secrets.length).toBeGreaterThan(5);
+      for (const where of ["", "bus-creds/", "deploy/k8s/", "some/deep/dir/"]) {
+        for (const file of secrets) {
+          const path = `${where}${file.replace(/^creds\//, where === "" ? "bus-creds/" : "")}`;
+          expect(
+            ignored.some(({ re }) => re.test(path)),
+            `${path} would be copied into the image`,
+          ).toBe(true);
+        }
+      }
+    } finally {
+      rmSync(out, { recursive: true, force: true });
     }
   });
 });
