@@ -61,7 +61,7 @@ describe("KV bucket watched into memory", () => {
     await kv.put("a", JSON.stringify({ name: "a", n: 1 }));
     await kv.put("b", JSON.stringify({ name: "b", n: 2 }));
     await kv.put("bad", "{}");
-    const watched = await watchKvIntoMap(kv, { schema: Item, log });
+    const watched = await watchKvIntoMap(bus, kv, { schema: Item, log });
     expect([...watched.map.keys()].sort()).toEqual(["a", "b"]);
 
     await kv.put("c", JSON.stringify({ name: "c", n: 3 }));
@@ -73,7 +73,7 @@ describe("KV bucket watched into memory", () => {
   });
 
   it("resolves at once for an empty bucket", async () => {
-    const watched = await watchKvIntoMap(await openKv(bus, "test_empty"), { schema: Item, log });
+    const watched = await watchKvIntoMap(bus, await openKv(bus, "test_empty"), { schema: Item, log });
     expect(watched.map.size).toBe(0);
     watched.stop();
   });

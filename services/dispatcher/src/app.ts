@@ -83,7 +83,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   const state = await watchDispatcherState(bus, log);
   // Tier-4 sessions, loaded before serving like the rest of the configuration.
   const sessionsKv = await openOwnedKv(bus, SESSIONS_BUCKET);
-  const sessionMap = await watchKvIntoMap(sessionsKv, { schema: SessionSchema, log });
+  const sessionMap = await watchKvIntoMap(bus, sessionsKv, { schema: SessionSchema, log });
   const sessions = createSessionStore(sessionsKv, sessionMap);
   const capacity = createCapacitySignal();
   const nodeStates = createNodeStateFeed(state.states.map.values());
