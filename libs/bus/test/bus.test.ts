@@ -73,7 +73,10 @@ describe("KV bucket watched into memory", () => {
   });
 
   it("resolves at once for an empty bucket", async () => {
-    const watched = await watchKvIntoMap(bus, await openKv(bus, "test_empty"), { schema: Item, log });
+    const watched = await watchKvIntoMap(bus, await openKv(bus, "test_empty"), {
+      schema: Item,
+      log,
+    });
     expect(watched.map.size).toBe(0);
     watched.stop();
   });

@@ -25,7 +25,9 @@ export async function watchAllowlistFeed(bus: Bus, log: BusLogger): Promise<Allo
     KvMap<AttestationResult>,
     KvMap<Revocation>,
   ] = await Promise.all([
-    openKv(bus, KV_BUCKETS.nodes).then((kv) => watchKvIntoMap(bus, kv, { schema: NodeSpecSchema, log })),
+    openKv(bus, KV_BUCKETS.nodes).then((kv) =>
+      watchKvIntoMap(bus, kv, { schema: NodeSpecSchema, log }),
+    ),
     openKv(bus, ATTESTATION_RESULTS_BUCKET).then((kv) =>
       watchKvIntoMap(bus, kv, { schema: AttestationResultSchema, log }),
     ),
