@@ -27,6 +27,36 @@ export async function openOwnedKv(bus: Bus, bucket: string, history = 1): Promis
   return kv;
 }
 
+/** A key's latest entry as the bucket stream's leader has it. */
+export interface KvLatest {
+  operation: "PUT" | "DEL" | "PURGE";
+  value: Uint8Array;
+  revision: number;
+}
+
+/**
+ * Reads a key's latest entry from the bucket stream's leader, which has every write that
+ * was acknowledged before the read (a KV `get` is a direct get, which a replica that lags
+ * may answer). Null when the key has no entry; throws when the leader does not answer.
+ */
+export async function readKvLatest(
+  bus: Bus,
+  bucket: string,
+  key: string,
+): Promise<KvLatest | null> {
+  const jsm = await managerFor(natsConnectionOf(bus));
+  const stored = await jsm.streams.getMessage(`KV_${bucket}`, {
+    last_by_subj: `$KV.${bucket}.${key}`,
+  });
+  if (!stored) return null;
+  const op = stored.header.get(OPERATION_HEADER);
+  return {
+    operation: op === "DEL" || op === "PURGE" ? op : "PUT",
+    value: stored.data,
+    revision: stored.seq,
+  };
+}
+
 export interface KvMapOptions<S extends z.ZodType> {
   schema: S;
   log: BusLogger;
