@@ -177,7 +177,12 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   // The last step that may fail (JetStream away) before any subscription exists, so a
   // failed start leaves nothing serving behind it when it is tried again.
   const batch = config.BATCH_ENABLED
-    ? await startBatchWorker({ ...executeDeps, accounts: state.accounts, registry: deps.registry })
+    ? await startBatchWorker({
+        ...executeDeps,
+        accounts: state.accounts,
+        registry: deps.registry,
+        replica: deps.replica,
+      })
     : undefined;
   // The aggregator's broadcast: keeps state current while the bucket's stream is unreachable.
   const stateMessages = subscribeJson(
