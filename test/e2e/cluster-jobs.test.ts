@@ -245,7 +245,7 @@ describe("batch jobs on a 3-node NATS cluster", { timeout: 300_000 }, () => {
     );
     const summary = {
       killed: downed.name,
-      election_ms: ledAt - killAt,
+      leader_seen_after_ms: ledAt - killAt,
       submissions: all.length,
       around_kill: around.length,
       around_first_try_202: firstTry.length,
