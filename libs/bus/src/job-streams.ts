@@ -26,7 +26,7 @@ import {
 } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus } from "./connection.ts";
-import { ensureStreamReplicas, managerFor } from "./replicas.ts";
+import { ensureStreamReplicas, managerFor, readerFor } from "./replicas.ts";
 
 const DAY_MS = 24 * 60 * 60_000;
 
@@ -183,7 +183,7 @@ export async function lastStreamMessage(
   stream: string,
   subject: string,
 ): Promise<StoredMessage | null> {
-  const jsm = await managerOf(bus);
+  const jsm = await readerFor(natsConnectionOf(bus));
   const found = await jsm.streams.getMessage(stream, { last_by_subj: subject });
   return found ? { headers: found.header, data: found.data } : null;
 }

@@ -1,11 +1,12 @@
 import { Kvm } from "@nats-io/kv";
+import { jetstream } from "@nats-io/jetstream";
 import type { MsgRequest } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { z } from "zod";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus, BusLogger } from "./connection.ts";
 import { decodeJson } from "./json-codec.ts";
-import { ensureStreamReplicas, managerFor } from "./replicas.ts";
+import { ensureStreamReplicas, managerFor, readerFor } from "./replicas.ts";
 
 /**
  * Opens a KV bucket, creating it (with the given history and the bus's replicas) if it does
@@ -44,7 +45,7 @@ export async function readKvLatest(
   bucket: string,
   key: string,
 ): Promise<KvLatest | null> {
-  const jsm = await managerFor(natsConnectionOf(bus));
+  const jsm = await readerFor(natsConnectionOf(bus));
   const stored = await jsm.streams.getMessage(`KV_${bucket}`, {
     last_by_subj: `$KV.${bucket}.${key}`,
   });
@@ -62,6 +63,12 @@ export interface KvMapOptions<S extends z.ZodType> {
   log: BusLogger;
   /** Give up loading the current contents after this long; default 20 s. */
   loadTimeoutMs?: number;
+  /**
+   * Buckets with at most this many entries (deleted keys' markers count) are loaded by
+   * reading them from the stream leader, one request per entry; bigger ones through their
+   * watch, one consumer streaming them all. Default 2 000 (about a second to read).
+   */
+  readMaxEntries?: number;
   /** Called after every applied change (put or delete), during the initial load too. */
   onChange?: (
     key: string,
@@ -71,8 +78,14 @@ export interface KvMapOptions<S extends z.ZodType> {
 }
 
 const KV_LOAD_TIMEOUT_MS = 20_000;
+const READ_MAX_ENTRIES = 2_000;
 /** Pause between tries of a load step that failed (no stream leader yet, a timeout). */
 const LOAD_RETRY_MS = 250;
+/**
+ * How long one try to create a bucket's watch waits: short, since a create placed on a dead
+ * server never answers and the next try is placed afresh (a live server answers in ms).
+ */
+const WATCH_CREATE_TIMEOUT_MS = 2_000;
 /** Pauses between tries to start following the bucket: doubling from the first to the last. */
 const FOLLOW_RETRY_FIRST_MS = 250;
 const FOLLOW_RETRY_MAX_MS = 2_000;
@@ -127,6 +140,10 @@ interface RawEntry {
  * load, off the start-up path, and a create that times out is tried again on its own, from
  * the revision after the last one applied. Until it exists, the map holds the loaded
  * contents and {@link KvMap.following} is false.
+ *
+ * A bucket with more than `readMaxEntries` entries is loaded through the watch instead (one
+ * request per entry would take too long); its create is tried again the same way, within
+ * the load timeout.
  *
  * Each load step that fails (no stream leader yet during an election, a timeout) is tried
  * again until `loadTimeoutMs` has passed since the start, then the load fails with
@@ -184,30 +201,39 @@ export async function watchKvIntoMap<S extends z.ZodType>(
   bucket = status.bucket;
   const stream = status.streamInfo.config.name;
   const prefix = `$KV.${bucket}.`;
-  const jsm = await step(() => managerFor(natsConnectionOf(bus)));
-  // The contents as of the stream info: each key's last entry (older revisions are gone from
-  // a history-1 bucket; a longer history is replayed in order). Entries written meanwhile
-  // past `last` come from the watch.
   const last = status.streamInfo.state.last_seq;
-  for (let seq = Math.max(1, status.streamInfo.state.first_seq); seq <= last;) {
-    const from = seq;
-    const stored = await step(() => jsm.streams.getMessage(stream, nextEntryAt(from, prefix)));
-    if (!stored) break;
-    apply({
-      key: stored.subject.slice(prefix.length),
-      revision: stored.seq,
-      operation: () => stored.header.get(OPERATION_HEADER) || "PUT",
-      value: stored.data,
-    });
-    seq = stored.seq + 1;
+  let markLoaded: () => void = () => {};
+  const loaded = new Promise<void>((resolve) => (markLoaded = resolve));
+  if (status.streamInfo.state.messages <= (options.readMaxEntries ?? READ_MAX_ENTRIES)) {
+    // The contents as of the stream info: each key's last entry (older revisions are gone
+    // from a history-1 bucket; a longer history is replayed in order). Entries written
+    // meanwhile past `last` come from the watch.
+    const jsm = await readerFor(natsConnectionOf(bus));
+    for (let seq = Math.max(1, status.streamInfo.state.first_seq); seq <= last;) {
+      const from = seq;
+      const stored = await step(() => jsm.streams.getMessage(stream, nextEntryAt(from, prefix)));
+      if (!stored) break;
+      apply({
+        key: stored.subject.slice(prefix.length),
+        revision: stored.seq,
+        operation: () => operationOf(stored.header),
+        value: stored.data,
+      });
+      seq = stored.seq + 1;
+    }
+    markLoaded();
   }
 
+  // The same bucket, bound (no request) to a client whose requests wait less long.
+  const watched = await new Kvm(
+    jetstream(natsConnectionOf(bus), { timeout: WATCH_CREATE_TIMEOUT_MS }),
+  ).open(bucket);
   /** Creates the watch, trying again until it exists; undefined once stopped. */
   const createWatch = async () => {
     let pauseMs = FOLLOW_RETRY_FIRST_MS;
     for (let attempt = 1; !stopped; attempt++) {
       try {
-        const watcher = await kv.watch({ resumeFromRevision: revision + 1 });
+        const watcher = await watched.watch({ resumeFromRevision: revision + 1 });
         if (attempt > 1) options.log.info({ bucket, attempt }, "kv watch created");
         return watcher;
       } catch (err) {
@@ -230,8 +256,11 @@ export async function watchKvIntoMap<S extends z.ZodType>(
         return;
       }
       watching = watcher;
+      // Loading through the watch: done once it has delivered all it had pending.
+      if (revision >= last) markLoaded();
       for await (const e of watcher) {
         apply({ key: e.key, revision: e.revision, operation: () => e.operation, value: e.value });
+        if (e.delta === 0 || revision >= last) markLoaded();
       }
       // Ended: stopped here, or the client gave up re-creating its consumer (its server went
       // away). Follow again from the last revision applied.
@@ -240,6 +269,18 @@ export async function watchKvIntoMap<S extends z.ZodType>(
     }
   };
   void follow();
+
+  let expire: NodeJS.Timeout | undefined;
+  const expired = new Promise<"expired">((resolve) => {
+    expire = setTimeout(() => resolve("expired"), Math.max(0, deadline - Date.now()));
+  });
+  const outcome = await Promise.race([loaded, expired]);
+  clearTimeout(expire);
+  if (outcome === "expired") {
+    stopped = true;
+    watching?.stop();
+    throw new KvLoadTimeoutError(bucket, timeoutMs);
+  }
 
   return {
     map,
@@ -254,6 +295,12 @@ export async function watchKvIntoMap<S extends z.ZodType>(
       watching?.stop();
     },
   };
+}
+
+/** A stored entry's operation, read as the KV client reads it (its headers may throw). */
+function operationOf(h: { get(name: string): string }): string {
+  if (h.get("Nats-Marker-Reason") === "MaxAge") return "PURGE";
+  return h.get(OPERATION_HEADER) || "PUT";
 }
 
 /**
