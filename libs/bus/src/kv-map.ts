@@ -38,7 +38,8 @@ export interface KvLatest {
 /**
  * Reads a key's latest entry from the bucket stream's leader, which has every write that
  * was acknowledged before the read (a KV `get` is a direct get, which a replica that lags
- * may answer). Null when the key has no entry; throws when the leader does not answer.
+ * may answer). Null when the key has no entry, or one whose header block cannot be read (a
+ * forged one); throws when the leader does not answer.
  */
 export async function readKvLatest(
   bus: Bus,
@@ -50,7 +51,12 @@ export async function readKvLatest(
     last_by_subj: `$KV.${bucket}.${key}`,
   });
   if (!stored) return null;
-  const op = stored.header.get(OPERATION_HEADER);
+  let op: string;
+  try {
+    op = stored.header.get(OPERATION_HEADER);
+  } catch {
+    return null;
+  }
   return {
     operation: op === "DEL" || op === "PURGE" ? op : "PUT",
     value: stored.data,
