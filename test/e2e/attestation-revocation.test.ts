@@ -63,7 +63,7 @@ async function openView(stack: Stack, name: string): Promise<View> {
       else if (!revokedResultAt.has(id)) revokedResultAt.set(id, now);
     }
   };
-  const results = await watchKvIntoMap(await openKv(bus, ATTESTATION_RESULTS_BUCKET), {
+  const results = await watchKvIntoMap(bus, await openKv(bus, ATTESTATION_RESULTS_BUCKET), {
     schema: AttestationResultSchema,
     log: quietLog,
     onChange: (_key, value) => {
@@ -71,7 +71,7 @@ async function openView(stack: Stack, name: string): Promise<View> {
       check();
     },
   });
-  const revocations = await watchKvIntoMap(await openKv(bus, KV_BUCKETS.revocations), {
+  const revocations = await watchKvIntoMap(bus, await openKv(bus, KV_BUCKETS.revocations), {
     schema: RevocationSchema,
     log: quietLog,
     onChange: check,

@@ -1,6 +1,15 @@
 import { jetstream } from "@nats-io/jetstream";
-import { createHeaders, natsConnectionOf, openKv } from "@zml/bus";
-import { HEADERS, JOB_HEADERS, JOB_STATUS_BUCKET, jobKey, jobResultSubject } from "@zml/contracts";
+import { createHeaders, natsConnectionOf, openKv, publishJson } from "@zml/bus";
+import {
+  DISPATCHER_ALIVE_SUBJECT,
+  DispatcherAliveSchema,
+  HEADERS,
+  JOB_HEADERS,
+  JOB_STATUS_BUCKET,
+  JOB_STREAMS,
+  jobKey,
+  jobResultSubject,
+} from "@zml/contracts";
 import type { PolicySpec } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -133,6 +142,88 @@ describe("batch jobs on JetStream", () => {
       headers: authHeaders(),
     });
     expect(unknown.status).toBe(404);
+  });
+
+  it("does not run again a job delivered again whose result is stored, waits while a live replica holds one, and runs one whose holder died as a counted re-execution", async () => {
+    // As a dispatcher that lost its ack, or died, leaves jobs: delivered once already.
+    await stack.stopService("dispatcher");
+    const nc = natsConnectionOf(stack.bus);
+    const [stored, held, orphaned] = ["again-stored", "again-held", "again-orphaned"];
+    for (const id of [stored, held, orphaned]) await submitJob(stack.bus, "e2e", id, BATCH);
+    const consumer = await jetstream(nc).consumers.get(JOB_STREAMS.jobs, "zml-batch-e2e");
+    const pulled = [];
+    for await (const msg of await consumer.fetch({ max_messages: 3, expires: 5_000 })) {
+      pulled.push(msg);
+      if (pulled.length === 3) break;
+    }
+    expect(pulled.map((m) => m.subject.slice(m.subject.lastIndexOf(".") + 1)).sort()).toEqual(
+      [stored, held, orphaned].sort(),
+    );
+    for (const msg of pulled) msg.nak(); // each to be delivered again, to the next puller
+    const h = createHeaders();
+    h.set(JOB_HEADERS.jobId, stored);
+    h.set(JOB_HEADERS.outcome, "done");
+    h.set(HEADERS.status, "200");
+    await jetstream(nc).publish(jobResultSubject("e2e", stored), '{"object":"chat.completion"}', {
+      headers: h,
+    });
+    const kv = await openKv(stack.bus, JOB_STATUS_BUCKET);
+    const running = (id: string, worker: string) =>
+      kv.put(
+        jobKey("e2e", id),
+        JSON.stringify({
+          type: "job.status.v1",
+          job_id: id,
+          account: "e2e",
+          status: "running",
+          http_status: null,
+          error_code: null,
+          attempts: 0,
+          deliveries: 1,
+          worker,
+          updated_at: Date.now(),
+        }),
+      );
+    await running(held, "ghost-alive");
+    await running(orphaned, "ghost-dead");
+    const beat = () =>
+      publishJson(stack.bus, DISPATCHER_ALIVE_SUBJECT, DispatcherAliveSchema, {
+        type: "dispatcher.alive.v1",
+        replica: "ghost-alive",
+        interval_ms: 250,
+      });
+    beat();
+    const beats = setInterval(beat, 250);
+    const nodes = ["b-1", "b-2"].map((id) => stack.sims.get(id)!);
+    const payloads = () => nodes.reduce((n, sim) => n + sim.stats().payloads_received, 0);
+    const before = payloads();
+    const view = async (id: string) =>
+      (await (
+        await fetch(`${stack.intakeUrl}/v1/jobs/${id}`, { headers: authHeaders() })
+      ).json()) as { status?: string; reexecutions?: number };
+    try {
+      await stack.startService("dispatcher");
+      const dispatcher = stack.services.get("dispatcher")!;
+      await dispatcher.waitForOutput(/"job_id":"again-stored".*its result is stored/, 10_000);
+      await dispatcher.waitForOutput(/"job_id":"again-held".*held elsewhere/, 10_000);
+      // The orphan's holder never beats: it runs once this dispatcher has waited its loss
+      // bound (it gives replicas it never heard of that long), as a re-execution.
+      await pollUntil(async () => (await view(orphaned)).status === "done", { timeoutMs: 15_000 });
+      expect(await view(orphaned)).toMatchObject({ status: "done", reexecutions: 1 });
+      expect(payloads() - before).toBe(1);
+      expect(await view(stored)).toMatchObject({ status: "done", reexecutions: 0 });
+      expect((await view(held)).status).toBe("running");
+    } finally {
+      clearInterval(beats);
+    }
+    // Its holder falls silent: the held job runs, a re-execution too.
+    await pollUntil(async () => (await view(held)).status === "done", { timeoutMs: 15_000 });
+    expect(await view(held)).toMatchObject({ status: "done", reexecutions: 1 });
+    expect(payloads() - before).toBe(2);
+    const results = await readResults(stack.bus);
+    for (const id of [stored, held, orphaned]) {
+      expect(results.filter((r) => r.jobId === id)).toHaveLength(1);
+    }
   });
 
   it("fails a job whose node answers 400, without retry", async () => {

@@ -38,8 +38,7 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
         { nodeId: "c-2", family: "H100" },
         { nodeId: DEGRADING, family: "H100" },
       ],
-      // A job whose worker lost its server is offered again within seconds, not 30 s.
-      env: { BATCH_ACK_WAIT_MS: "5000", BATCH_RETRY_DELAY_MS: "500" },
+      env: { BATCH_RETRY_DELAY_MS: "500" },
     });
   }, 180_000);
   afterAll(async () => {
@@ -211,6 +210,8 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
     const deliveries = new Map<string, number>();
     // The jobs not done yet, with what intake says of them (for the failure message).
     const notDone = new Map<string, string>();
+    // Jobs that ran again (on the killed dispatcher's, or a lost server's, account).
+    const reexecuted = new Set<string>();
     await pollUntil(
       async () => {
         for (const jobId of submitted) {
@@ -219,9 +220,14 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
             headers: authHeaders(),
           });
           const text = await res.text();
-          const body = JSON.parse(text) as { status?: string; deliveries?: number };
+          const body = JSON.parse(text) as {
+            status?: string;
+            deliveries?: number;
+            reexecutions?: number;
+          };
           if (res.status === 200 && body.status === "done") {
             deliveries.set(jobId, body.deliveries ?? 0);
+            if ((body.reexecutions ?? 0) > 0) reexecuted.add(jobId);
             notDone.delete(jobId);
           } else notDone.set(jobId, `${res.status} ${text.slice(0, 300)}`);
         }
@@ -253,6 +259,7 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
       answered_503: submissions.filter((x) => x.status === 503).length,
       lost_with_intake: submissions.filter(lostWithIntake).length,
       jobs_delivered_twice: [...deliveries.values()].filter((n) => n >= 2).length,
+      jobs_reexecuted: reexecuted.size,
       dispatcher_kill_failed: failed.filter((r) => spans(r, dispatcherKillAt)).length,
       intake_kill_failed: failed.filter(heldByKilledIntake).length,
       marked_after_ms: (markedAt ?? 0) - killAt,
@@ -291,18 +298,23 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
     stateSub.unsubscribe();
   });
 
-  it("a dispatcher started while JetStream has no quorum stays up, reports not-ready, and becomes ready once the servers return", async () => {
+  it("a dispatcher and an intake started while JetStream has no quorum stay up, are not ready, and become ready once the servers return", async () => {
     const [, second, third] = stack.cluster.servers;
     await Promise.all([second!.kill(), third!.kill()]);
-    const opsPort = await findFreePort();
+    const [opsPort, intakePort] = await Promise.all([findFreePort(), findFreePort()]);
     const late = await stack.startService(
       "dispatcher-3",
       { DISPATCHER_OPS_PORT: String(opsPort) },
       false,
     );
-    const readyz = async () => {
+    const lateIntake = await stack.startService(
+      "intake-3",
+      { ZML_PORT: String(intakePort) },
+      false,
+    );
+    const readyz = async (port: number) => {
       try {
-        const res = await fetch(`http://127.0.0.1:${opsPort}/readyz`, {
+        const res = await fetch(`http://127.0.0.1:${port}/readyz`, {
           signal: AbortSignal.timeout(2_000),
         });
         await res.text();
@@ -311,24 +323,36 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
         return 0;
       }
     };
-    await pollUntil(async () => (await readyz()) === 503, {
+    await pollUntil(async () => (await readyz(opsPort)) === 503, {
       timeoutMs: 30_000,
       message: "not-ready answer",
     });
     await late.waitForOutput(/could not start yet; retrying/, 30_000);
-    expect(await readyz()).toBe(503);
+    // Intake listens only once its configuration is loaded.
+    await lateIntake.waitForOutput(/intake could not start yet; retrying/, 30_000);
+    expect(await readyz(opsPort)).toBe(503);
+    expect(await readyz(intakePort)).toBe(0);
 
     await Promise.all([second!.start(), third!.start()]);
-    await pollUntil(async () => (await readyz()) === 200, {
-      timeoutMs: 60_000,
-      intervalMs: 250,
-      message: "the late dispatcher to become ready",
-    }).catch((err: unknown) => {
-      throw new Error(`${String(err)}\nits output:\n${late.output().slice(-6000)}`);
-    });
+    for (const [proc, port] of [
+      [late, opsPort],
+      [lateIntake, intakePort],
+    ] as const) {
+      await pollUntil(async () => (await readyz(port)) === 200, {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+        message: `the late ${proc.name} to become ready`,
+      }).catch((err: unknown) => {
+        throw new Error(`${String(err)}\nits output:\n${proc.output().slice(-6000)}`);
+      });
+    }
     await late.waitForOutput(/"msg":"dispatcher ready"/, 5_000);
-    // The same process all along: no exit, no restart.
-    const exited = await Promise.race([late.exited.then(() => true), sleep(100).then(() => false)]);
+    await lateIntake.waitForOutput(/"msg":"intake ready"/, 5_000);
+    // The same processes all along: no exit, no restart.
+    const exited = await Promise.race([
+      Promise.race([late.exited, lateIntake.exited]).then(() => true),
+      sleep(100).then(() => false),
+    ]);
     expect(exited).toBe(false);
   });
 });

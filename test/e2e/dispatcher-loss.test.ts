@@ -72,6 +72,7 @@ async function jobView(stack: Stack, jobId: string) {
   return (await res.body.json()) as {
     status: string;
     deliveries: number;
+    reexecutions: number;
     result: { http_status: number } | null;
   };
 }
@@ -116,7 +117,7 @@ describe("a dispatcher SIGKILLed with work in flight (no re-routes)", () => {
     await stack.startService("dispatcher");
   });
 
-  it("runs a job again after its dispatcher died: two deliveries in its status, one result", async () => {
+  it("runs a job again after its dispatcher died: two deliveries and one re-execution in its status, one result", async () => {
     const jobId = "killed-run-1";
     const sim = stack.sims.get("slow-1")!;
     const before = sim.stats().payloads_received;
@@ -134,6 +135,7 @@ describe("a dispatcher SIGKILLed with work in flight (no re-routes)", () => {
       { timeoutMs: 30_000, message: `${jobId} done` },
     );
     expect(done.deliveries).toBe(2);
+    expect(done.reexecutions).toBe(1);
     expect(done.result?.http_status).toBe(200);
     expect(sim.stats().payloads_received - before).toBe(2);
     const results = (await readResults(stack.bus)).filter((r) => r.jobId === jobId);
@@ -147,9 +149,9 @@ describe("a dispatcher SIGKILLed with work in flight (re-routes allowed)", () =>
     stack = await startStack({
       nodes: [slowNode],
       dispatchers: 2,
-      // A short grace, and the default 30 s ack wait: a job handed back on stop must be
-      // taken again well before JetStream would redeliver it on its own.
-      env: { ZML_SHUTDOWN_GRACE_MS: "1000" },
+      // A short grace, and a 30 s ack wait: a job handed back on stop must be taken again
+      // well before JetStream would redeliver it on its own.
+      env: { ZML_SHUTDOWN_GRACE_MS: "1000", BATCH_ACK_WAIT_MS: "30000" },
     });
     await waitForStatus(stack, "Active");
   });
@@ -194,6 +196,8 @@ describe("a dispatcher SIGKILLed with work in flight (re-routes allowed)", () =>
       { timeoutMs: 25_000, message: `${jobId} done` },
     );
     expect(done.deliveries).toBe(2);
+    // It had started on the node: running it again is a re-execution.
+    expect(done.reexecutions).toBe(1);
     // Redelivered by the nak, not by the 30 s ack wait.
     expect(Date.now() - stoppedAt).toBeLessThan(20_000);
     expect((await readResults(stack.bus)).filter((r) => r.jobId === jobId)).toHaveLength(1);

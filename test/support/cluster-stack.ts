@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { connectBus, ensureBusResources } from "@zml/bus";
 import type { Bus } from "@zml/bus";
-import type { FleetDocument } from "@zml/contracts";
+import type { FleetDocument, NodeSpec } from "@zml/contracts";
 import { applyFleet } from "@zml/fleet";
 import { findFreePort, repoRoot, startNatsCluster, startProcess } from "@zml/harness";
 import type { ManagedProcess, NatsClusterHandle } from "@zml/harness";
@@ -9,10 +9,16 @@ import type { SimNode } from "@zml/node-sim";
 import { ADMIN_TOKEN, e2eFleet, quietLog, startSims } from "./stack.ts";
 import type { SimSpec } from "./stack.ts";
 
+export type ClusterService = (typeof SERVICES)[number];
+
 export interface ClusterStackOptions {
   nodes: SimSpec[];
+  /** Nodes the test serves itself (e.g. one that counts what it runs), added to the fleet. */
+  ownNodes?: NodeSpec[];
   /** Replicas of each service (default 2). */
   replicas?: number;
+  /** Replicas of some services, instead of `replicas`. */
+  replicasOf?: Partial<Record<ClusterService, number>>;
   /** Extra environment for every service. */
   env?: Record<string, string>;
 }
@@ -67,13 +73,19 @@ export async function startClusterStack(options: ClusterStackOptions): Promise<C
     if (ours.length > 0) throw new Error(`services hit permission violations:\n${ours.join("\n")}`);
   };
   try {
-    const fleet = e2eFleet(await startSims(options.nodes, sims));
+    const fleet = e2eFleet([
+      ...(await startSims(options.nodes, sims)),
+      ...(options.ownNodes ?? []),
+    ]);
     bus = await connectBus({ ...cluster.client(), name: "e2e-cluster", log: quietLog });
     await ensureBusResources(bus);
     await applyFleet(bus, fleet);
 
-    const replicas = options.replicas ?? 2;
-    const intakePorts = await Promise.all(Array.from({ length: replicas }, () => findFreePort()));
+    const replicasOf = (service: ClusterService) =>
+      options.replicasOf?.[service] ?? options.replicas ?? 2;
+    const intakePorts = await Promise.all(
+      Array.from({ length: replicasOf("intake") }, () => findFreePort()),
+    );
     const env = {
       LOG_LEVEL: "info",
       POLL_INTERVAL_MS: "300",
@@ -120,7 +132,7 @@ export async function startClusterStack(options: ClusterStackOptions): Promise<C
       return proc;
     };
     const names = SERVICES.flatMap((s) =>
-      Array.from({ length: replicas }, (_, i) => `${s}-${i + 1}`),
+      Array.from({ length: replicasOf(s) }, (_, i) => `${s}-${i + 1}`),
     );
     await Promise.all(names.map((name) => startService(name)));
     const stack: ClusterStack = {

@@ -188,6 +188,8 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
           DISPATCHER_IN_FLIGHT_ALL,
           // The aggregator's state broadcast, beside the node-state bucket's watch.
           NODE_STATE_ALL,
+          // The replicas' liveness beats: a batch job held by a live replica is not run twice.
+          DISPATCHER_ALIVE_SUBJECT,
         ],
         // Route and session replies go to intake's inbox, and nowhere else.
         publish: [

@@ -7,7 +7,14 @@ export { publishJson, subscribeJson, publishBytes, subscribeMessages } from "./t
 export type { SubscribeJsonOptions } from "./typed.ts";
 export { requestJson, serveJson } from "./request-reply.ts";
 export type { RequestJsonOptions, ServeJsonOptions } from "./request-reply.ts";
-export { openKv, openOwnedKv, watchKvIntoMap, watchBucket, KvLoadTimeoutError } from "./kv-map.ts";
+export {
+  openKv,
+  openOwnedKv,
+  readKvLatest,
+  watchKvIntoMap,
+  watchBucket,
+  KvLoadTimeoutError,
+} from "./kv-map.ts";
 export {
   replicasFor,
   ensureStreamReplicas,
@@ -16,13 +23,15 @@ export {
   CLUSTER_DEFAULT_REPLICAS,
 } from "./replicas.ts";
 export { ensureBusResources } from "./bus-resources.ts";
-export type { KvMap, KvMapOptions } from "./kv-map.ts";
+export type { KvLatest, KvMap, KvMapOptions } from "./kv-map.ts";
 export {
   ensureJobStreams,
   publishToStream,
   lastStreamMessage,
   openPullConsumer,
   consumerBacklog,
+  confirmAck,
+  isRetryableBusError,
 } from "./job-streams.ts";
 export type {
   StreamPublishOptions,

@@ -1,4 +1,11 @@
-import { nanos } from "@nats-io/nats-core";
+import {
+  AuthorizationError,
+  ClosedConnectionError,
+  DrainingConnectionError,
+  InvalidArgumentError,
+  nanos,
+  PermissionViolationError,
+} from "@nats-io/nats-core";
 import type { MsgHdrs } from "@nats-io/nats-core";
 import {
   AckPolicy,
@@ -19,7 +26,7 @@ import {
 } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus } from "./connection.ts";
-import { ensureStreamReplicas, managerFor } from "./replicas.ts";
+import { ensureStreamReplicas, managerFor, readerFor } from "./replicas.ts";
 
 const DAY_MS = 24 * 60 * 60_000;
 
@@ -67,11 +74,9 @@ const STREAM_CONFIGS: Array<Partial<StreamConfig> & { name: string }> = [
 export async function ensureJobStreams(bus: Bus, options: { owner?: boolean } = {}): Promise<void> {
   const jsm = await managerOf(bus);
   for (const config of STREAM_CONFIGS) {
-    if (options.owner) await ensureStreamReplicas(jsm, config, bus.replicas());
-    else
-      await jsm.streams
-        .info(config.name)
-        .catch(() => jsm.streams.add({ ...config, num_replicas: bus.replicas() }));
+    // Without `owner`, only a stream that does not exist is created: a look that failed
+    // otherwise (no leader during an election) is that failure, not a reason to create.
+    await ensureStreamReplicas(jsm, config, bus.replicas(), options.owner === true);
   }
 }
 
@@ -91,6 +96,8 @@ export interface StreamPublishOptions {
    * hold even when two writers race (e.g. a redelivered job and a late ack).
    */
   onlyIfSubjectEmpty?: boolean;
+  /** How long to wait for the stream's acknowledgement; default the client's (5 s). */
+  timeoutMs?: number;
 }
 
 export type StreamPublishResult = { stored: true; duplicate: boolean } | { stored: false };
@@ -110,6 +117,7 @@ export async function publishToStream(
       ...(options.headers ? { headers: options.headers } : {}),
       ...(options.msgId ? { msgID: options.msgId } : {}),
       ...(options.onlyIfSubjectEmpty ? { expect: { lastSubjectSequence: 0 } } : {}),
+      ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs } : {}),
     });
     return { stored: true, duplicate: ack.duplicate };
   } catch (err) {
@@ -124,6 +132,45 @@ export async function publishToStream(
   }
 }
 
+/**
+ * Whether trying a JetStream operation again may succeed: a timeout, no responders, a
+ * connection moving to another server, JetStream between leaders (503). Not a refusal
+ * (permissions, a bad or too large message, a 4xx from JetStream) and not a connection this
+ * process is closing.
+ */
+export function isRetryableBusError(err: unknown): boolean {
+  if (
+    err instanceof PermissionViolationError ||
+    err instanceof AuthorizationError ||
+    err instanceof InvalidArgumentError ||
+    err instanceof ClosedConnectionError ||
+    err instanceof DrainingConnectionError
+  ) {
+    return false;
+  }
+  if (err instanceof JetStreamApiError) return err.status >= 500 || err.status === 408;
+  return true;
+}
+
+const ACK = new TextEncoder().encode("+ACK");
+
+/**
+ * Acks a pulled message and waits, at most `timeoutMs`, for the consumer's leader to confirm
+ * it. Rejects when no leader answered: "no responders" while the consumer elects one, or a
+ * timeout. Unlike the client's `ackAck`, which marks a message acked before the server has
+ * answered and never sends again, this may be called again after a failure, so a worker can
+ * carry an ack through a leader change. Acking a message already acked (by an earlier
+ * delivery of it, or an earlier call) is confirmed too.
+ */
+export async function confirmAck(bus: Bus, msg: JobMessage, timeoutMs: number): Promise<void> {
+  // The ack subject is the message's reply subject: on the client's messages, not its type.
+  const reply = (msg as JobMessage & { reply?: unknown }).reply;
+  if (typeof reply !== "string" || reply === "") {
+    throw new Error("not a JetStream message that takes acks (no reply subject)");
+  }
+  await natsConnectionOf(bus).request(reply, ACK, { timeout: timeoutMs });
+}
+
 /** A message read back from a stream. */
 export interface StoredMessage {
   headers: { get(name: string): string };
@@ -136,7 +183,7 @@ export async function lastStreamMessage(
   stream: string,
   subject: string,
 ): Promise<StoredMessage | null> {
-  const jsm = await managerOf(bus);
+  const jsm = await readerFor(natsConnectionOf(bus));
   const found = await jsm.streams.getMessage(stream, { last_by_subj: subject });
   return found ? { headers: found.header, data: found.data } : null;
 }

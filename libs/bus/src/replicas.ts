@@ -83,6 +83,22 @@ function isStreamNotFound(err: unknown): boolean {
 }
 const managers = new WeakMap<NatsConnection, Promise<JetStreamManager>>();
 
+const readers = new WeakMap<NatsConnection, Promise<JetStreamManager>>();
+
+/**
+ * A JetStream manager for reads of streams one knows exist: made without the account info
+ * request the checked one costs, which only the meta leader answers (a stream's own requests
+ * need only that stream's leader).
+ */
+export function readerFor(nc: NatsConnection): Promise<JetStreamManager> {
+  let jsm = readers.get(nc);
+  if (!jsm) {
+    jsm = jetstreamManager(nc, { checkAPI: false });
+    readers.set(nc, jsm);
+  }
+  return jsm;
+}
+
 /** One JetStream manager per connection (creating one costs a round trip). */
 export function managerFor(nc: NatsConnection): Promise<JetStreamManager> {
   let jsm = managers.get(nc);

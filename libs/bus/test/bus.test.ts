@@ -61,7 +61,7 @@ describe("KV bucket watched into memory", () => {
     await kv.put("a", JSON.stringify({ name: "a", n: 1 }));
     await kv.put("b", JSON.stringify({ name: "b", n: 2 }));
     await kv.put("bad", "{}");
-    const watched = await watchKvIntoMap(kv, { schema: Item, log });
+    const watched = await watchKvIntoMap(bus, kv, { schema: Item, log });
     expect([...watched.map.keys()].sort()).toEqual(["a", "b"]);
 
     await kv.put("c", JSON.stringify({ name: "c", n: 3 }));
@@ -72,8 +72,23 @@ describe("KV bucket watched into memory", () => {
     watched.stop();
   });
 
+  it("loads a bucket with more entries than it reads one by one through its watch", async () => {
+    const kv = await openKv(bus, "test_watch_big");
+    for (let i = 0; i < 5; i++) await kv.put(`k${i}`, JSON.stringify({ name: `k${i}`, n: i }));
+    await kv.delete("k0");
+    const watched = await watchKvIntoMap(bus, kv, { schema: Item, log, readMaxEntries: 2 });
+    expect([...watched.map.keys()].sort()).toEqual(["k1", "k2", "k3", "k4"]);
+    await kv.put("k5", JSON.stringify({ name: "k5", n: 5 }));
+    await pollUntil(() => watched.map.has("k5"));
+    expect(watched.following()).toBe(true);
+    watched.stop();
+  });
+
   it("resolves at once for an empty bucket", async () => {
-    const watched = await watchKvIntoMap(await openKv(bus, "test_empty"), { schema: Item, log });
+    const watched = await watchKvIntoMap(bus, await openKv(bus, "test_empty"), {
+      schema: Item,
+      log,
+    });
     expect(watched.map.size).toBe(0);
     watched.stop();
   });

@@ -192,7 +192,7 @@ describe("a received message whose headers the NATS client would refuse", () => 
   it("in a KV bucket, is an invalid entry to a watcher, which keeps applying updates", async () => {
     const kv = await openKv(bus, "forged");
     await kv.put("good", JSON.stringify({ n: 1 }));
-    const watched = await watchKvIntoMap(kv, { schema: z.object({ n: z.number() }), log });
+    const watched = await watchKvIntoMap(bus, kv, { schema: z.object({ n: z.number() }), log });
     publishRaw("$KV.forged.bad", forged, JSON.stringify({ n: 2 }));
     await kv.put("later", JSON.stringify({ n: 3 }));
     await pollUntil(() => watched.map.has("later"));

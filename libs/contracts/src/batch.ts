@@ -88,11 +88,25 @@ export const JobStatusSchema = z.object({
   /** Node attempts of the latest delivery (up to 3 across nodes and fallback models). */
   attempts: z.number().int().nonnegative(),
   /**
-   * How many times JetStream delivered the job (its delivery count): 2 or more means it
-   * ran again, e.g. after its dispatcher died mid-run. Absent in statuses written before
-   * this field existed, and while the job was never delivered.
+   * How many times JetStream delivered the job (its delivery count). A job is delivered
+   * again after a retry, after its dispatcher died, or when a stream leader change made
+   * JetStream hand it out again while it ran; only `reexecutions` says it ran again. Absent
+   * in statuses written before this field existed, and while the job was never delivered.
    */
   deliveries: z.number().int().nonnegative().optional(),
+  /**
+   * How many times the job ran again on a node after an execution whose end nobody
+   * recorded (its dispatcher died, or stopped while it ran): GPU time paid twice. A retry
+   * after all attempts failed is not one. Absent in statuses written before this field
+   * existed.
+   */
+  reexecutions: z.number().int().nonnegative().optional(),
+  /**
+   * The dispatcher replica holding the job while it is `queued` (waiting for capacity) or
+   * `running`: a redelivery of the job waits for that replica while it lives, instead of
+   * running it a second time. Absent once nobody holds it (a retry, a hand-back, the end).
+   */
+  worker: z.string().min(1).max(128).optional(),
   updated_at: z.number().int(),
 });
 export type JobStatus = z.infer<typeof JobStatusSchema>;

@@ -134,7 +134,7 @@ export async function startAttestation(deps: AttestationAppDeps): Promise<Attest
 
   // Results of an earlier run stay valid until re-attested, but revocations made while this
   // service was down apply before it reports ready.
-  const previous = await watchKvIntoMap(resultsKv, { schema: AttestationResultSchema, log });
+  const previous = await watchKvIntoMap(bus, resultsKv, { schema: AttestationResultSchema, log });
   previous.stop();
   service.seed(previous.map.values());
 

@@ -83,7 +83,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   const state = await watchDispatcherState(bus, log);
   // Tier-4 sessions, loaded before serving like the rest of the configuration.
   const sessionsKv = await openOwnedKv(bus, SESSIONS_BUCKET);
-  const sessionMap = await watchKvIntoMap(sessionsKv, { schema: SessionSchema, log });
+  const sessionMap = await watchKvIntoMap(bus, sessionsKv, { schema: SessionSchema, log });
   const sessions = createSessionStore(sessionsKv, sessionMap);
   const capacity = createCapacitySignal();
   const nodeStates = createNodeStateFeed(state.states.map.values());
@@ -177,7 +177,12 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   // The last step that may fail (JetStream away) before any subscription exists, so a
   // failed start leaves nothing serving behind it when it is tried again.
   const batch = config.BATCH_ENABLED
-    ? await startBatchWorker({ ...executeDeps, accounts: state.accounts, registry: deps.registry })
+    ? await startBatchWorker({
+        ...executeDeps,
+        accounts: state.accounts,
+        registry: deps.registry,
+        replica: deps.replica,
+      })
     : undefined;
   // The aggregator's broadcast: keeps state current while the bucket's stream is unreachable.
   const stateMessages = subscribeJson(

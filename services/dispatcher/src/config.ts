@@ -66,8 +66,19 @@ const ConfigSchema = z
     BATCH_MAX_DELIVERIES: z.coerce.number().int().min(1).default(5),
     /** Redelivery delay after a retryable failure (all attempts of one delivery failed). */
     BATCH_RETRY_DELAY_MS: z.coerce.number().int().nonnegative().default(2_000),
-    /** JetStream ack wait; running and waiting jobs signal progress well within it. */
-    BATCH_ACK_WAIT_MS: z.coerce.number().int().min(1_000).default(30_000),
+    /**
+     * JetStream ack wait. Running and waiting jobs signal progress every third of it, so it
+     * only bounds how soon the jobs of a dispatcher that died are handed out again: short,
+     * so they run again within seconds.
+     */
+    BATCH_ACK_WAIT_MS: z.coerce.number().int().min(1_000).default(5_000),
+    /**
+     * A dispatcher replica whose liveness beats stopped this long no longer holds its batch
+     * jobs: a delivery of one of them made meanwhile (JetStream hands a held job out again
+     * when a stream leader change lost its progress signals) runs it. While the holder still
+     * beats, the new delivery waits for the holder's result instead of running the job twice.
+     */
+    BATCH_WORKER_LOSS_MS: z.coerce.number().int().min(100).max(600_000).default(3_000),
     /** Longest wait for capacity when the job's policy does not queue on saturation. */
     BATCH_DEFAULT_MAX_QUEUE_MS: z.coerce.number().int().positive().default(3_600_000),
     /** Deadline of one job's execution once it has started. */

@@ -124,7 +124,7 @@ describe("session store", () => {
 
   async function replica() {
     const kv = await openKv(bus, SESSIONS_BUCKET);
-    const watched = await watchKvIntoMap(kv, { schema: SessionSchema, log });
+    const watched = await watchKvIntoMap(bus, kv, { schema: SessionSchema, log });
     return { store: createSessionStore(kv, watched), watched };
   }
 

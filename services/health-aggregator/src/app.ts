@@ -47,7 +47,7 @@ export async function startHealthAggregator(deps: HealthAggregatorDeps): Promise
   const { bus, config, log } = deps;
   const stateKv = await openOwnedKv(bus, KV_BUCKETS.nodeState);
   // The last published state of every node, read when this replica takes a node over.
-  const snapshots = await watchKvIntoMap(stateKv, { schema: NodeStateSchema, log });
+  const snapshots = await watchKvIntoMap(bus, stateKv, { schema: NodeStateSchema, log });
   const healthConfig = {
     ...DEFAULT_HEALTH_CONFIG,
     isolationBaseMs: config.ISOLATION_BASE_MS,
@@ -83,6 +83,7 @@ export async function startHealthAggregator(deps: HealthAggregatorDeps): Promise
 
   // Members first: a replica that loaded the nodes before it knew its peers would poll them all.
   const membership = await joinReplicaSet({
+    bus,
     kv: await openOwnedKv(bus, KV_BUCKETS.aggregators),
     self: deps.self,
     ttlMs: config.REPLICA_TTL_MS,

@@ -1,10 +1,11 @@
 import { watchKvIntoMap } from "@zml/bus";
-import type { BusLogger, KV } from "@zml/bus";
+import type { Bus, BusLogger, KV } from "@zml/bus";
 import { AggregatorHeartbeatSchema } from "@zml/contracts";
 import type { AggregatorHeartbeat } from "@zml/contracts";
 import { createReplicaSet } from "./replica-set.ts";
 
 export interface MembershipOptions {
+  bus: Bus;
   /** The replicas bucket (`KV_BUCKETS.aggregators`). */
   kv: KV;
   self: string;
@@ -72,7 +73,7 @@ export async function joinReplicaSet(options: MembershipOptions): Promise<Member
   };
   await beat();
 
-  const watch = await watchKvIntoMap(kv, {
+  const watch = await watchKvIntoMap(options.bus, kv, {
     schema: AggregatorHeartbeatSchema,
     log,
     onChange: (id, value) => {

@@ -36,6 +36,7 @@ async function join(self: string, ttlMs: number) {
   buses.push(own);
   const changes: string[][] = [];
   const member = await joinReplicaSet({
+    bus: own,
     kv: await openKv(own, KV_BUCKETS.aggregators),
     self,
     ttlMs,
@@ -104,6 +105,7 @@ describe("aggregator replica set while its bucket is unreachable", { timeout: 12
       const b = await connectBus({ ...cluster.client(), name: self, log });
       own.push(b);
       const member = await joinReplicaSet({
+        bus: b,
         kv: await openKv(b, KV_BUCKETS.aggregators),
         self,
         ttlMs: 900,

@@ -25,12 +25,14 @@ export async function watchAllowlistFeed(bus: Bus, log: BusLogger): Promise<Allo
     KvMap<AttestationResult>,
     KvMap<Revocation>,
   ] = await Promise.all([
-    openKv(bus, KV_BUCKETS.nodes).then((kv) => watchKvIntoMap(kv, { schema: NodeSpecSchema, log })),
+    openKv(bus, KV_BUCKETS.nodes).then((kv) =>
+      watchKvIntoMap(bus, kv, { schema: NodeSpecSchema, log }),
+    ),
     openKv(bus, ATTESTATION_RESULTS_BUCKET).then((kv) =>
-      watchKvIntoMap(kv, { schema: AttestationResultSchema, log }),
+      watchKvIntoMap(bus, kv, { schema: AttestationResultSchema, log }),
     ),
     openKv(bus, KV_BUCKETS.revocations).then((kv) =>
-      watchKvIntoMap(kv, { schema: RevocationSchema, log }),
+      watchKvIntoMap(bus, kv, { schema: RevocationSchema, log }),
     ),
   ]);
   const listeners = new Set<() => void>();

@@ -52,6 +52,7 @@ export interface IntakeDeps extends ClientRouteDeps {
     IntakeConfig,
     | "ZML_BODY_LIMIT_BYTES"
     | "ZML_REQUEST_TIMEOUT_MS"
+    | "ZML_JOB_SUBMIT_TIMEOUT_MS"
     | "ZML_HEADERS_TIMEOUT_MS"
     | "ZML_BODY_TIMEOUT_MS"
     | "ZML_IDLE_TIMEOUT_MS"

@@ -33,6 +33,12 @@ const ConfigSchema = z
     /** How long a client waits for a routed answer, and the longest silence mid-stream. */
     ZML_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
     /**
+     * How long a job submission (`POST /v1/jobs`) keeps trying to reach JetStream, e.g.
+     * while the jobs stream elects a new leader after a server loss (5–7 s measured), before
+     * it is answered 503 `bus_unavailable` with `Retry-After`.
+     */
+    ZML_JOB_SUBMIT_TIMEOUT_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
+    /**
      * A dispatcher replica silent this long (no liveness beat) is lost: the requests it
      * accepted end at once, re-routed or with 503 `dispatcher_lost`, instead of at the
      * request timeout. At least 3 of the replica's beat intervals are always allowed.

@@ -31,7 +31,7 @@ export async function watchIntakeState(
 ): Promise<IntakeState> {
   const [accounts, models, policies] = await Promise.all([
     openKv(bus, KV_BUCKETS.accounts).then((kv) =>
-      watchKvIntoMap(kv, {
+      watchKvIntoMap(bus, kv, {
         schema: AccountSpecSchema,
         log,
         onChange: (_key, _value, map) => {
@@ -41,10 +41,10 @@ export async function watchIntakeState(
       }),
     ),
     openKv(bus, KV_BUCKETS.models).then((kv) =>
-      watchKvIntoMap(kv, { schema: ModelSpecSchema, log }),
+      watchKvIntoMap(bus, kv, { schema: ModelSpecSchema, log }),
     ),
     openKv(bus, KV_BUCKETS.policies).then((kv) =>
-      watchKvIntoMap(kv, { schema: PolicySpecSchema, log }),
+      watchKvIntoMap(bus, kv, { schema: PolicySpecSchema, log }),
     ),
   ]);
   parts.auth.reindex(accounts.map.values());

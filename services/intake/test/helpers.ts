@@ -86,6 +86,7 @@ export async function startIntake(
       ZML_KEY_STORE_MAX_STALE_MS: options.keyStoreMaxStaleMs ?? 30_000,
       ZML_BODY_LIMIT_BYTES: 64 * 1024,
       ZML_REQUEST_TIMEOUT_MS: 10_000,
+      ZML_JOB_SUBMIT_TIMEOUT_MS: 2_000,
       ZML_HEADERS_TIMEOUT_MS: 5_000,
       ZML_BODY_TIMEOUT_MS: 5_000,
       ZML_IDLE_TIMEOUT_MS: 5_000,

@@ -1,9 +1,25 @@
 import { ensureBusResources } from "@zml/bus";
+import { JOB_STREAMS } from "@zml/contracts";
 import { startNatsCluster } from "@zml/harness";
 import type { NatsClusterHandle } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_KEY, auth, errorOf, startIntake } from "./helpers.ts";
 import type { Harness } from "./helpers.ts";
+
+/** A stream's leader as a server's monitoring endpoint reports it. */
+async function streamLeader(cluster: NatsClusterHandle, stream: string): Promise<string> {
+  const server = cluster.servers.find((s) => s.isRunning())!;
+  const jsz = (await (await fetch(`${server.monitorUrl}/jsz?streams=true`)).json()) as {
+    account_details?: Array<{
+      stream_detail?: Array<{ name: string; cluster?: { leader?: string } }>;
+    }>;
+  };
+  const found = (jsz.account_details ?? [])
+    .flatMap((a) => a.stream_detail ?? [])
+    .find((s) => s.name === stream)?.cluster?.leader;
+  if (!found) throw new Error(`no leader reported for ${stream}`);
+  return found;
+}
 
 const job = (id: string) =>
   JSON.stringify({
@@ -35,8 +51,11 @@ describe("job submission while JetStream is unavailable", { timeout: 120_000 }, 
     // Two of three away: intake stays connected (to the one left), JetStream has no quorum.
     const survivors = cluster.servers.slice(1);
     await Promise.all(survivors.map((s) => s.kill()));
+    const startedAt = Date.now();
     const res = await submit("during-loss");
     expect(res.status).toBe(503);
+    // Tried again for the submission's time (2 s here) before giving up.
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(1_500);
     expect(res.headers.get("retry-after")).toBe("2");
     expect(errorOf(await res.text())).toMatchObject({ code: "bus_unavailable", param: null });
 
@@ -64,5 +83,27 @@ describe("job submission while JetStream is unavailable", { timeout: 120_000 }, 
     }
     expect(accepted?.status).toBe(202);
     expect(await accepted!.json()).toMatchObject({ job_id: "during-loss", status: "queued" });
+  });
+
+  it("rides out the election of a new leader for the jobs stream: the submission waits and is accepted", async () => {
+    const patient = await startIntake({ cluster, config: { ZML_JOB_SUBMIT_TIMEOUT_MS: 15_000 } });
+    try {
+      const leaderName = await streamLeader(cluster, JOB_STREAMS.jobs);
+      const leader = cluster.servers.find((s) => s.name === leaderName)!;
+      await leader.kill();
+      const startedAt = Date.now();
+      const res = await fetch(`${patient.url}/v1/jobs`, {
+        method: "POST",
+        headers: auth(API_KEY),
+        body: job("during-election"),
+      });
+      const tookMs = Date.now() - startedAt;
+      expect(res.status, await res.text()).toBe(202);
+      // Accepted once the new leader was there, in a few seconds, not at once.
+      expect(tookMs).toBeLessThan(15_000);
+      await leader.start();
+    } finally {
+      await patient.close();
+    }
   });
 });

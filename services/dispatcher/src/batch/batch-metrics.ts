@@ -3,8 +3,13 @@ import type { Registry } from "@zml/telemetry";
 
 /** The batch workers' series, registered once per dispatcher. */
 export interface BatchMetrics {
-  /** Jobs by outcome: done, failed, expired, expired_wait, retried, dead_lettered. */
+  /**
+   * Jobs by outcome: done, failed, expired, expired_wait, retried, dead_lettered, and
+   * stored_earlier (acked from the result an earlier delivery stored, not run again).
+   */
   outcomes: Counter<"outcome">;
+  /** Jobs run again on a node after an execution whose end nobody recorded. */
+  reexecutions: Counter;
   running: Gauge;
   waiting: Gauge;
   queueDepth: Gauge<"account">;
@@ -14,8 +19,13 @@ export function createBatchMetrics(registry: Registry): BatchMetrics {
   return {
     outcomes: new Counter({
       name: "zml_batch_jobs_total",
-      help: "Batch jobs by outcome (done, failed, expired, retried, dead_lettered)",
+      help: "Batch jobs by outcome (done, failed, expired, retried, dead_lettered, stored_earlier)",
       labelNames: ["outcome"] as const,
+      registers: [registry],
+    }),
+    reexecutions: new Counter({
+      name: "zml_batch_job_reexecutions_total",
+      help: "Batch jobs run again on a node after an execution whose end nobody recorded (its dispatcher died or stopped mid-run)",
       registers: [registry],
     }),
     running: new Gauge({

@@ -1,6 +1,6 @@
 import { ensureJobStreams, openOwnedKv } from "@zml/bus";
 import type { JobMessage } from "@zml/bus";
-import { JOB_MESSAGE_TYPE, JOB_STATUS_BUCKET, ZmlError } from "@zml/contracts";
+import { JOB_MESSAGE_TYPE, JOB_STATUS_BUCKET, ZmlError, jobKey } from "@zml/contracts";
 import { waitUntil } from "@zml/runtime";
 import type { AccountSpec } from "@zml/contracts";
 import type { Registry } from "@zml/telemetry";
@@ -16,6 +16,9 @@ import type { CollectingWriter } from "./collecting-writer.ts";
 import { createJobFinisher } from "./finish-job.ts";
 import type { JobRef } from "./finish-job.ts";
 import { errorOutcome, jobFinishOf, waitsForCapacity } from "./job-outcome.ts";
+import { followPeers } from "./peer-liveness.ts";
+import { decideRedelivery } from "./redelivery.ts";
+import { readStatus, storedOutcome } from "./results.ts";
 
 export interface BatchWorkerDeps extends ExecuteDeps {
   accounts: {
@@ -23,6 +26,8 @@ export interface BatchWorkerDeps extends ExecuteDeps {
     onChange(listener: () => void): () => void;
   };
   registry: Registry;
+  /** This replica's id, as its liveness beats name it. */
+  replica: string;
   config: ExecuteDeps["config"] &
     Pick<
       DispatcherConfig,
@@ -31,6 +36,7 @@ export interface BatchWorkerDeps extends ExecuteDeps {
       | "BATCH_ACK_WAIT_MS"
       | "BATCH_DEFAULT_MAX_QUEUE_MS"
       | "BATCH_JOB_TIMEOUT_MS"
+      | "BATCH_WORKER_LOSS_MS"
     >;
 }
 
@@ -41,7 +47,14 @@ interface Ticket extends JobRef {
   lastProgressAt: number;
   /** Resolves once the job started (or ended without starting); the account pulls again. */
   release: () => void;
+  /** Its run, once started, is a re-execution (an earlier one may have run unrecorded). */
+  reexecution: boolean;
+  /** Its status names this replica as holding it while it waits for capacity. */
+  announcedWaiting: boolean;
 }
+
+/** How often deliveries waiting for another replica's run of the same job look again. */
+const HELD_RECHECK_MS = 1_000;
 
 const NEVER = new AbortController().signal;
 
@@ -55,11 +68,20 @@ export interface BatchWorker {
 }
 
 /** Hands a job back to JetStream for immediate redelivery; a closed bus leaves it to the ack wait. */
-function handBack(ticket: JobRef): void {
+function handBack(ticket: Pick<JobRef, "msg">): void {
   try {
     ticket.msg.nak();
   } catch {
     // The connection is gone: JetStream redelivers the job after its ack wait anyway.
+  }
+}
+
+/** An in-progress ack; a connection moving to another server drops it (the next one counts). */
+function signalProgress(ticket: Pick<JobRef, "msg">): void {
+  try {
+    ticket.msg.working();
+  } catch {
+    // Not connected right now.
   }
 }
 
@@ -70,18 +92,57 @@ function handBack(ticket: JobRef): void {
  * in JetStream (at most one per account waits here). Waiting jobs are started in arrival
  * order, which is round-robin between accounts. A job is acked only after its result is
  * stored; the result is stored at most once per job id.
+ *
+ * A job runs once unless its dispatcher dies. A job JetStream delivers again is looked up
+ * first: one whose result is stored (its ack was lost) is acked without running; one whose
+ * status names a live replica as holding it (JetStream handed it out again because a leader
+ * change lost its in-progress acks) waits, kept alive, for that replica's result; only one
+ * nobody holds any more runs, and that run is counted as a re-execution when an earlier one
+ * may have run unrecorded.
  */
 export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWorker> {
   await ensureJobStreams(deps.bus, { owner: true });
   const statusKv = await openOwnedKv(deps.bus, JOB_STATUS_BUCKET);
   const metrics = createBatchMetrics(deps.registry);
-  const { finish, status } = createJobFinisher({ ...deps, statusKv, metrics });
+  // Aborted once stop's deadline passed: a result or ack still being retried is given up
+  // (the job was handed back).
+  const giveUp = new AbortController();
+  const { finish, finishFromStored, status } = createJobFinisher({
+    ...deps,
+    statusKv,
+    metrics,
+    signal: giveUp.signal,
+  });
+  const peers = followPeers(deps.bus, {
+    self: deps.replica,
+    lossAfterMs: deps.config.BATCH_WORKER_LOSS_MS,
+    clock: deps.clock,
+    log: deps.log,
+  });
   const waiting: Ticket[] = [];
   /** Jobs running on a node, with the timer that keeps their delivery alive. */
   const running = new Map<Ticket, NodeJS.Timeout>();
+  /** Jobs this replica holds (waiting or running), by job key. */
+  const holding = new Map<string, Ticket>();
+  /** Deliveries waiting for the replica that holds another delivery of the same job. */
+  const held = new Set<Ticket>();
   let stopped = false;
   let wake: () => void = () => {};
   const progressEveryMs = deps.config.BATCH_ACK_WAIT_MS / 3;
+  /** Finishes still being recorded or acked (through a leader change, perhaps). */
+  const finishing = new Set<Promise<void>>();
+  const keyOf = (job: JobRef) => jobKey(job.account, job.jobId);
+  const release = (ticket: Ticket) => {
+    if (holding.get(keyOf(ticket)) === ticket) holding.delete(keyOf(ticket));
+  };
+  /** Finishes a job that did not run, off the scheduler (recording may take a while). */
+  const finishAside = (ticket: Ticket, outcome: Parameters<typeof finish>[1]) => {
+    const done = finish(ticket, outcome).finally(() => {
+      finishing.delete(done);
+      release(ticket);
+    });
+    finishing.add(done);
+  };
 
   /** Tries to start one waiting job; true when it left the waiting list. */
   const tryStart = async (ticket: Ticket): Promise<boolean> => {
@@ -113,17 +174,28 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
         ? r.policy.maxQueueMs
         : deps.config.BATCH_DEFAULT_MAX_QUEUE_MS;
       if (now - ticket.submittedAt < maxQueueMs) {
+        if (!ticket.announcedWaiting) {
+          // A delivery made while it waits here (see above) waits for this replica.
+          ticket.announcedWaiting = true;
+          status(ticket, {
+            status: "queued",
+            httpStatus: null,
+            errorCode: null,
+            attempts: 0,
+            held: true,
+          });
+        }
         if (now - ticket.lastProgressAt >= progressEveryMs) {
-          ticket.msg.working();
+          signalProgress(ticket);
           ticket.lastProgressAt = now;
         }
         return false;
       }
       metrics.outcomes.inc({ outcome: "expired_wait" });
-      await finish(ticket, jobFinishOf(r, writer.reply(), "expired"));
+      finishAside(ticket, jobFinishOf(r, writer.reply(), "expired"));
       return true;
     }
-    await finish(ticket, jobFinishOf(r, writer.reply(), "failed"));
+    finishAside(ticket, jobFinishOf(r, writer.reply(), "failed"));
     return true;
   };
 
@@ -134,13 +206,28 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
   ) => {
     metrics.running.inc();
     const deliveries = ticket.msg.info.deliveryCount;
+    if (ticket.reexecution) {
+      metrics.reexecutions.inc();
+      ticket.reexecutions += 1;
+    }
     deps.log.info(
-      { job_id: ticket.jobId, account: ticket.account, deliveries },
+      {
+        job_id: ticket.jobId,
+        account: ticket.account,
+        deliveries,
+        ...(ticket.reexecution ? { reexecution: ticket.reexecutions } : {}),
+      },
       "batch job started",
     );
-    status(ticket, "running", null, null, 0);
+    status(ticket, {
+      status: "running",
+      httpStatus: null,
+      errorCode: null,
+      attempts: 0,
+      held: true,
+    });
     // Long jobs tell JetStream they are alive so it does not redeliver them meanwhile.
-    const progress = setInterval(() => ticket.msg.working(), progressEveryMs);
+    const progress = setInterval(() => signalProgress(ticket), progressEveryMs);
     running.set(ticket, progress);
     try {
       const outcome = jobFinishOf(await result, writer.reply(), "failed");
@@ -149,9 +236,101 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
     } finally {
       clearInterval(progress);
       running.delete(ticket);
+      release(ticket);
       metrics.running.dec();
     }
   };
+
+  /**
+   * Looks up a job delivered again: finishes it from its stored result, leaves it waiting
+   * for the live replica that holds it, or marks it to run. Lookups that fail (a leader
+   * change) leave it waiting, to look again shortly.
+   */
+  const judge = async (ticket: Ticket): Promise<"finished" | "wait" | "run"> => {
+    let stored: Awaited<ReturnType<typeof storedOutcome>>;
+    let current: Awaited<ReturnType<typeof readStatus>>;
+    try {
+      [stored, current] = await Promise.all([
+        storedOutcome(deps.bus, ticket.account, ticket.jobId),
+        readStatus(deps.bus, ticket.account, ticket.jobId),
+      ]);
+    } catch {
+      return "wait";
+    }
+    const mine = holding.get(keyOf(ticket));
+    const decision = decideRedelivery({
+      deliveryCount: ticket.msg.info.deliveryCount,
+      stored: stored !== null,
+      status: current,
+      self: deps.replica,
+      heldHere: mine !== undefined && mine !== ticket,
+      alive: (replica) => peers.alive(replica),
+      now: deps.clock(),
+      // Longer than a holder may wait for capacity and then run.
+      maxHoldMs: deps.config.BATCH_DEFAULT_MAX_QUEUE_MS + deps.config.BATCH_JOB_TIMEOUT_MS,
+    });
+    ticket.reexecutions = current?.reexecutions ?? 0;
+    if (decision.kind === "stored") {
+      if (!stored) return "wait";
+      deps.log.info(
+        {
+          job_id: ticket.jobId,
+          account: ticket.account,
+          deliveries: ticket.msg.info.deliveryCount,
+        },
+        "batch job delivered again; its result is stored, not run again",
+      );
+      const done = finishFromStored(ticket, stored, current).finally(() => finishing.delete(done));
+      finishing.add(done);
+      return "finished";
+    }
+    if (decision.kind === "wait") return "wait";
+    ticket.reexecution = decision.reexecution;
+    return "run";
+  };
+
+  /** Queues a ticket for capacity; resolves once it started or ended without starting. */
+  const enqueue = (ticket: Ticket): Promise<void> => {
+    const released = new Promise<void>((r) => (ticket.release = r));
+    holding.set(keyOf(ticket), ticket);
+    waiting.push(ticket);
+    wake();
+    return released;
+  };
+
+  const hold = (ticket: Ticket) => {
+    if (!held.has(ticket)) {
+      deps.log.info(
+        {
+          job_id: ticket.jobId,
+          account: ticket.account,
+          deliveries: ticket.msg.info.deliveryCount,
+        },
+        "batch job delivered again while held elsewhere; waiting for that run",
+      );
+    }
+    held.add(ticket);
+  };
+
+  let rechecking = false;
+  const recheck = setInterval(() => {
+    if (rechecking || stopped) return;
+    rechecking = true;
+    void (async () => {
+      for (const ticket of [...held]) {
+        if (stopped) break;
+        const now = deps.clock();
+        if (now - ticket.lastProgressAt >= progressEveryMs) {
+          signalProgress(ticket);
+          ticket.lastProgressAt = now;
+        }
+        const verdict = await judge(ticket);
+        if (verdict === "wait" || stopped) continue;
+        held.delete(ticket);
+        if (verdict === "run") void enqueue(ticket);
+      }
+    })().finally(() => (rechecking = false));
+  }, HELD_RECHECK_MS);
 
   const scheduler = (async () => {
     while (!stopped) {
@@ -174,18 +353,20 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
     metrics,
     take: async (account, msg) => {
       if (stopped) {
-        handBack({ account, jobId: "", msg });
+        handBack({ msg });
         return;
       }
-      const ticket = toTicket(account, msg, deps.clock());
-      if (!ticket.ok) {
-        await finish(ticket.job, ticket.failure);
+      const made = toTicket(account, msg, deps.clock());
+      if (!made.ok) {
+        await finish(made.job, made.failure);
         return;
       }
-      const released = new Promise<void>((r) => (ticket.ticket.release = r));
-      waiting.push(ticket.ticket);
-      wake();
-      await released;
+      if (msg.info.deliveryCount > 1) {
+        const verdict = await judge(made.ticket);
+        if (verdict === "finished") return;
+        if (verdict === "wait") return hold(made.ticket);
+      }
+      await enqueue(made.ticket);
     },
   });
 
@@ -193,20 +374,29 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
     async stop(deadline) {
       stopped = true;
       consumers.stop();
+      clearInterval(recheck);
       wake();
       deps.capacity.notify();
       await scheduler;
       for (const ticket of waiting.splice(0)) {
         handBack(ticket);
+        // Never ran in this delivery: the next one is not a re-execution.
+        status(ticket, { status: "queued", httpStatus: null, errorCode: null, attempts: 0 });
+        release(ticket);
         ticket.release();
       }
-      await waitUntil(() => running.size === 0, deadline, deps.clock);
+      for (const ticket of held) handBack(ticket);
+      held.clear();
+      await waitUntil(() => running.size === 0 && finishing.size === 0, deadline, deps.clock);
+      giveUp.abort();
       for (const [ticket, progress] of running) {
         clearInterval(progress);
         running.delete(ticket);
+        release(ticket);
         handBack(ticket);
         deps.log.warn({ job_id: ticket.jobId }, "batch job still running at stop; handed back");
       }
+      peers.stop();
     },
   };
 }
@@ -221,7 +411,7 @@ function toTicket(
   | { ok: false; job: JobRef; failure: ReturnType<typeof errorOutcome> } {
   const jobId = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
   const submittedAt = Math.floor(Number(msg.info.timestampNanos) / 1e6);
-  const job = { account, jobId, msg };
+  const job = { account, jobId, msg, reexecutions: 0 };
   try {
     const request = readRouteHeaders(msg.headers, now, JOB_MESSAGE_TYPE);
     return {
@@ -232,6 +422,8 @@ function toTicket(
         submittedAt,
         lastProgressAt: now,
         release: () => {},
+        reexecution: false,
+        announcedWaiting: false,
       },
     };
   } catch (err) {

@@ -1,9 +1,10 @@
-import { createHeaders, lastStreamMessage, publishToStream } from "@zml/bus";
+import { createHeaders, lastStreamMessage, publishToStream, readKvLatest } from "@zml/bus";
 import type { Bus, KV } from "@zml/bus";
 import {
   HEADERS,
   JOB_HEADERS,
   JOB_OUTCOMES,
+  JOB_STATUS_BUCKET,
   JOB_STREAMS,
   JobStatusSchema,
   jobKey,
@@ -47,11 +48,16 @@ export async function recordResult(bus: Bus, result: JobResult): Promise<boolean
  * none (or it does not say). A redelivered job whose result an earlier delivery stored reports
  * that result, the record, in its status.
  */
+export interface StoredOutcome {
+  outcome: JobOutcome;
+  status: number | null;
+}
+
 export async function storedOutcome(
   bus: Bus,
   account: string,
   jobId: string,
-): Promise<{ outcome: JobOutcome; status: number | null } | null> {
+): Promise<StoredOutcome | null> {
   const stored = await lastStreamMessage(
     bus,
     JOB_STREAMS.results,
@@ -61,6 +67,27 @@ export async function storedOutcome(
   if (!outcome || !(JOB_OUTCOMES as readonly string[]).includes(outcome)) return null;
   const status = Number(stored?.headers?.get(HEADERS.status));
   return { outcome: outcome as JobOutcome, status: Number.isInteger(status) ? status : null };
+}
+
+/**
+ * A job's status record as the status bucket's leader has it (no replica's older copy), or
+ * undefined when there is none (or it is not one ZML wrote). Throws when the leader does not
+ * answer.
+ */
+export async function readStatus(
+  bus: Bus,
+  account: string,
+  jobId: string,
+): Promise<JobStatus | undefined> {
+  const entry = await readKvLatest(bus, JOB_STATUS_BUCKET, jobKey(account, jobId));
+  if (entry?.operation !== "PUT") return undefined;
+  let parsed: ReturnType<typeof JobStatusSchema.safeParse>;
+  try {
+    parsed = JobStatusSchema.safeParse(JSON.parse(Buffer.from(entry.value).toString("utf8")));
+  } catch {
+    return undefined;
+  }
+  return parsed.success ? parsed.data : undefined;
 }
 
 /** Writes a job's status; status is advisory (the results stream is the record). */

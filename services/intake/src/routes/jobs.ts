@@ -2,11 +2,12 @@ import { randomUUID } from "node:crypto";
 import {
   ensureJobStreams,
   injectTraceContext,
+  isRetryableBusError,
   lastStreamMessage,
   openKv,
   publishToStream,
 } from "@zml/bus";
-import type { KV } from "@zml/bus";
+import type { KV, MsgHdrs } from "@zml/bus";
 import {
   HEADERS,
   JOB_HEADERS,
@@ -26,6 +27,7 @@ import {
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { admit } from "../admit.ts";
+import type { IntakeConfig } from "../config.ts";
 import type { ClientRouteDeps } from "../route-deps.ts";
 import { extractRouteFields } from "../route-fields.ts";
 import { planHeaders, planRoute } from "../route-plan.ts";
@@ -41,7 +43,9 @@ export const JobBodySchema = z.strictObject({
   request: z.record(z.string(), z.unknown()),
 });
 
-export type JobRouteDeps = ClientRouteDeps;
+export interface JobRouteDeps extends ClientRouteDeps {
+  config: Pick<IntakeConfig, "ZML_JOB_SUBMIT_TIMEOUT_MS">;
+}
 
 /**
  * Batch jobs over HTTP: `POST /v1/jobs` validates like a sync request and publishes the job
@@ -52,7 +56,7 @@ export function jobRoutes(deps: JobRouteDeps) {
   let ready: Promise<{ status: KV }> | undefined;
   // Streams and the status bucket are looked up on first use, so intake starts without them;
   // a failed look (JetStream unreachable) is forgotten, so the next request tries again.
-  const setup = () => {
+  const lookUp = () => {
     if (!ready) {
       const attempt = ensureJobStreams(deps.bus).then(async () => ({
         status: await openKv(deps.bus, JOB_STATUS_BUCKET),
@@ -62,7 +66,40 @@ export function jobRoutes(deps: JobRouteDeps) {
         if (ready === attempt) ready = undefined;
       });
     }
-    return jobStore(ready);
+    return ready;
+  };
+  const setup = () => jobStore(lookUp());
+
+  /**
+   * Queues a job, trying again while JetStream is between leaders (a server of the cluster
+   * lost: the jobs stream elects a new leader within seconds) until the submission's time
+   * is up; then a retryable 503. Each try is safe: JetStream dedupes by the job's message id.
+   * A try whose answer was lost may have stored the job, so a later try's `duplicate` is
+   * that job itself, not a second submission, and is not reported as one.
+   */
+  const submit = async (account: string, jobId: string, body: Uint8Array, headers: MsgHdrs) => {
+    const deadline = deps.clock() + deps.config.ZML_JOB_SUBMIT_TIMEOUT_MS;
+    let pauseMs = SUBMIT_FIRST_PAUSE_MS;
+    let mayHaveStored = false;
+    for (;;) {
+      const left = deadline - deps.clock();
+      try {
+        await lookUp();
+        const ack = await publishToStream(deps.bus, jobSubmitSubject(account, jobId), body, {
+          headers,
+          msgId: jobKey(account, jobId),
+          timeoutMs: Math.max(SUBMIT_MIN_TRY_MS, Math.min(left, SUBMIT_TRY_TIMEOUT_MS)),
+        });
+        return { duplicate: ack.stored && ack.duplicate && !mayHaveStored };
+      } catch (err) {
+        if (err instanceof ZmlError) throw err;
+        // Lost in flight, or unanswered: JetStream may have it.
+        if (!(err instanceof Error) || err.name === "TimeoutError") mayHaveStored = true;
+        if (!isRetryableBusError(err) || deps.clock() + pauseMs >= deadline) throw storeDown();
+        await new Promise((r) => setTimeout(r, pauseMs));
+        pauseMs = Math.min(pauseMs * 2, SUBMIT_MAX_PAUSE_MS);
+      }
+    }
   };
 
   return (app: FastifyInstance) => {
@@ -87,20 +124,9 @@ export function jobRoutes(deps: JobRouteDeps) {
       }
       const plan = planRoute(fields, account, deps.models, deps.policies, "models");
       const jobId = job.job_id ?? `job-${randomUUID().replaceAll("-", "")}`;
-      await setup();
       const h = planHeaders(JOB_MESSAGE_TYPE, job.path, fields, plan, account);
-      const ack = await jobStore(
-        publishToStream(deps.bus, jobSubmitSubject(account.id, jobId), body, {
-          headers: injectTraceContext(h),
-          msgId: jobKey(account.id, jobId),
-        }),
-      );
-      return reply.code(202).send({
-        object: "job",
-        job_id: jobId,
-        status: "queued",
-        duplicate: ack.stored && ack.duplicate,
-      });
+      const { duplicate } = await submit(account.id, jobId, body, injectTraceContext(h));
+      return reply.code(202).send({ object: "job", job_id: jobId, status: "queued", duplicate });
     });
 
     app.get("/v1/jobs/:id", async (req) => {
@@ -124,7 +150,7 @@ export function jobRoutes(deps: JobRouteDeps) {
       // leave a finished job with no status, or still `running`. Its result, the record,
       // then says how it ended.
       if (result && !(status && isOutcome(status.status))) {
-        return finishedFromResult(id, result.headers, result.data, status?.deliveries);
+        return finishedFromResult(id, result.headers, result.data, status);
       }
       if (!status) {
         // Not pulled by a worker yet: it waits in the work queue under this account's subject.
@@ -144,6 +170,7 @@ export function jobRoutes(deps: JobRouteDeps) {
           status: "queued",
           attempts: 0,
           deliveries: 0,
+          reexecutions: 0,
           error_code: null,
           result: null,
         };
@@ -153,8 +180,10 @@ export function jobRoutes(deps: JobRouteDeps) {
         job_id: id,
         status: status.status,
         attempts: status.attempts,
-        // JetStream deliveries: 2 or more means the job ran again (e.g. its dispatcher died).
+        // JetStream's delivery count; a job delivered again does not always run again.
         deliveries: status.deliveries ?? (status.status === "queued" ? 0 : 1),
+        // Runs on a node after one whose end nobody recorded (e.g. its dispatcher died).
+        reexecutions: status.reexecutions ?? 0,
         error_code: status.error_code,
         updated_at: status.updated_at,
         result: result ? resultView(result.headers, result.data) : null,
@@ -165,6 +194,22 @@ export function jobRoutes(deps: JobRouteDeps) {
 
 /** Seconds a client waits before retrying while JetStream elects a new leader (~2–10 s). */
 export const JOB_STORE_RETRY_AFTER_S = 2;
+
+/** Pauses between submission tries: short first (an election may just be ending). */
+const SUBMIT_FIRST_PAUSE_MS = 100;
+const SUBMIT_MAX_PAUSE_MS = 1_000;
+/** One try's wait for JetStream's ack; a lost try is followed by another well within the budget. */
+const SUBMIT_TRY_TIMEOUT_MS = 2_000;
+const SUBMIT_MIN_TRY_MS = 250;
+
+function storeDown(): ZmlError {
+  return new ZmlError(
+    "bus_unavailable",
+    "the job store (JetStream) is briefly unavailable; retry with the same job_id",
+    null,
+    JOB_STORE_RETRY_AFTER_S,
+  );
+}
 
 /**
  * Awaits a JetStream operation of the job routes. Any failure there is JetStream being
@@ -177,12 +222,7 @@ async function jobStore<T>(operation: Promise<T>): Promise<T> {
     return await operation;
   } catch (err) {
     if (err instanceof ZmlError) throw err;
-    throw new ZmlError(
-      "bus_unavailable",
-      "the job store (JetStream) is briefly unavailable; retry with the same job_id",
-      null,
-      JOB_STORE_RETRY_AFTER_S,
-    );
+    throw storeDown();
   }
 }
 
@@ -198,7 +238,7 @@ function finishedFromResult(
   id: string,
   h: { get(k: string): string },
   data: Uint8Array,
-  deliveries: number | undefined,
+  status: { deliveries?: number | undefined; reexecutions?: number | undefined } | undefined,
 ) {
   const result = resultView(h, data);
   return {
@@ -207,7 +247,8 @@ function finishedFromResult(
     status: isOutcome(result.outcome) ? result.outcome : "done",
     attempts: result.routing?.attempts ?? 1,
     // At least the delivery that stored the result; the exact count went with the status.
-    deliveries: deliveries ?? 1,
+    deliveries: status?.deliveries ?? 1,
+    reexecutions: status?.reexecutions ?? 0,
     error_code: null,
     result,
   };
