@@ -29,23 +29,19 @@ function seal(session: SealedSession, path: string, body: Buffer, stream: boolea
 }
 
 /**
- * Opens one read of a sealed stream into the server's own events (appended to `events`);
- * returns how many events it held. Refuses what the SDK refuses: a head that is not a 200,
- * the gateway's error event, a chunk that does not open.
+ * Opens one read of a sealed stream into the server's own events. Refuses what the SDK
+ * refuses: a head that is not a 200, the gateway's error event, a chunk that does not open.
  */
-function openRead(reader: SealedStreamReader, bytes: Buffer, events: Buffer[]): number {
-  let opened = 0;
+function openRead(reader: SealedStreamReader, bytes: Buffer): string[] {
+  const events: string[] = [];
   for (const part of reader.push(bytes)) {
     if (part.kind === "gateway_error") throw new Error(`gateway error event: ${part.data}`);
     if (part.kind === "head" && part.head.status !== 200) {
       throw new Error(`sealed head says ${part.head.status}`);
     }
-    if (part.kind === "event") {
-      events.push(part.event);
-      opened += 1;
-    }
+    if (part.kind === "event") events.push(part.event.toString("utf8"));
   }
-  return opened;
+  return events;
 }
 
 function poolFor(plan: LoadPlan): Pool {
@@ -80,18 +76,17 @@ class SseSplitter {
   private text = "";
   private readonly decoder = new TextDecoder();
 
-  /** Appends the events this read completed to `events`; returns how many. */
-  push(bytes: Buffer, events: string[]): number {
+  /** The events this read completed. */
+  push(bytes: Buffer): string[] {
     this.text += this.decoder.decode(bytes, { stream: true });
-    let cut = 0;
+    const events: string[] = [];
     for (;;) {
       const end = this.text.indexOf("\n\n");
       if (end === -1) break;
       events.push(this.text.slice(0, end + 2));
       this.text = this.text.slice(end + 2);
-      cut += 1;
     }
-    return cut;
+    return events;
   }
 }
 
@@ -143,6 +138,30 @@ async function run(plan: LoadPlan): Promise<LoadResult> {
     if (failures.length < 5) failures.push(what);
   };
 
+  /**
+   * Reads a stream whose events `cut` takes out of each read (opened, or split), with the
+   * first token taken once its event is complete, not when its bytes arrive.
+   */
+  const readEvents = async (
+    body: AsyncIterable<Buffer>,
+    startedAt: number,
+    cut: (chunk: Buffer) => string[],
+  ): Promise<void> => {
+    const events: string[] = [];
+    let last = 0;
+    let reads = 0;
+    for await (const chunk of body) {
+      const now = performance.now();
+      if (reads++ > 0) gap.push(now - last);
+      last = now;
+      const before = events.length;
+      events.push(...cut(chunk));
+      if (before === 0 && events.length > 0) ttft.push(performance.now() - startedAt);
+    }
+    latency.push(performance.now() - startedAt);
+    streams.push(events.join(""));
+  };
+
   const once = async (): Promise<void> => {
     const startedAt = performance.now();
     // A sealed plan pays for sealing inside the timing, as a client does.
@@ -160,22 +179,8 @@ async function run(plan: LoadPlan): Promise<LoadResult> {
     }
     if (sealed && plan.stream) {
       const reader = sealed.opener.streamReader();
-      const events: Buffer[] = [];
-      let last = 0;
-      let reads = 0;
-      for await (const chunk of res.body as AsyncIterable<Buffer>) {
-        const now = performance.now();
-        if (reads++ > 0) gap.push(now - last);
-        last = now;
-        const before = events.length;
-        // Time to first token: once the first event is opened, not when its bytes arrive.
-        if (openRead(reader, chunk, events) > 0 && before === 0) {
-          ttft.push(performance.now() - startedAt);
-        }
-      }
+      await readEvents(res.body, startedAt, (chunk) => openRead(reader, chunk));
       reader.finish();
-      latency.push(performance.now() - startedAt);
-      streams.push(Buffer.concat(events).toString("utf8"));
       return;
     }
     if (!plan.stream) {
@@ -201,22 +206,9 @@ async function run(plan: LoadPlan): Promise<LoadResult> {
     }
     if (plan.ttftAtEvent) {
       // The unsealed twin of the sealed path above: the events cut out as they arrive, as
-      // any SSE client does, and the first token taken once its event is complete.
+      // any SSE client does.
       const splitter = new SseSplitter();
-      const events: string[] = [];
-      let last = 0;
-      let reads = 0;
-      for await (const chunk of res.body as AsyncIterable<Buffer>) {
-        const now = performance.now();
-        if (reads++ > 0) gap.push(now - last);
-        last = now;
-        const before = events.length;
-        if (splitter.push(chunk, events) > 0 && before === 0) {
-          ttft.push(performance.now() - startedAt);
-        }
-      }
-      latency.push(performance.now() - startedAt);
-      streams.push(events.join(""));
+      await readEvents(res.body, startedAt, (chunk) => splitter.push(chunk));
       return;
     }
     const parts: Buffer[] = [];
