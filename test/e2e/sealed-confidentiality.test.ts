@@ -21,6 +21,7 @@ import type { SimNode } from "@zml/node-sim";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findInProcessMemory, pidsWhere } from "../support/process-memory.ts";
+import { startSealProxy } from "../support/seal-proxy.ts";
 import { API_KEY, MODEL, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 import { approveMeasurements, MRTD, RTMR3, waitForResult } from "./attestation-fixtures.ts";
@@ -120,19 +121,15 @@ describe("a tier-4 prompt and answer", () => {
   });
 
   it("reach the official openai SDK intact through zml seal-proxy, plain and streamed", async () => {
-    sealProxy = await startProcess({
-      name: "seal-proxy",
-      command: process.execPath,
-      args: [
-        join(root, "libs/cli/src/main.ts"),
-        "seal-proxy",
-        ...["--gateway", stack.intakeUrl, "--api-key", API_KEY, "--model", MODEL],
-        ...["--listen", "127.0.0.1:0", "--trust-test-root", rootPemFile, "--mrtd", MRTD],
-      ],
-      readyLine: /serving .* end to end at/,
+    const proxy = await startSealProxy({
+      gateway: stack.intakeUrl,
+      apiKey: API_KEY,
+      model: MODEL,
+      rootPemFile,
+      mrtd: MRTD,
     });
-    const [line] = await sealProxy.waitForOutput(/end to end at (http:\/\/\S+)/);
-    const baseURL = /end to end at (http:\/\/\S+)/.exec(line)![1]!;
+    sealProxy = proxy.process;
+    const baseURL = proxy.baseUrl;
     const openai = new OpenAI({ baseURL, apiKey: "not-needed-locally" });
     const { data, response } = await openai.chat.completions
       .create({ model: MODEL, messages: prompt })

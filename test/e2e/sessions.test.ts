@@ -10,13 +10,14 @@ import type { AddressInfo } from "node:net";
 import { createClient } from "@zml/client";
 import type { ConfidentialSession, ZmlApiError } from "@zml/client";
 import { SEALED_REQUEST_MEDIA_TYPE } from "@zml/contracts";
-import { pollUntil, repoRoot, startProcess } from "@zml/harness";
+import { pollUntil, repoRoot } from "@zml/harness";
 import { sealRequest } from "@zml/seal";
 import type { SealRequestInput } from "@zml/seal";
 import { parseQuote, reportDataFor, verifyQuote } from "@zml/tdx";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postChat } from "../support/http.ts";
+import { startSealProxy } from "../support/seal-proxy.ts";
 import { API_KEY, authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 import {
@@ -559,20 +560,14 @@ describe("the TypeScript SDK's sessions", () => {
 
 describe("zml seal-proxy", () => {
   it("opens a new verified session when its session's node fails, so the client never sees it", async () => {
-    const proxy = await startProcess({
-      name: "seal-proxy",
-      command: process.execPath,
-      args: [
-        join(repoRoot(), "libs/cli/src/main.ts"),
-        "seal-proxy",
-        ...["--gateway", stack.intakeUrl, "--api-key", API_KEY, "--model", MODEL],
-        ...["--listen", "127.0.0.1:0", "--trust-test-root", root.path, "--mrtd", MRTD],
-      ],
-      readyLine: /end to end at/,
+    const { process: proxy, baseUrl: url } = await startSealProxy({
+      gateway: stack.intakeUrl,
+      apiKey: API_KEY,
+      model: MODEL,
+      rootPemFile: root.path,
+      mrtd: MRTD,
     });
     try {
-      const [line] = await proxy.waitForOutput(/end to end at (http:\/\/\S+)/);
-      const url = /end to end at (http:\/\/\S+)/.exec(line)![1]!;
       const ask = async () => {
         const res = await request(`${url}/chat/completions`, {
           method: "POST",
