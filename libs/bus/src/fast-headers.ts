@@ -58,6 +58,17 @@ class FastHeaders extends MsgHdrsImpl {
   }
 }
 
+/**
+ * Whether `h` is this module's headers rather than the client's: false after
+ * {@link decodeHeadersOf} means the client changed how it stores a received message, and the
+ * fast path is lost. The client version is pinned exactly (package.json) for that reason, and
+ * `fast-headers.test.ts` checks this on a message from a real server, so an upgrade that
+ * loses it fails a test instead of slowing down unnoticed.
+ */
+export function isFastHeaders(h: MsgHdrs | undefined): boolean {
+  return h instanceof FastHeaders;
+}
+
 /** Empty NATS headers for a message to publish (see above). */
 export function createHeaders(): MsgHdrs {
   return new FastHeaders();

@@ -4,7 +4,7 @@ import type { Msg } from "@nats-io/nats-core";
 import { pollUntil, startNatsServer } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { decodeHeaderBlock, decodeHeadersOf } from "../src/fast-headers.ts";
+import { decodeHeaderBlock, decodeHeadersOf, isFastHeaders } from "../src/fast-headers.ts";
 import {
   connectBus,
   createHeaders,
@@ -137,6 +137,9 @@ describe("decodeHeadersOf", () => {
     const msg = await received;
     decodeHeadersOf(msg);
     const first = msg.headers;
+    // The fast path was taken: a client release that stores messages differently fails here.
+    expect(isFastHeaders(first)).toBe(true);
+    expect(isFastHeaders(createHeaders())).toBe(true);
     expect(msg.headers).toBe(first); // decoded once, kept by the message
     expect(headerOf(first, "Zml-Kind")).toBe("full");
     expect(first?.get("Zml-Seq")).toBe("7");

@@ -166,7 +166,8 @@ type Stringifier = (value: unknown, stringifySafe?: unknown) => string | undefin
  * directly; objects still go through the redactor, so every line is written as before
  * (`logger.test.ts` compares them with pino's own). Children share the root's stringifiers,
  * so this covers every child logger too. Left as it is should a pino release lay them out
- * differently.
+ * differently: pino is pinned exactly (package.json) for that reason, and `logger.test.ts`
+ * checks {@link skipsRedactingPrimitives}, so an upgrade that loses this fails a test.
  */
 function skipRedactingPrimitives(logger: Logger): void {
   const { stringifiersSym, stringifySym, wildcardFirstSym } = pino.symbols;
@@ -177,10 +178,27 @@ function skipRedactingPrimitives(logger: Logger): void {
   if (typeof nested !== "function" || typeof stringify !== "function") return;
   const redactNested = nested as Stringifier;
   const plain = stringify as Stringifier;
-  stringifiers![wildcardFirstSym] = (value: unknown, stringifySafe?: unknown) =>
+  stringifiers![wildcardFirstSym] = skippingPrimitives((value: unknown, stringifySafe?: unknown) =>
     typeof value === "object" && value !== null
       ? redactNested(value, stringifySafe)
-      : plain(value, stringifySafe);
+      : plain(value, stringifySafe),
+  );
+}
+
+const installed = new WeakSet<Stringifier>();
+
+function skippingPrimitives(stringifier: Stringifier): Stringifier {
+  installed.add(stringifier);
+  return stringifier;
+}
+
+/** Whether `logger`'s lines take the shortcut above (false: pino's internals moved). */
+export function skipsRedactingPrimitives(logger: Logger): boolean {
+  const { stringifiersSym, wildcardFirstSym } = pino.symbols;
+  const stringifiers = (logger as unknown as Record<symbol, unknown>)[stringifiersSym] as
+    Record<symbol, unknown> | undefined;
+  const nested = stringifiers?.[wildcardFirstSym];
+  return typeof nested === "function" && installed.has(nested as Stringifier);
 }
 
 export type { Logger, DestinationStream };

@@ -9,6 +9,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pino } from "pino";
 import { createLogger, REDACT_PATHS, REDACTED } from "../src/index.ts";
+import { skipsRedactingPrimitives } from "../src/logger.ts";
 import { captureStream } from "./capture.ts";
 
 const SECRET = "sk-planted-secret-3f9a";
@@ -116,6 +117,11 @@ describe("createLogger", () => {
     const withoutTime = (lines: Record<string, unknown>[]) =>
       lines.map(({ time: _time, ...rest }) => rest);
     expect(ours.lines()).toHaveLength(3);
+    // The shortcut is in place, on the root and its children: a pino release that lays its
+    // internals out differently fails here instead of silently losing it.
+    expect(skipsRedactingPrimitives(log)).toBe(true);
+    expect(skipsRedactingPrimitives(log.child({ reqId: "r" }))).toBe(true);
+    expect(skipsRedactingPrimitives(reference)).toBe(false);
     expect(ours.text()).not.toContain(SECRET);
     expect(withoutTime(ours.lines())).toEqual(theirs.lines());
   });
