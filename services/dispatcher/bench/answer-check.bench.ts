@@ -1,9 +1,9 @@
-// What judging a node's JSON answer costs per answer (services/dispatcher/src/answer-check.ts):
+// What judging a node's JSON answer costs per answer (services/dispatcher/src/node/answer-check.ts):
 // the framing check alone, and the framing plus the parse that answers of at most
 // PARSED_JSON_MAX_BYTES get, for chat completions of a few sizes. Run with
 // `npm run bench -w @zml/dispatcher`; compare with the dispatcher's CPU per request in
 // docs/performance.md.
-import { hasJsonFraming, isJsonBody, PARSED_JSON_MAX_BYTES } from "../src/answer-check.ts";
+import { hasJsonFraming, isJsonBody, PARSED_JSON_MAX_BYTES } from "../src/node/answer-check.ts";
 
 /** A vLLM chat completion of `words` words, as bytes. */
 function completion(words: number): Buffer {

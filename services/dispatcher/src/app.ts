@@ -15,8 +15,6 @@ import {
   ATTESTATION_NONCE_BYTES,
   DISPATCHER_QUEUE_GROUP,
   HEADERS,
-  NODE_COOLDOWN_SUBJECT,
-  NodeCooldownSchema,
   NodeObservationBatchSchema,
   NODE_STATE_ALL,
   NodeStateSchema,
@@ -30,23 +28,24 @@ import type { NodeState } from "@zml/contracts";
 import { waitUntil } from "@zml/runtime";
 import type { StopContext } from "@zml/runtime";
 import type { Logger, Registry } from "@zml/telemetry";
-import { createAttestationGate } from "./attestation-gate.ts";
 import { startBatchWorker } from "./batch/batch-worker.ts";
-import { createCancellations } from "./cancellations.ts";
-import { createCapacitySignal } from "./capacity-signal.ts";
+import { createCapacitySignal } from "./capacity/capacity-signal.ts";
+import { startInFlightShare } from "./capacity/in-flight-share.ts";
+import { startLivenessBeats } from "./capacity/liveness-beats.ts";
+import { createObservationBatcher } from "./capacity/observation-batcher.ts";
 import type { DispatcherConfig } from "./config.ts";
-import { watchDispatcherState } from "./dispatcher-state.ts";
-import { createRouteHandler } from "./handle-route.ts";
-import { startInFlightShare } from "./in-flight-share.ts";
-import { startLivenessBeats } from "./liveness-beats.ts";
+import { watchDispatcherState } from "./fleet/dispatcher-state.ts";
+import { createNodeStateFeed } from "./fleet/node-state-feed.ts";
+import { createRoutingState } from "./fleet/routing-state.ts";
 import { createDispatcherMetrics } from "./metrics.ts";
-import { createNodePools } from "./node-pools.ts";
-import { createNodeStateFeed } from "./node-state-feed.ts";
-import { createObservationBatcher } from "./observation-batcher.ts";
-import { createRoutingState } from "./routing-state.ts";
-import { createSessionStore } from "./session-store.ts";
-import { createSessionKeyDropper } from "./session-key-drop.ts";
-import { createSessionService, createVerifyClient, serveSessions } from "./sessions.ts";
+import { createAttestationGate } from "./node/attestation-gate.ts";
+import { followCooldowns } from "./node/cooldowns.ts";
+import { createNodePools } from "./node/node-pools.ts";
+import { createCancellations } from "./route/cancellations.ts";
+import { createRouteHandler } from "./route/handle-route.ts";
+import { createSessionKeyDropper } from "./session/session-key-drop.ts";
+import { createSessionStore } from "./session/session-store.ts";
+import { createSessionService, createVerifyClient, serveSessions } from "./session/sessions.ts";
 
 export interface DispatcherDeps {
   bus: Bus;
@@ -240,14 +239,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     },
     { log },
   );
-  const cooldowns = subscribeJson(
-    bus,
-    NODE_COOLDOWN_SUBJECT,
-    NodeCooldownSchema,
-    // The schema caps duration_ms: a forged cooldown sidelines a node for minutes, not forever.
-    (c) => void routing.current().live.coolDown(c.node_id, clock() + c.duration_ms),
-    { log },
-  );
+  const cooldowns = followCooldowns({ bus, routing, clock, log });
 
   // Ready means the server already routes our subscriptions to us.
   await bus.flush();

@@ -15,7 +15,7 @@ import {
 import { startDispatcher } from "./app.ts";
 import type { Dispatcher } from "./app.ts";
 import { loadConfig } from "./config.ts";
-import { loadNodeSecrets } from "./secrets.ts";
+import { loadNodeSecrets } from "./node/secrets.ts";
 
 reportStartupErrors("zml-dispatcher");
 // Tracing is instrumented by hand, so the SDK only has to be up before the first message.

@@ -10,7 +10,7 @@ import {
   JsonFramingTracker,
   mediaTypeOf,
   PARSED_JSON_MAX_BYTES,
-} from "../src/answer-check.ts";
+} from "../src/node/answer-check.ts";
 
 const clear = { stream: false, sealed: false };
 const clearStream = { stream: true, sealed: false };

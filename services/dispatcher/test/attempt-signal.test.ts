@@ -1,7 +1,7 @@
 // The attempt signal's two limits (first byte, deadline) and the client's cancel, on fake
 // timers: which one cuts the call, with what reason, and that nothing is left behind.
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { attemptSignal } from "../src/attempt-signal.ts";
+import { attemptSignal } from "../src/route/attempt-signal.ts";
 
 beforeEach(() => vi.useFakeTimers({ now: 1_000_000 }));
 afterEach(() => vi.useRealTimers());

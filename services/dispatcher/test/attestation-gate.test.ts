@@ -1,8 +1,8 @@
 import { AttestationResultSchema, NodeSpecSchema } from "@zml/contracts";
 import type { AttestationResult, NodeSpec, Revocation } from "@zml/contracts";
 import { describe, expect, it } from "vitest";
-import { createAttestationGate } from "../src/attestation-gate.ts";
-import { createRoutingState } from "../src/routing-state.ts";
+import { createRoutingState } from "../src/fleet/routing-state.ts";
+import { createAttestationGate } from "../src/node/attestation-gate.ts";
 
 const NOW = Date.parse("2026-06-01T12:00:00Z");
 const KEY = "7e".repeat(32);

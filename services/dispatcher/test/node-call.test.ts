@@ -9,9 +9,9 @@ import { Pool } from "undici";
 import type { Dispatcher } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { SEALED_RESPONSE_MEDIA_TYPE } from "@zml/contracts";
-import { attemptSignal } from "../src/attempt-signal.ts";
 import { createCollectingWriter } from "../src/batch/collecting-writer.ts";
-import { callNode, classify, refusalMessage } from "../src/node-call.ts";
+import { callNode, classify, refusalMessage } from "../src/node/node-call.ts";
+import { attemptSignal } from "../src/route/attempt-signal.ts";
 
 const MiB = 1024 * 1024;
 const servers: Server[] = [];

@@ -1,7 +1,7 @@
 import type { NodeObservation } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { describe, expect, it } from "vitest";
-import { createObservationBatcher } from "../src/observation-batcher.ts";
+import { createObservationBatcher } from "../src/capacity/observation-batcher.ts";
 
 const obs = (node: string, i: number): NodeObservation => ({
   type: "node.observation.v1",

@@ -1,11 +1,11 @@
 import { createHeaders } from "@zml/bus";
 import { HEADERS, MESSAGE_TYPES, ZmlError } from "@zml/contracts";
 import { describe, expect, it } from "vitest";
-import { createCancellations } from "../src/cancellations.ts";
-import { createCapacitySignal } from "../src/capacity-signal.ts";
-import { withModel } from "../src/model-rewrite.ts";
-import { parseRetryAfter } from "../src/node-call.ts";
-import { readRouteHeaders } from "../src/route-headers.ts";
+import { createCapacitySignal } from "../src/capacity/capacity-signal.ts";
+import { parseRetryAfter } from "../src/node/node-call.ts";
+import { createCancellations } from "../src/route/cancellations.ts";
+import { withModel } from "../src/route/model-rewrite.ts";
+import { readRouteHeaders } from "../src/route/route-headers.ts";
 
 describe("capacity signal", () => {
   it("wakes every waiter on notify", async () => {

@@ -7,7 +7,7 @@ import { spkiSha256 } from "@zml/tdx";
 import { createSelfSignedCertificate } from "@zml/tdx/testing";
 import { Pool } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pinnedConnector, TlsKeyMismatchError } from "../src/pinned-connector.ts";
+import { pinnedConnector, TlsKeyMismatchError } from "../src/node/pinned-connector.ts";
 
 const key = generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey;
 const KEY_SHA256 = spkiSha256(key);

@@ -5,10 +5,10 @@ import type { AttestationVerdict, NodeSpec, Session } from "@zml/contracts";
 import { pollUntil, startNatsServer } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkSession } from "../src/session/session-check.ts";
+import type { SessionNodeView } from "../src/session/session-check.ts";
+import { createSessionStore } from "../src/session/session-store.ts";
 import { sessionAttestation } from "./session-fixture.ts";
-import { checkSession } from "../src/session-check.ts";
-import type { SessionNodeView } from "../src/session-check.ts";
-import { createSessionStore } from "../src/session-store.ts";
 
 const NOW = 1_700_000_000_000;
 const log = { info() {}, warn() {}, error() {} };

@@ -9,7 +9,7 @@ import {
   lastBoundaryEnd,
   MAX_HELD_EVENT_BYTES,
   SseEventCutter,
-} from "../src/sse-events.ts";
+} from "../src/node/sse-events.ts";
 
 const b = (s: string) => Buffer.from(s);
 const token = (t: string) =>

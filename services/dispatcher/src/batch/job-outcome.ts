@@ -2,7 +2,7 @@
 // retry (redelivery by JetStream). Pure.
 import { ZmlError } from "@zml/contracts";
 import type { JobOutcome } from "@zml/contracts";
-import type { ExecutionResult } from "../execute-route.ts";
+import type { ExecutionResult } from "../route/execution.ts";
 import type { CollectedReply } from "./collecting-writer.ts";
 
 /** What the job's result (or its redelivery) carries. */

@@ -9,10 +9,10 @@ import {
   shouldCoolDown,
 } from "@zml/routing";
 import type { AttemptFailure, FailedAttempt } from "@zml/routing";
-import type { ExecuteDeps, Execution, ExecutionResult } from "../execute-route.ts";
-import { recordDecision, startQueueWaitSpan } from "../tracing.ts";
 import { dispatchAttempt, failureOf } from "./dispatch-attempt.ts";
+import type { ExecuteDeps, Execution, ExecutionResult } from "./execution.ts";
 import type { RoutePath, RouteReport } from "./route-report.ts";
+import { recordDecision, startQueueWaitSpan } from "./tracing.ts";
 
 export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => {
   const { request, writer, cancelled } = exec;

@@ -8,12 +8,12 @@ import {
 } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import type { AttemptFailure } from "@zml/routing";
-import { attemptSignal } from "../attempt-signal.ts";
-import type { ExecuteDeps, Execution } from "../execute-route.ts";
-import { withModel } from "../model-rewrite.ts";
-import { callNode } from "../node-call.ts";
-import type { AttemptOutcome } from "../node-call.ts";
-import { endAttemptSpan, startAttemptSpan } from "../tracing.ts";
+import { callNode } from "../node/node-call.ts";
+import type { AttemptOutcome } from "../node/node-call.ts";
+import { attemptSignal } from "./attempt-signal.ts";
+import type { ExecuteDeps, Execution } from "./execution.ts";
+import { withModel } from "./model-rewrite.ts";
+import { endAttemptSpan, startAttemptSpan } from "./tracing.ts";
 
 export interface AttemptPlan {
   node: NodeSpec;

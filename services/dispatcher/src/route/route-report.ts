@@ -1,20 +1,13 @@
 // The one port through which the route path reports: metrics, the shared cooldown, the
 // live table's latency, observations for the health aggregator, and the request's log.
 // Spans are opened and closed by the code they time (see `tracing.ts`).
-import { hostname } from "node:os";
-import { publishJson } from "@zml/bus";
-import {
-  ERROR_CODES,
-  NODE_COOLDOWN_MAX_MS,
-  NODE_COOLDOWN_SUBJECT,
-  NodeCooldownSchema,
-  ZmlError,
-} from "@zml/contracts";
+import { ERROR_CODES, ZmlError } from "@zml/contracts";
 import type { NodeObservation, NodeSpec } from "@zml/contracts";
 import type { Rejection, ResolvedPolicy } from "@zml/routing";
 import type { Logger } from "@zml/telemetry";
-import type { ExecuteDeps, Execution, ExecutionResult } from "../execute-route.ts";
-import type { AttemptOutcome } from "../node-call.ts";
+import { cooldownMs, shareCooldown } from "../node/cooldowns.ts";
+import type { AttemptOutcome } from "../node/node-call.ts";
+import type { ExecuteDeps, Execution, ExecutionResult } from "./execution.ts";
 
 type ReportDeps = Pick<
   ExecuteDeps,
@@ -87,21 +80,9 @@ export function createRouteReport(deps: ReportDeps, decisionId: string, log: Log
       });
     },
 
-    // A node's Retry-After counts, up to the cap every receiver enforces anyway.
     coolDown(node, retryAfterS, reason) {
-      const durationMs = Math.min(
-        NODE_COOLDOWN_MAX_MS,
-        Math.max(deps.config.NODE_COOLDOWN_MS, (retryAfterS ?? 0) * 1000),
-      );
-      deps.routing.current().live.coolDown(node.id, deps.clock() + durationMs);
       deps.metrics.cooldowns.inc({ node: node.id });
-      publishJson(deps.bus, NODE_COOLDOWN_SUBJECT, NodeCooldownSchema, {
-        type: "node.cooldown.v2",
-        node_id: node.id,
-        duration_ms: durationMs,
-        reason: reason.slice(0, 64),
-        origin: `dispatcher@${hostname()}:${process.pid}`,
-      });
+      shareCooldown(deps, node.id, cooldownMs(deps.config.NODE_COOLDOWN_MS, retryAfterS), reason);
     },
 
     rejected(rejection, policy) {

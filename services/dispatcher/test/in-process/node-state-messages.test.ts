@@ -5,7 +5,7 @@ import { KV_BUCKETS, NodeStateSchema, nodeStateSubject } from "@zml/contracts";
 import type { NodeState } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { afterEach, describe, expect, it } from "vitest";
-import { createNodeStateFeed } from "../../src/node-state-feed.ts";
+import { createNodeStateFeed } from "../../src/fleet/node-state-feed.ts";
 import { activeState, startRig } from "./dispatcher-rig.ts";
 import type { Rig } from "./dispatcher-rig.ts";
 

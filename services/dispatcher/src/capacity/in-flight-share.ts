@@ -12,8 +12,8 @@ import {
 } from "@zml/contracts";
 import { createPeerInFlightTable } from "@zml/routing";
 import type { Logger } from "@zml/telemetry";
+import type { RoutingState } from "../fleet/routing-state.ts";
 import type { CapacitySignal } from "./capacity-signal.ts";
-import type { RoutingState } from "./routing-state.ts";
 
 export interface InFlightShareOptions {
   bus: Bus;

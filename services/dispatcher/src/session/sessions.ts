@@ -32,9 +32,9 @@ import { decide, MAX_ATTEMPTS, resolvePolicy } from "@zml/routing";
 import type { ResolvedPolicy } from "@zml/routing";
 import type { Logger } from "@zml/telemetry";
 import type { z } from "zod";
-import type { AttestationGate } from "./attestation-gate.ts";
-import type { DispatcherMetrics } from "./metrics.ts";
-import type { RoutingState } from "./routing-state.ts";
+import type { RoutingState } from "../fleet/routing-state.ts";
+import type { DispatcherMetrics } from "../metrics.ts";
+import type { AttestationGate } from "../node/attestation-gate.ts";
 import type { SessionStore } from "./session-store.ts";
 
 /** One verify round trip may wait for the node's quote (the attestation service allows 5 s). */

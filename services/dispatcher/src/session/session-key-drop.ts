@@ -2,8 +2,8 @@
 // pinned connection, so nothing sealed to it can be opened again.
 import { NODE_SESSION_KEYS_PATH } from "@zml/contracts";
 import type { Session } from "@zml/contracts";
-import type { NodePools } from "./node-pools.ts";
-import type { RoutingState } from "./routing-state.ts";
+import type { RoutingState } from "../fleet/routing-state.ts";
+import type { NodePools } from "../node/node-pools.ts";
 import { sessionKeyIdOf } from "./session-check.ts";
 
 const DROP_TIMEOUT_MS = 5_000;

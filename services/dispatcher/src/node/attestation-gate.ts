@@ -1,7 +1,7 @@
 import { attestationVerdict, isTeeTier } from "@zml/contracts";
 import type { AttestationResult, AttestationVerdict, NodeSpec, Revocation } from "@zml/contracts";
+import type { RoutingState } from "../fleet/routing-state.ts";
 import type { TlsPins } from "./node-pools.ts";
-import type { RoutingState } from "./routing-state.ts";
 
 export interface AttestationSources {
   nodes: ReadonlyMap<string, NodeSpec>;

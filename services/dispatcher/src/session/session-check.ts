@@ -4,9 +4,9 @@ import { ZmlError } from "@zml/contracts";
 import type { AttestationVerdict, NodeSpec, NodeState, Session } from "@zml/contracts";
 import { LIVE_STATUS } from "@zml/routing";
 import { spkiSha256 } from "@zml/tdx";
-import type { AttestationGate } from "./attestation-gate.ts";
-import type { RoutedRequest } from "./route-headers.ts";
-import type { RoutingState } from "./routing-state.ts";
+import type { RoutingState } from "../fleet/routing-state.ts";
+import type { AttestationGate } from "../node/attestation-gate.ts";
+import type { RoutedRequest } from "../route/route-headers.ts";
 
 /** What the dispatcher knows about a node right now (memory reads). */
 export interface SessionNodeView {

@@ -4,7 +4,7 @@ import type { AcceptAnnouncer, Msg } from "@zml/bus";
 import { MESSAGE_TYPES, ZmlError } from "@zml/contracts";
 import type { Cancellations } from "./cancellations.ts";
 import { executeRoute } from "./execute-route.ts";
-import type { ExecuteDeps } from "./execute-route.ts";
+import type { ExecuteDeps } from "./execution.ts";
 import { readRouteHeaders } from "./route-headers.ts";
 
 export interface RouteHandlerDeps extends ExecuteDeps {
