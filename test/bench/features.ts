@@ -10,7 +10,7 @@ import type { LoadGenerator } from "./load-client.ts";
 import { runScenario } from "./scenarios.ts";
 import type { RunSettings, Scenario } from "./scenarios.ts";
 import { summariseScenario } from "./summary.ts";
-import type { ScenarioSummary } from "./summary.ts";
+import type { FeatureRow } from "./summary.ts";
 
 export interface FeatureVariant {
   key: string;
@@ -59,15 +59,6 @@ export const FEATURE_VARIANTS: FeatureVariant[] = [
     env: () => ({ LOG_LEVEL: "info" }),
   },
 ];
-
-export interface FeatureRow {
-  key: string;
-  title: string;
-  summary: ScenarioSummary;
-  /** OTLP export requests the sink received from the services during the variant. */
-  exports: number;
-  scrapes: number;
-}
 
 /** A stand-in OTLP/HTTP collector: accepts and counts export requests, keeps nothing. */
 async function startOtlpSink(): Promise<{ url: string; count(): number; close(): Promise<void> }> {

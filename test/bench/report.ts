@@ -1,7 +1,6 @@
 // One rendering for the terminal and for bench-results/latest.md: markdown tables with padded
 // columns read well in both.
-import type { FeatureRow } from "./features.ts";
-import type { BenchSummary, ScenarioSummary } from "./summary.ts";
+import type { BenchSummary, FeatureRow, ScenarioSummary } from "./summary.ts";
 
 const NUMERIC = /^(–|[-+]?\d[\d.]*×?)$/;
 

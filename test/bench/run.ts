@@ -17,7 +17,6 @@ import type { LoadGenerator } from "./load-client.ts";
 import { measureBatch } from "./batch-bench.ts";
 import type { BatchFigures } from "./batch-bench.ts";
 import { FEATURE_VARIANTS, measureFeatures } from "./features.ts";
-import type { FeatureRow } from "./features.ts";
 import { measureMemory } from "./memory.ts";
 import type { ServiceMemory } from "./memory.ts";
 import { renderReport } from "./report.ts";
@@ -26,7 +25,7 @@ import type { RoutingFigures } from "./routing-bench.ts";
 import { SCENARIOS, runScenario } from "./scenarios.ts";
 import type { RunSettings } from "./scenarios.ts";
 import { judgeSealingGoals, judgeTargets, summariseScenario } from "./summary.ts";
-import type { BenchSummary, ScenarioSummary } from "./summary.ts";
+import type { BenchSummary, FeatureRow, ScenarioSummary } from "./summary.ts";
 
 const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
   [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher,td-proxy,load]

@@ -1,5 +1,4 @@
 import type { BatchFigures } from "./batch-bench.ts";
-import type { FeatureRow } from "./features.ts";
 // Turns the rounds into the reported figures. Per side: the median over rounds of each round's
 // percentile. Ratios and added milliseconds: the median over pairs of (gateway vs direct in the
 // same pair), which cancels drift better than comparing the two medians.
@@ -8,6 +7,16 @@ import type { ServiceMemory } from "./memory.ts";
 import type { RoutingFigures } from "./routing-bench.ts";
 import type { Round, ScenarioRun } from "./scenarios.ts";
 import { median } from "./stats.ts";
+
+/** One observability variant's figures (`features.ts`). */
+export interface FeatureRow {
+  key: string;
+  title: string;
+  summary: ScenarioSummary;
+  /** OTLP export requests the sink received from the services during the variant. */
+  exports: number;
+  scrapes: number;
+}
 
 export interface Side {
   p50Ms: number;

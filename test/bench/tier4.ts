@@ -11,7 +11,6 @@ import { request } from "undici";
 import { BENCH_API_KEY } from "./bench-stack.ts";
 import type { BenchStack } from "./bench-stack.ts";
 import type { LoadPlan } from "./plan.ts";
-import type { Scenario } from "./scenarios.ts";
 
 type Plan = Omit<LoadPlan, "id" | "durationMs">;
 
@@ -26,13 +25,23 @@ export interface SealingPlans {
 
 const PATH = "/v1/chat/completions";
 
+/** What a sealing row takes from its scenario (a `Scenario` of scenarios.ts). */
+export interface SealingScenario {
+  key: string;
+  node: { model: string; completionTokens?: number };
+  concurrency: number;
+  stream: boolean;
+  promptBytes?: number;
+  spreadStartsMs?: number;
+}
+
 /**
  * Opens a tier-4 session (its quote verified by the SDK against the bench's test root and
  * measurement), checks that each side reaches the node it should, and returns both plans.
  */
 export async function sealingPlans(
   stack: BenchStack,
-  scenario: Scenario,
+  scenario: SealingScenario,
   chatBody: (model: string, stream: boolean, promptBytes: number | undefined) => string,
 ): Promise<SealingPlans> {
   const tee = stack.tee;

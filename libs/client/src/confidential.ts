@@ -8,7 +8,6 @@ import { bodyChunks, discard, errorOf, errorOfEnvelope, routingMeta } from "./an
 import { verifyNodeAttestation } from "./attestation.ts";
 import type { AttestationCheckResult, MeasurementSet } from "./attestation.ts";
 import { ZmlApiError } from "./errors.ts";
-import type { Session } from "./sessions.ts";
 import { parseSse } from "./sse.ts";
 import { RawBody } from "./transport.ts";
 import type { CallOptions, Exchange, Send } from "./transport.ts";
@@ -19,6 +18,7 @@ import type {
   ChatMessage,
   InferResponse,
   InferStream,
+  Session,
 } from "./types.ts";
 
 /** How `sessions.create` decides whether to trust the session's node. */

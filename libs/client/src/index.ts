@@ -2,7 +2,7 @@ export { createClient } from "./client.ts";
 export type { ClientOptions, ZmlClient } from "./client.ts";
 export type { CallOptions, FetchLike } from "./transport.ts";
 export type { JobsApi, JobOptions, JobReceipt, JobView } from "./jobs.ts";
-export type { SessionsApi, SessionOptions, Session } from "./sessions.ts";
+export type { SessionsApi, SessionOptions } from "./sessions.ts";
 export { ZmlAttestationError } from "./confidential.ts";
 export type {
   ConfidentialSession,
@@ -37,4 +37,5 @@ export type {
   AnswerMeta,
   ModelInfo,
   RoutingFields,
+  Session,
 } from "./types.ts";

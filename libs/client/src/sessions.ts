@@ -3,6 +3,7 @@ import { readApiJson } from "./answer.ts";
 import { confidentialSession, verifySession } from "./confidential.ts";
 import type { ConfidentialSession, SessionTrust } from "./confidential.ts";
 import type { CallOptions, Send } from "./transport.ts";
+import type { Session } from "./types.ts";
 
 export interface SessionOptions {
   model: string;
@@ -11,32 +12,6 @@ export interface SessionOptions {
   ttl_s?: number;
   /** Your nonce for the quote's REPORTDATA (32 bytes, hex); a fresh random one by default. */
   nonce?: string;
-}
-
-/** `POST /v1/sessions` answer. Times are epoch milliseconds. */
-export interface Session {
-  object: "session";
-  session_id: string;
-  node_id: string;
-  model: string;
-  tier: number;
-  created_at: number;
-  expires_at: number;
-  /**
-   * The node's TDX quote: its REPORTDATA binds `nonce_hex`, the node's TLS key and
-   * `session_public_key` (X25519, base64 SPKI DER); layout in `libs/tdx/README.md`.
-   * Verifiable with Intel DCAP tooling.
-   */
-  attestation: {
-    quote_b64: string;
-    nonce_hex: string;
-    session_public_key: string;
-    /** SHA-256 (hex) of the SPKI DER of the TLS key the node attested with. */
-    tls_key_sha256: string | null;
-    measurement: Record<string, unknown>;
-    tcb_status: string | null;
-    verified_at: number;
-  };
 }
 
 /**

@@ -107,3 +107,29 @@ export interface ModelInfo {
   created: number;
   owned_by: string;
 }
+
+/** `POST /v1/sessions` answer. Times are epoch milliseconds. */
+export interface Session {
+  object: "session";
+  session_id: string;
+  node_id: string;
+  model: string;
+  tier: number;
+  created_at: number;
+  expires_at: number;
+  /**
+   * The node's TDX quote: its REPORTDATA binds `nonce_hex`, the node's TLS key and
+   * `session_public_key` (X25519, base64 SPKI DER); layout in `libs/tdx/README.md`.
+   * Verifiable with Intel DCAP tooling.
+   */
+  attestation: {
+    quote_b64: string;
+    nonce_hex: string;
+    session_public_key: string;
+    /** SHA-256 (hex) of the SPKI DER of the TLS key the node attested with. */
+    tls_key_sha256: string | null;
+    measurement: Record<string, unknown>;
+    tcb_status: string | null;
+    verified_at: number;
+  };
+}

@@ -4,9 +4,10 @@ import { costUsdFrom, responseMsFrom } from "./estimate.ts";
 import { GATE, type LiveTable } from "./live-table.ts";
 import { expandPassedOver, pack, R, saturationOf } from "./passed-over.ts";
 import type { ResolvedPolicy } from "./policy.ts";
-import type { ModelTierBucket, NodeEntry, RoutingSnapshot } from "./snapshot.ts";
+import type { ModelTierBucket, RoutingSnapshot } from "./snapshot.ts";
 import type {
   Decision,
+  NodeEntry,
   PassedOver,
   RankedCandidate,
   RankingMode,

@@ -8,13 +8,7 @@ export type { CloudSpotCost, OnPremCost, CostEntry, QualityScore } from "./schem
 export { DEFAULT_ROUTING_OPTIONS, resolveOptions } from "./options.ts";
 export type { RoutingOptions } from "./options.ts";
 export { buildSnapshot } from "./snapshot.ts";
-export type {
-  RoutingSnapshot,
-  SnapshotInput,
-  NodeEntry,
-  FamilyGroup,
-  ModelTierBucket,
-} from "./snapshot.ts";
+export type { RoutingSnapshot, SnapshotInput, FamilyGroup, ModelTierBucket } from "./snapshot.ts";
 export {
   compilePolicy,
   builtinDefaultPolicy,
@@ -54,6 +48,7 @@ export type {
   RankedCandidate,
   PassedOver,
   PassOverReason,
+  NodeEntry,
   Rejection,
   RejectionReason,
 } from "./types.ts";

@@ -1,6 +1,5 @@
 import type { SaturationDetail } from "@zml/contracts";
-import type { NodeEntry } from "./snapshot.ts";
-import type { PassedOver, PassOverReason } from "./types.ts";
+import type { NodeEntry, PassedOver, PassOverReason } from "./types.ts";
 
 /*
  * A decision records why each other node lost as one packed integer per node

@@ -8,16 +8,7 @@ import {
   type ResolvedPolicy,
 } from "./policy.ts";
 import type { CostEntry, QualityScore } from "./schemas.ts";
-
-/** One registered node with everything about it that does not change between polls. */
-export interface NodeEntry {
-  /** Dense index into the {@link LiveTable} arrays; registration order. */
-  readonly index: number;
-  readonly spec: NodeSpec;
-  /** Node-hour price (`usd_per_gpu_hour × gpus_per_node`); `null` without a cost entry. */
-  readonly usdPerHour: number | null;
-  readonly cost: CostEntry | null;
-}
+import type { NodeEntry } from "./types.ts";
 
 /** The nodes of one family that serve one model at one tier, in registration order. */
 export interface FamilyGroup {

@@ -1,4 +1,5 @@
 import type { ErrorCode, NodeApi, NodeSpec, SaturationDetail, Tier } from "@zml/contracts";
+import type { CostEntry } from "./schemas.ts";
 
 /** How candidates are ordered: the policy's `cost_priority`, or the client's `provider.sort`. */
 export type RankingMode = "latency" | "cost" | "balanced" | "quality" | "fastest";
@@ -116,4 +117,14 @@ export interface Rejection {
   saturation: SaturationDetail;
   /** How long the dispatcher may queue the request (policy `queue_on_saturation`); 0 = fail fast. */
   queueForMs: number;
+}
+
+/** One registered node with everything about it that does not change between polls. */
+export interface NodeEntry {
+  /** Dense index into the {@link LiveTable} arrays; registration order. */
+  readonly index: number;
+  readonly spec: NodeSpec;
+  /** Node-hour price (`usd_per_gpu_hour × gpus_per_node`); `null` without a cost entry. */
+  readonly usdPerHour: number | null;
+  readonly cost: CostEntry | null;
 }

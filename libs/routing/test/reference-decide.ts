@@ -11,9 +11,10 @@ import { LIVE_STATUS, type LiveTable } from "../src/live-table.ts";
 import { expandPassedOver, pack, R, saturationOf } from "../src/passed-over.ts";
 import type { ResolvedPolicy } from "../src/policy.ts";
 import { apiBit } from "../src/snapshot.ts";
-import type { ModelTierBucket, NodeEntry, RoutingSnapshot } from "../src/snapshot.ts";
+import type { ModelTierBucket, RoutingSnapshot } from "../src/snapshot.ts";
 import type {
   Decision,
+  NodeEntry,
   PassedOver,
   RankedCandidate,
   RankingMode,
