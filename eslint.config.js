@@ -3,6 +3,7 @@
 // end encode the conventions (docs: /work/shared/conventions.md) so CI fails when one breaks.
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
+import zmlLint from "./test/lint/no-import-cycle.ts";
 
 // --- Conventions -------------------------------------------------------------------------
 // ESLint replaces a rule's options when a later block matches the same file, so each block
@@ -100,7 +101,9 @@ export default tseslint.config(
 
   {
     files: ["**/*.ts", "**/*.js"],
+    plugins: { zml: zmlLint },
     rules: {
+      "zml/no-import-cycle": "error",
       "no-restricted-imports": ["error", { patterns: [NO_DEEP_IMPORTS] }],
       "no-restricted-syntax": ["error", NO_EXPORT_ALL],
     },
