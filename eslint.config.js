@@ -1,6 +1,7 @@
 // Type-aware lint for the whole workspace. Services and libraries log through pino, never
 // the console; only CLIs and the dev launcher may print to the terminal. The blocks at the
-// end encode the conventions (docs: /work/shared/conventions.md) so CI fails when one breaks.
+// end encode the project's conventions (package surfaces, one door to NATS, pure cores, config
+// read once) so CI fails when one breaks.
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 import zmlLint from "./test/lint/no-import-cycle.ts";

@@ -131,7 +131,7 @@ function targetTable(targets: BenchSummary["targets"]): string {
 
 /**
  * The tier-4 rows: the same stream plain (tier 3) and sealed (tier 4), both through ZML to
- * the same TD proxy and node; the issue's goals; and where the CPU went, per process.
+ * the same TD proxy and node; the sealing goals; and where the CPU went, per process.
  */
 function sealingSection(summary: BenchSummary): string[] {
   const rows = summary.scenarios.filter((s) => s.sealing);

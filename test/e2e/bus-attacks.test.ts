@@ -1,5 +1,5 @@
-// Replays, against a stack on the generated authorization, each attack that worked on the
-// open bus (issue 14): every one must now fail with a permissions error and change nothing.
+// Replays, against a stack on the generated authorization, each attack that would work
+// on an open bus: every one must now fail with a permissions error and change nothing.
 import { Kvm } from "@nats-io/kv";
 import { jetstream } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";

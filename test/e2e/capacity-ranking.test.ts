@@ -1,4 +1,4 @@
-// Capacity-true ranking (issue 21): two equal nodes under steady load share it, counted at
+// Capacity-true ranking: two equal nodes under steady load share it, counted at
 // the nodes (the simulator's own payload counters), through two dispatcher replicas. Ranking
 // on the tokens per second a node *served* herds: the node that got the first requests looks
 // fast, its idle twin slow, and the twin is never chosen.

@@ -1,4 +1,4 @@
-// Issue 17: the gateway on a 3-node NATS cluster, two replicas of every service, under sync
+// The gateway on a 3-node NATS cluster, two replicas of every service, under sync
 // and batch load, losing one nats-server, one health aggregator, one dispatcher and one
 // intake in turn (SIGKILL each).
 import { jetstreamManager } from "@nats-io/jetstream";

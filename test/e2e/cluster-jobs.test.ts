@@ -1,4 +1,4 @@
-// Issue 31: batch jobs on a 3-node NATS cluster under a steady flow, with two replicas of
+// Batch jobs on a 3-node NATS cluster under a steady flow, with two replicas of
 // the dispatcher and intake. The jobs stream's leader is SIGKILLed: submissions ride out the
 // election, and no finished job runs again. With that server still down, a fresh dispatcher
 // and intake become ready within 5 s. A SIGKILLed dispatcher's jobs run again within 10 s,

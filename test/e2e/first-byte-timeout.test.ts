@@ -1,7 +1,7 @@
 // A silent node costs only the per-attempt first-byte limit derived from the policy's
-// latency_target_ms (issue 21), not the dispatcher's 30 s headers timeout. Observed at nodes
+// latency_target_ms, not the dispatcher's 30 s headers timeout. Observed at nodes
 // of our own: the silent one sees its request abandoned, the next one answers. A stream's
-// headers alone do not count as its first byte (issue 31): a node that sends them at once
+// headers alone do not count as its first byte: a node that sends them at once
 // and its first token 20 s later is failed over within the same limit.
 import type { PolicySpec } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";

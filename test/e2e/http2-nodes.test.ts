@@ -1,4 +1,4 @@
-// HTTP/2 to nodes whose spec declares it (issue 21): h2c (prior knowledge, no TLS) and h2
+// HTTP/2 to nodes whose spec declares it: h2c (prior knowledge, no TLS) and h2
 // (ALPN over TLS), HTTP/1.1 for the rest. Observed at nodes of our own that record the HTTP
 // version of every request and see streams end, break off or time out.
 import type { ServerResponse } from "node:http";

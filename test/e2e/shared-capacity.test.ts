@@ -1,4 +1,4 @@
-// One view of capacity across dispatcher replicas (issue 21), observed at nodes of our own
+// One view of capacity across dispatcher replicas, observed at nodes of our own
 // that count what they hold (test/support/counting-node.ts), not at ZML.
 import type { ServerResponse } from "node:http";
 import type { PolicySpec } from "@zml/contracts";

@@ -3,8 +3,8 @@ import { InvalidSubjectTokenError, NODE_ID_PATTERN } from "./subjects.ts";
 
 /**
  * Prefix of the core NATS subjects on which every dispatcher replica tells the others how
- * many requests it has in flight on each node (`zml.dispatcher.inflight.<replica token>`;
- * issue 21: one view of capacity across replicas). One subject per replica lets a replica
+ * many requests it has in flight on each node (`zml.dispatcher.inflight.<replica token>`),
+ * so that all replicas share one view of capacity. One subject per replica lets a replica
  * drop its own echo by subject, without decoding it.
  */
 export const DISPATCHER_IN_FLIGHT_PREFIX = "zml.dispatcher.inflight";

@@ -78,7 +78,7 @@ export interface PolicyCatalog<P extends { name: string }> {
 }
 
 /**
- * Picks the policy for a request (design §3.1): the request's `policy` → the model's
+ * Picks the policy for a request: the request's `policy` → the model's
  * `default_policy` → the account's `default_policy` → `balanced` (a registered policy of
  * that name, else the built-in one). An unknown policy named by the request is rejected; a
  * dangling default on a model or account falls through to the next level (the snapshot

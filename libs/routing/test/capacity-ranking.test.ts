@@ -1,4 +1,4 @@
-// Capacity-true ranking (issue 21): nodes are ranked on what they can sustain, not on the
+// Capacity-true ranking: nodes are ranked on what they can sustain, not on the
 // traffic they happened to serve, and a node never measured is explored, not starved.
 import { describe, expect, it } from "vitest";
 import { decide } from "../src/index.ts";

@@ -1,5 +1,5 @@
 /*
- * The routing decision as it was before the indexed version in src/decide.ts (issue 20):
+ * The routing decision as it was before the indexed version in src/decide.ts:
  * a scan of every node of the bucket, reading the live table's raw arrays. Kept verbatim
  * as the oracle of test/indexed-decide.test.ts, which asserts that both give the same
  * result for any fleet, live state, policy and request. Do not optimise this file.

@@ -5,7 +5,7 @@ import type { DestinationStream, Logger } from "pino";
 
 /**
  * Paths pino removes from every log line. Prompts, completions and credentials must never
- * reach the logs (design §7), so request bodies and message arrays are dropped wholesale
+ * reach the logs (docs/security.md), so request bodies and message arrays are dropped wholesale
  * wherever they appear at the top level or one level down.
  */
 export const REDACT_PATHS: readonly string[] = [

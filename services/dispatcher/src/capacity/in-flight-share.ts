@@ -1,4 +1,4 @@
-// Shared in-flight accounting (issue 21): every replica tells the others, over core NATS,
+// Shared in-flight accounting: every replica tells the others, over core NATS,
 // how many requests it has in flight on each node, and folds what they say into its live
 // table. Decisions only read that table, so they stay free of network calls. Why this
 // mechanism and what overshoot it allows: docs/capacity.md.
