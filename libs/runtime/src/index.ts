@@ -8,13 +8,7 @@ export {
   CONFIG_ERROR_EXIT_CODE,
 } from "./config.ts";
 export type { ConfigProblem, ConfigFixes } from "./config.ts";
-export {
-  onShutdownSignal,
-  createShutdown,
-  createWorkCounter,
-  waitUntil,
-  SHUTDOWN_CONFIG_SHAPE,
-} from "./shutdown.ts";
+export { createShutdown, createWorkCounter, waitUntil, SHUTDOWN_CONFIG_SHAPE } from "./shutdown.ts";
 export type {
   ShutdownLogger,
   Shutdown,
@@ -23,5 +17,14 @@ export type {
   WorkCounter,
 } from "./shutdown.ts";
 export { guardedConnector, guardedLookup, NodeAddressRefusedError } from "./node-connector.ts";
-export { startWhenPossible, untilShutdown } from "./start-retry.ts";
+export { startWhenPossible } from "./start-retry.ts";
 export type { StartWhenPossibleOptions, StartRetryLogger } from "./start-retry.ts";
+export { bootService } from "./boot.ts";
+export type {
+  Boot,
+  BootConfig,
+  RunningService,
+  ServeOptions,
+  ServiceDefinition,
+  ServiceParts,
+} from "./boot.ts";

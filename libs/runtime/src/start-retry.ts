@@ -65,15 +65,3 @@ export async function startWhenPossible<T>(
     }
   }
 }
-
-/**
- * For a start abandoned by a shutdown signal: never settles, so the composition root waits
- * for the shutdown handler to exit instead of reporting the abandoned start as a failure.
- * Any other error is rethrown.
- */
-export function untilShutdown(signal: AbortSignal): (error: unknown) => Promise<never> {
-  return (error) => {
-    if (signal.aborted) return new Promise<never>(() => {});
-    throw error;
-  };
-}

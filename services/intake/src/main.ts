@@ -1,17 +1,9 @@
-// Composition root: the only place that reads the environment, starts telemetry, connects
-// to NATS and starts the intake app.
-import { busOptionsOf, connectBus } from "@zml/bus";
-import {
-  createShutdown,
-  readConfigFile,
-  reportStartupErrors,
-  startWhenPossible,
-} from "@zml/runtime";
-import { createLogger, createMetrics, startTelemetry } from "@zml/telemetry";
+// Composition root: the shared boot (libs/runtime), then what only intake has: its TLS
+// material, the admin API's own bus connection, and the HTTP listeners (which serve its
+// health and metrics themselves, so there is no separate ops listener).
+import { readConfigFile, bootService } from "@zml/runtime";
 import { startIntake } from "./app.ts";
 import { loadConfig } from "./config.ts";
-
-reportStartupErrors("zml-intake");
 
 /** A port in use (a system call failed) or a bad certificate or route does not heal. */
 function cannotImproveByWaiting(err: unknown): boolean {
@@ -20,12 +12,9 @@ function cannotImproveByWaiting(err: unknown): boolean {
     typeof e.syscall === "string" || (typeof e.code === "string" && /^(ERR_OSSL|FST_)/.test(e.code))
   );
 }
-// Tracing is instrumented by hand, so the SDK only has to be up before the first request.
-const telemetry = startTelemetry({ serviceName: "zml-intake", env: process.env });
-const config = loadConfig(process.env);
-const log = createLogger({ service: "intake", level: config.LOG_LEVEL });
-const shutdown = createShutdown(log, config);
-const { registry } = createMetrics({ service: "intake" });
+
+const boot = bootService({ name: "intake", identity: "intake", env: process.env, loadConfig });
+const { config } = boot;
 const tls =
   config.ZML_TLS_CERT_FILE && config.ZML_TLS_KEY_FILE
     ? {
@@ -33,50 +22,27 @@ const tls =
         key: readConfigFile("ZML_TLS_KEY_FILE", config.ZML_TLS_KEY_FILE, "PEM private key"),
       }
     : undefined;
-const bus = await connectBus({ ...busOptionsOf(config, "intake"), name: "zml-intake", log });
 // The admin API writes configuration as `admin`, over a connection of its own.
 const adminBus =
   config.ZML_ADMIN_TOKEN === undefined
     ? undefined
-    : await connectBus({
-        ...busOptionsOf(
-          { ...config, NATS_NKEY_SEED_FILE: config.ZML_ADMIN_NATS_NKEY_SEED_FILE },
-          "admin",
-        ),
-        name: "zml-intake-admin",
-        log,
-      });
-
-// Its configuration loads before it listens; while JetStream is away that keeps failing,
-// and intake keeps trying rather than exiting into an orchestrator's restart loop.
-const intake = await startWhenPossible(
-  () =>
+    : await boot.connectAs("admin", config.ZML_ADMIN_NATS_NKEY_SEED_FILE, "zml-intake-admin");
+await boot.serve(
+  (parts) =>
     startIntake({
-      bus,
+      ...parts,
       ...(adminBus ? { adminBus } : {}),
-      config,
-      // Its metrics are registered after the last step that can fail and be retried.
-      registry,
-      log,
       tls,
       clock: Date.now,
-      isStopping: () => shutdown.stopping,
     }),
-  { what: "intake", log, isPermanent: cannotImproveByWaiting },
-);
-log.info(
   {
-    url: intake.url,
-    ...(intake.adminUrl ? { admin_url: intake.adminUrl } : {}),
-    http2: tls ? "h2" : config.ZML_H2C ? "h2c" : "off",
-    admin: config.ZML_ADMIN_TOKEN !== undefined,
+    isPermanent: cannotImproveByWaiting,
+    readyFields: (intake) => ({
+      url: intake.url,
+      ...(intake.adminUrl ? { admin_url: intake.adminUrl } : {}),
+      http2: tls ? "h2" : config.ZML_H2C ? "h2c" : "off",
+      admin: config.ZML_ADMIN_TOKEN !== undefined,
+    }),
+    afterStop: async () => adminBus?.drain(),
   },
-  "intake ready",
 );
-
-shutdown.onStop(async (context) => {
-  await intake.stop(context);
-  await adminBus?.drain();
-  await bus.drain();
-  await telemetry.shutdown();
-});
