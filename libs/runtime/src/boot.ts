@@ -24,14 +24,8 @@ type BusSettings = Parameters<typeof busOptionsOf>[0];
 /** The settings every service's config holds. */
 export type BootConfig = BusSettings & ShutdownSettings & { LOG_LEVEL: string };
 
+/** What a service has besides its name, environment and config. */
 export interface ServiceDefinition<C extends BootConfig> {
-  /** The service's name: `service` on log lines and metrics; `zml-<name>` for tracing. */
-  name: string;
-  /** Its bus identity (see `@zml/bus-auth`), e.g. `"dispatcher"`. */
-  identity: string;
-  /** The process environment: main.ts hands it in, so that nothing else reads it. */
-  env: NodeJS.ProcessEnv;
-  loadConfig(env: NodeJS.ProcessEnv): C;
   /**
    * For services whose replicas tell themselves apart: the configured replica id, or
    * undefined for `<host>-<pid>-<random>`. The id goes on every log line.
@@ -86,13 +80,22 @@ export interface Boot<C> {
   ): Promise<S>;
 }
 
-/** The shared first half of every service's main.ts; see {@link Boot.serve} for the rest. */
-export function bootService<C extends BootConfig>(definition: ServiceDefinition<C>): Boot<C> {
-  const { name } = definition;
+/**
+ * The shared first half of every service's main.ts; see {@link Boot.serve} for the rest.
+ * `name` is the service's name (`service` on log lines and metrics, `zml-<name>` for tracing)
+ * and its bus identity (see `@zml/bus-auth`). main.ts hands in the environment, so that
+ * nothing else reads it.
+ */
+export function bootService<C extends BootConfig>(
+  name: string,
+  env: NodeJS.ProcessEnv,
+  loadConfig: (env: NodeJS.ProcessEnv) => C,
+  definition: ServiceDefinition<C> = {},
+): Boot<C> {
   reportStartupErrors(`zml-${name}`);
   // Tracing is instrumented by hand, so the SDK only has to be up before the first message.
-  const telemetry = startTelemetry({ serviceName: `zml-${name}`, env: definition.env });
-  const config = definition.loadConfig(definition.env);
+  const telemetry = startTelemetry({ serviceName: `zml-${name}`, env });
+  const config = loadConfig(env);
   const replica = definition.replicaId
     ? (definition.replicaId(config) ?? generatedReplicaId())
     : "";
@@ -129,7 +132,7 @@ export function bootService<C extends BootConfig>(definition: ServiceDefinition<
             log,
           })
         : undefined;
-      const bus = await connectAs(definition.identity, config.NATS_NKEY_SEED_FILE, `zml-${name}`);
+      const bus = await connectAs(name, config.NATS_NKEY_SEED_FILE, `zml-${name}`);
       started.bus = bus;
       const service = await startWhenPossible(
         () =>

@@ -8,11 +8,7 @@ import { loadConfig } from "./config.ts";
 import { fetchNodeQuote } from "./quote-fetch.ts";
 import { loadTrust } from "./trust.ts";
 
-const boot = bootService({
-  name: "attestation",
-  identity: "attestation",
-  env: process.env,
-  loadConfig,
+const boot = bootService("attestation", process.env, loadConfig, {
   ops: (config) => ({ host: config.ATTESTATION_OPS_HOST, port: config.ATTESTATION_OPS_PORT }),
 });
 const { config, log } = boot;

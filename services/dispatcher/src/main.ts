@@ -6,11 +6,7 @@ import { startDispatcher } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { loadNodeSecrets } from "./node/secrets.ts";
 
-const boot = bootService({
-  name: "dispatcher",
-  identity: "dispatcher",
-  env: process.env,
-  loadConfig,
+const boot = bootService("dispatcher", process.env, loadConfig, {
   replicaId: (config) => config.DISPATCHER_REPLICA_ID,
   ops: (config) => ({ host: config.DISPATCHER_OPS_HOST, port: config.DISPATCHER_OPS_PORT }),
 });

@@ -6,11 +6,7 @@ import { startHealthAggregator } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { createNodeProber } from "./probe.ts";
 
-const boot = bootService({
-  name: "health-aggregator",
-  identity: "health-aggregator",
-  env: process.env,
-  loadConfig,
+const boot = bootService("health-aggregator", process.env, loadConfig, {
   replicaId: (config) => config.AGGREGATOR_REPLICA_ID,
   ops: (config) => ({ host: config.AGGREGATOR_OPS_HOST, port: config.AGGREGATOR_OPS_PORT }),
 });

@@ -13,7 +13,7 @@ function cannotImproveByWaiting(err: unknown): boolean {
   );
 }
 
-const boot = bootService({ name: "intake", identity: "intake", env: process.env, loadConfig });
+const boot = bootService("intake", process.env, loadConfig);
 const { config } = boot;
 const tls =
   config.ZML_TLS_CERT_FILE && config.ZML_TLS_KEY_FILE
