@@ -75,6 +75,7 @@ interface Container {
   ports?: Array<{ name?: string; containerPort: number }>;
   readinessProbe?: { httpGet?: { path: string; port: number | string } };
   livenessProbe?: { httpGet?: { path: string; port: number | string } };
+  startupProbe?: { httpGet?: { path: string; port: number | string } };
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   securityContext?: {
     runAsNonRoot?: boolean;
@@ -403,6 +404,22 @@ describe("the NATS cluster", { timeout: 60_000 }, () => {
     expect(c.ports?.map((p) => p.containerPort).sort()).toEqual([4222, 6222, 8222]);
   });
 
+  it("probes the monitoring port as the NATS Helm chart does", () => {
+    const c = sts.spec.template.spec.containers[0]!;
+    // Started once JetStream is wholly current; alive while JetStream is on; ready while the
+    // server is current with the meta leader, whatever one stream does.
+    expect(c.startupProbe?.httpGet).toEqual({ path: "/healthz", port: "monitor" });
+    expect(c.livenessProbe?.httpGet).toEqual({
+      path: "/healthz?js-enabled-only=true",
+      port: "monitor",
+    });
+    expect(c.readinessProbe?.httpGet).toEqual({
+      path: "/healthz?js-server-only=true",
+      port: "monitor",
+    });
+    expect(c.ports).toContainEqual({ name: "monitor", containerPort: 8222 });
+  });
+
   it("is accepted by nats-server with the credentials make-secrets.sh makes, and carries intake's largest body", async () => {
     const secrets = await madeSecrets();
     // The pod's mounts, laid out in a scratch directory: /etc/nats/{config,creds}.
@@ -453,6 +470,14 @@ function mountSecret(files: Record<string, string>, dir: string): string {
 describe("the NATS cluster, run from the rendered config", { timeout: 120_000 }, () => {
   const sts = named<Workload>("StatefulSet", "nats");
   const conf = configMap("nats-config").data["nats.conf"]!;
+  const pod = sts.spec.template.spec.containers[0]!;
+  const probes = {
+    startup: pod.startupProbe!.httpGet!.path,
+    liveness: pod.livenessProbe!.httpGet!.path,
+    readiness: pod.readinessProbe!.httpGet!.path,
+  };
+  const probeStatus = async (port: number, path: string) =>
+    (await fetch(`http://127.0.0.1:${port}${path}`)).status;
 
   it("forms a JetStream cluster over its TLS routes, admitting `zml apply` and each service's identity", async () => {
     const secrets = await madeSecrets();
@@ -494,8 +519,18 @@ describe("the NATS cluster, run from the rendered config", { timeout: 120_000 },
             readyLine: /Server is ready/,
           }),
         );
+        // Alone, the first server is alive but neither started nor ready: without a quorum
+        // there is no meta leader. (A server that ignored the readiness query would pass
+        // that too; the bad value below tells it reads the parameter.)
+        if (i === 0) {
+          expect(await probeStatus(p.monitor, probes.liveness)).toBe(200);
+          expect(await probeStatus(p.monitor, probes.readiness)).toBe(503);
+          expect(await probeStatus(p.monitor, probes.startup)).toBe(503);
+          const badValue = probes.readiness.replace(/=true$/, "=not-a-bool");
+          expect(await probeStatus(p.monitor, badValue)).toBe(400);
+        }
       }
-      // Formed, as each server reports it: ready (the readiness probe's /healthz), routes to
+      // Formed, as each server reports it: wholly current (/healthz, the startup probe), routes to
       // the other two, and a JetStream meta group of three with a leader. A server can be
       // healthy a moment before it counts the third peer, so all of it is polled for.
       const monitor = async (p: (typeof ports)[number], path: string) => {
@@ -525,7 +560,12 @@ describe("the NATS cluster, run from the rendered config", { timeout: 120_000 },
         },
         { timeoutMs: 60_000, intervalMs: 250, message: "a formed 3-server JetStream cluster" },
       );
-      for (const p of ports) expect(await state(p)).toEqual(formed);
+      for (const p of ports) {
+        expect(await state(p)).toEqual(formed);
+        for (const path of Object.values(probes)) {
+          expect(await probeStatus(p.monitor, path), path).toBe(200);
+        }
+      }
       const url = `nats://127.0.0.1:${ports[0]!.client}`;
 
       // The fleet-apply Job's command, with its Secret and the fleet ConfigMap mounted.
