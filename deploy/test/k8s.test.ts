@@ -530,9 +530,9 @@ describe("the NATS cluster, run from the rendered config", { timeout: 120_000 },
           expect(await probeStatus(p.monitor, badValue)).toBe(400);
         }
       }
-      // Formed, as each server reports it: wholly current (/healthz, the startup probe), routes to
-      // the other two, and a JetStream meta group of three with a leader. A server can be
-      // healthy a moment before it counts the third peer, so all of it is polled for.
+      // Formed, as each server reports it: wholly current (/healthz, the startup probe),
+      // routes to the other two, and a JetStream meta group of three with a leader. A server
+      // can be healthy a moment before it counts the third peer, so all of it is polled for.
       const monitor = async (p: (typeof ports)[number], path: string) => {
         const res = await fetch(`http://127.0.0.1:${p.monitor}${path}`);
         return { status: res.status, body: (await res.json()) as Record<string, unknown> };
