@@ -31,6 +31,7 @@ import {
   configKeys,
   LISTEN_KEYS,
   loadServiceConfig,
+  METRICS_KEYS,
   natsSize,
   SERVICE_TARGETS,
   STANDARD_ENV,
@@ -225,10 +226,12 @@ describe("the four services", () => {
       expect(c.livenessProbe?.httpGet?.path).toBe("/healthz");
       expect(portOf(c.readinessProbe!.httpGet!.port)).toBe(port);
       expect(portOf(c.livenessProbe!.httpGet!.port)).toBe(port);
-      // Prometheus scrapes the same port.
+      // Prometheus scrapes the port /metrics is on, on every interface.
       const annotations = (d.spec.template.metadata as { annotations?: Record<string, string> })
         .annotations;
-      expect(annotations?.["prometheus.io/port"]).toBe(String(port));
+      expect(annotations?.["prometheus.io/port"]).toBe(String(config[METRICS_KEYS[target].port]));
+      expect(annotations?.["prometheus.io/path"]).toBe("/metrics");
+      expect(config[METRICS_KEYS[target].host]).toBe("0.0.0.0");
     },
   );
 
@@ -265,6 +268,45 @@ describe("the four services", () => {
       expect(h.spec.minReplicas).toBeGreaterThanOrEqual(2);
       expect(h.spec.maxReplicas).toBeGreaterThan(h.spec.minReplicas);
     }
+  });
+});
+
+describe("intake's two listeners", () => {
+  const d = named<Workload>("Deployment", "intake");
+  const c = d.spec.template.spec.containers[0]!;
+  const labels = d.spec.template.metadata.labels;
+  const portOf = (ref: number | string | undefined) =>
+    typeof ref === "number" ? ref : c.ports?.find((p) => p.name === ref)?.containerPort;
+  const listeners = async () => {
+    const config = await loadServiceConfig("intake", envOf(c));
+    return { client: config.ZML_PORT as number, admin: config.ZML_ADMIN_PORT as number };
+  };
+
+  it("serves /metrics, /openapi.json and the admin API on an admin port of their own", async () => {
+    const { client, admin } = await listeners();
+    expect(admin).toBeGreaterThan(0);
+    expect(admin).not.toBe(client);
+    expect(c.ports?.map((p) => p.containerPort).sort()).toEqual([client, admin].sort());
+    // Probes ask the listener the Service sends clients to (both answer /healthz, /readyz).
+    expect(portOf(c.readinessProbe?.httpGet?.port)).toBe(client);
+    expect(portOf(c.livenessProbe?.httpGet?.port)).toBe(client);
+  });
+
+  it("is exposed by Services on the client port only", async () => {
+    const { client, admin } = await listeners();
+    const services = ofKind<
+      K8sObject & {
+        spec: { selector?: Record<string, string>; ports: Array<{ targetPort?: number | string }> };
+      }
+    >("Service").filter(
+      (svc) =>
+        svc.spec.selector !== undefined &&
+        Object.entries(svc.spec.selector).every(([k, v]) => labels[k] === v),
+    );
+    expect(services.map((svc) => svc.metadata?.name)).toEqual(["intake"]);
+    const targets = services.flatMap((svc) => svc.spec.ports.map((p) => portOf(p.targetPort)));
+    expect(targets).toEqual([client]);
+    expect(targets).not.toContain(admin);
   });
 });
 
@@ -693,10 +735,27 @@ describe("the network policies", () => {
     expect(allows(policies, { from: clients[0]!, to: nats, port: 6222 })).toBe(false);
   });
 
-  it("let anyone reach intake's HTTP port, and nothing else of it", () => {
+  it("let anyone reach intake's client API port, and nothing else of it", async () => {
     const intake = podOf("Deployment", "intake");
-    expect(allows(policies, { from: internet, to: intake, port: 8080 })).toBe(true);
+    const c = named<Workload>("Deployment", "intake").spec.template.spec.containers[0]!;
+    const config = await loadServiceConfig("intake", envOf(c));
+    const [client, admin] = [config.ZML_PORT as number, config.ZML_ADMIN_PORT as number];
+    expect(allows(policies, { from: internet, to: intake, port: client })).toBe(true);
     expect(allows(policies, { from: internet, to: intake, port: 9101 })).toBe(false);
+    // The admin listener: Prometheus in `monitoring`, and no one else: not from outside the
+    // cluster, nor a pod labelled like Prometheus in another namespace.
+    expect(allows(policies, { from: prometheus, to: intake, port: admin })).toBe(true);
+    const lookalike: Endpoint = {
+      pod: true,
+      namespace: "apps",
+      namespaceLabels: { "kubernetes.io/metadata.name": "apps" },
+      labels: { app: "prometheus" },
+    };
+    for (const from of [internet, lookalike]) {
+      expect(allows(policies, { from, to: intake, port: admin })).toBe(false);
+    }
+    // Prometheus gets no more of intake than the admin listener (and the client port).
+    expect(allows(policies, { from: prometheus, to: intake, port: 9101 })).toBe(false);
   });
 
   it("let the dispatcher, aggregator and attestation reach the fleet's nodes, never link-local", () => {
