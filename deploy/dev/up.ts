@@ -182,7 +182,12 @@ async function main(): Promise<void> {
   ]);
 
   nats = await startNatsServer(config.ports.nats === 0 ? {} : { port: config.ports.nats });
-  console.log(`nats-server     ${nats.url}`);
+  // The user's server (NATS_URL) comes without identities: the services get NATS_INSECURE=1
+  // from the harness, and the launcher's own connection below goes the same way.
+  const insecure = !nats.secure;
+  console.log(
+    `nats-server     ${nats.url}${config.natsInsecure ? "   (NATS_URL, without identities: NATS_INSECURE)" : ""}`,
+  );
   checkNotStopping();
 
   let tee: { dir: string; rootPemFile: string } | undefined;
@@ -198,7 +203,12 @@ async function main(): Promise<void> {
   }
 
   // As the operator would: the admin identity creates the buckets and applies the fleet.
-  const bus = await connectBus({ ...nats.client("admin"), name: "zml-dev-apply", log: quietLog });
+  const bus = await connectBus({
+    ...nats.client("admin"),
+    insecure,
+    name: "zml-dev-apply",
+    log: quietLog,
+  });
   await ensureBusResources(bus);
   const changes = await applyFleet(bus, fleet, { prune: true });
   // The simulated TDs' measurement, approved before the attestation service first looks.

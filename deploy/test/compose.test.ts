@@ -29,6 +29,7 @@ import {
   configKeys,
   LISTEN_KEYS,
   loadServiceConfig,
+  METRICS_KEYS,
   natsSize,
   SERVICE_TARGETS,
   STANDARD_ENV,
@@ -299,6 +300,21 @@ describe("docker-compose.yml", () => {
     expect(intake.ports).toContain(`8080:${String(config.ZML_PORT)}`);
   });
 
+  it("publishes intake's client API only: /metrics, /openapi.json and the admin API listen apart, inside the network", async () => {
+    const [[, intake]] = byTarget("intake") as [[string, ComposeService]];
+    const config = await loadServiceConfig("intake", containerEnv(intake));
+    const admin = config.ZML_ADMIN_PORT as number | undefined;
+    expect(admin, "ZML_ADMIN_PORT").toBeGreaterThan(0);
+    expect(admin).not.toBe(config.ZML_PORT);
+    // Reachable by Prometheus's container, not published on the host.
+    expect(config.ZML_ADMIN_HOST).toBe("0.0.0.0");
+    expect(intake.expose).toEqual([String(admin)]);
+    expect(intake.ports).toEqual([`8080:${String(config.ZML_PORT)}`]);
+    for (const [name, s] of services) {
+      for (const p of s.ports ?? []) expect(`${name} ${p}`).not.toMatch(new RegExp(`:${admin}$`));
+    }
+  });
+
   it("mounts only files that exist in the repository", () => {
     for (const [name, s] of services) {
       for (const volume of s.volumes ?? []) {
@@ -309,7 +325,7 @@ describe("docker-compose.yml", () => {
     }
   });
 
-  it("scrapes every service replica and node at the port it serves metrics on", async () => {
+  it("scrapes every service replica and node at the port it serves metrics on (intake's admin listener)", async () => {
     const prom = parseYaml(readFileSync(join(composeDir, "prometheus.yml"), "utf8")) as {
       scrape_configs: Array<{ dns_sd_configs: Array<{ names: string[]; port: number }> }>;
     };
@@ -320,7 +336,8 @@ describe("docker-compose.yml", () => {
     for (const target of SERVICE_TARGETS) {
       const [[name, s]] = byTarget(target) as [[string, ComposeService]];
       const config = await loadServiceConfig(target, containerEnv(s));
-      expect(targets.get(name), name).toBe(config[LISTEN_KEYS[target].port]);
+      expect(targets.get(name), name).toBe(config[METRICS_KEYS[target].port]);
+      expect(config[METRICS_KEYS[target].host], name).toBe("0.0.0.0");
     }
     for (const [name] of byTarget("node-sim")) expect(targets.get(name), name).toBe(8000);
     for (const name of targets.keys()) expect(compose.services[name], name).toBeDefined();

@@ -31,6 +31,7 @@ import {
   configKeys,
   LISTEN_KEYS,
   loadServiceConfig,
+  METRICS_KEYS,
   natsSize,
   SERVICE_TARGETS,
   STANDARD_ENV,
@@ -75,6 +76,7 @@ interface Container {
   ports?: Array<{ name?: string; containerPort: number }>;
   readinessProbe?: { httpGet?: { path: string; port: number | string } };
   livenessProbe?: { httpGet?: { path: string; port: number | string } };
+  startupProbe?: { httpGet?: { path: string; port: number | string } };
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   securityContext?: {
     runAsNonRoot?: boolean;
@@ -224,10 +226,12 @@ describe("the four services", () => {
       expect(c.livenessProbe?.httpGet?.path).toBe("/healthz");
       expect(portOf(c.readinessProbe!.httpGet!.port)).toBe(port);
       expect(portOf(c.livenessProbe!.httpGet!.port)).toBe(port);
-      // Prometheus scrapes the same port.
+      // Prometheus scrapes the port /metrics is on, on every interface.
       const annotations = (d.spec.template.metadata as { annotations?: Record<string, string> })
         .annotations;
-      expect(annotations?.["prometheus.io/port"]).toBe(String(port));
+      expect(annotations?.["prometheus.io/port"]).toBe(String(config[METRICS_KEYS[target].port]));
+      expect(annotations?.["prometheus.io/path"]).toBe("/metrics");
+      expect(config[METRICS_KEYS[target].host]).toBe("0.0.0.0");
     },
   );
 
@@ -264,6 +268,45 @@ describe("the four services", () => {
       expect(h.spec.minReplicas).toBeGreaterThanOrEqual(2);
       expect(h.spec.maxReplicas).toBeGreaterThan(h.spec.minReplicas);
     }
+  });
+});
+
+describe("intake's two listeners", () => {
+  const d = named<Workload>("Deployment", "intake");
+  const c = d.spec.template.spec.containers[0]!;
+  const labels = d.spec.template.metadata.labels;
+  const portOf = (ref: number | string | undefined) =>
+    typeof ref === "number" ? ref : c.ports?.find((p) => p.name === ref)?.containerPort;
+  const listeners = async () => {
+    const config = await loadServiceConfig("intake", envOf(c));
+    return { client: config.ZML_PORT as number, admin: config.ZML_ADMIN_PORT as number };
+  };
+
+  it("serves /metrics, /openapi.json and the admin API on an admin port of their own", async () => {
+    const { client, admin } = await listeners();
+    expect(admin).toBeGreaterThan(0);
+    expect(admin).not.toBe(client);
+    expect(c.ports?.map((p) => p.containerPort).sort()).toEqual([client, admin].sort());
+    // Probes ask the listener the Service sends clients to (both answer /healthz, /readyz).
+    expect(portOf(c.readinessProbe?.httpGet?.port)).toBe(client);
+    expect(portOf(c.livenessProbe?.httpGet?.port)).toBe(client);
+  });
+
+  it("is exposed by Services on the client port only", async () => {
+    const { client, admin } = await listeners();
+    const services = ofKind<
+      K8sObject & {
+        spec: { selector?: Record<string, string>; ports: Array<{ targetPort?: number | string }> };
+      }
+    >("Service").filter(
+      (svc) =>
+        svc.spec.selector !== undefined &&
+        Object.entries(svc.spec.selector).every(([k, v]) => labels[k] === v),
+    );
+    expect(services.map((svc) => svc.metadata?.name)).toEqual(["intake"]);
+    const targets = services.flatMap((svc) => svc.spec.ports.map((p) => portOf(p.targetPort)));
+    expect(targets).toEqual([client]);
+    expect(targets).not.toContain(admin);
   });
 });
 
@@ -403,6 +446,22 @@ describe("the NATS cluster", { timeout: 60_000 }, () => {
     expect(c.ports?.map((p) => p.containerPort).sort()).toEqual([4222, 6222, 8222]);
   });
 
+  it("probes the monitoring port as the NATS Helm chart does", () => {
+    const c = sts.spec.template.spec.containers[0]!;
+    // Started once JetStream is wholly current; alive while JetStream is on; ready while the
+    // server is current with the meta leader, whatever one stream does.
+    expect(c.startupProbe?.httpGet).toEqual({ path: "/healthz", port: "monitor" });
+    expect(c.livenessProbe?.httpGet).toEqual({
+      path: "/healthz?js-enabled-only=true",
+      port: "monitor",
+    });
+    expect(c.readinessProbe?.httpGet).toEqual({
+      path: "/healthz?js-server-only=true",
+      port: "monitor",
+    });
+    expect(c.ports).toContainEqual({ name: "monitor", containerPort: 8222 });
+  });
+
   it("is accepted by nats-server with the credentials make-secrets.sh makes, and carries intake's largest body", async () => {
     const secrets = await madeSecrets();
     // The pod's mounts, laid out in a scratch directory: /etc/nats/{config,creds}.
@@ -453,6 +512,14 @@ function mountSecret(files: Record<string, string>, dir: string): string {
 describe("the NATS cluster, run from the rendered config", { timeout: 120_000 }, () => {
   const sts = named<Workload>("StatefulSet", "nats");
   const conf = configMap("nats-config").data["nats.conf"]!;
+  const pod = sts.spec.template.spec.containers[0]!;
+  const probes = {
+    startup: pod.startupProbe!.httpGet!.path,
+    liveness: pod.livenessProbe!.httpGet!.path,
+    readiness: pod.readinessProbe!.httpGet!.path,
+  };
+  const probeStatus = async (port: number, path: string) =>
+    (await fetch(`http://127.0.0.1:${port}${path}`)).status;
 
   it("forms a JetStream cluster over its TLS routes, admitting `zml apply` and each service's identity", async () => {
     const secrets = await madeSecrets();
@@ -494,10 +561,20 @@ describe("the NATS cluster, run from the rendered config", { timeout: 120_000 },
             readyLine: /Server is ready/,
           }),
         );
+        // Alone, the first server is alive but neither started nor ready: without a quorum
+        // there is no meta leader. (A server that ignored the readiness query would pass
+        // that too; the bad value below tells it reads the parameter.)
+        if (i === 0) {
+          expect(await probeStatus(p.monitor, probes.liveness)).toBe(200);
+          expect(await probeStatus(p.monitor, probes.readiness)).toBe(503);
+          expect(await probeStatus(p.monitor, probes.startup)).toBe(503);
+          const badValue = probes.readiness.replace(/=true$/, "=not-a-bool");
+          expect(await probeStatus(p.monitor, badValue)).toBe(400);
+        }
       }
-      // Formed, as each server reports it: ready (the readiness probe's /healthz), routes to
-      // the other two, and a JetStream meta group of three with a leader. A server can be
-      // healthy a moment before it counts the third peer, so all of it is polled for.
+      // Formed, as each server reports it: wholly current (/healthz, the startup probe),
+      // routes to the other two, and a JetStream meta group of three with a leader. A server
+      // can be healthy a moment before it counts the third peer, so all of it is polled for.
       const monitor = async (p: (typeof ports)[number], path: string) => {
         const res = await fetch(`http://127.0.0.1:${p.monitor}${path}`);
         return { status: res.status, body: (await res.json()) as Record<string, unknown> };
@@ -525,7 +602,12 @@ describe("the NATS cluster, run from the rendered config", { timeout: 120_000 },
         },
         { timeoutMs: 60_000, intervalMs: 250, message: "a formed 3-server JetStream cluster" },
       );
-      for (const p of ports) expect(await state(p)).toEqual(formed);
+      for (const p of ports) {
+        expect(await state(p)).toEqual(formed);
+        for (const path of Object.values(probes)) {
+          expect(await probeStatus(p.monitor, path), path).toBe(200);
+        }
+      }
       const url = `nats://127.0.0.1:${ports[0]!.client}`;
 
       // The fleet-apply Job's command, with its Secret and the fleet ConfigMap mounted.
@@ -653,10 +735,27 @@ describe("the network policies", () => {
     expect(allows(policies, { from: clients[0]!, to: nats, port: 6222 })).toBe(false);
   });
 
-  it("let anyone reach intake's HTTP port, and nothing else of it", () => {
+  it("let anyone reach intake's client API port, and nothing else of it", async () => {
     const intake = podOf("Deployment", "intake");
-    expect(allows(policies, { from: internet, to: intake, port: 8080 })).toBe(true);
+    const c = named<Workload>("Deployment", "intake").spec.template.spec.containers[0]!;
+    const config = await loadServiceConfig("intake", envOf(c));
+    const [client, admin] = [config.ZML_PORT as number, config.ZML_ADMIN_PORT as number];
+    expect(allows(policies, { from: internet, to: intake, port: client })).toBe(true);
     expect(allows(policies, { from: internet, to: intake, port: 9101 })).toBe(false);
+    // The admin listener: Prometheus in `monitoring`, and no one else: not from outside the
+    // cluster, nor a pod labelled like Prometheus in another namespace.
+    expect(allows(policies, { from: prometheus, to: intake, port: admin })).toBe(true);
+    const lookalike: Endpoint = {
+      pod: true,
+      namespace: "apps",
+      namespaceLabels: { "kubernetes.io/metadata.name": "apps" },
+      labels: { app: "prometheus" },
+    };
+    for (const from of [internet, lookalike]) {
+      expect(allows(policies, { from, to: intake, port: admin })).toBe(false);
+    }
+    // Prometheus gets no more of intake than the admin listener (and the client port).
+    expect(allows(policies, { from: prometheus, to: intake, port: 9101 })).toBe(false);
   });
 
   it("let the dispatcher, aggregator and attestation reach the fleet's nodes, never link-local", () => {

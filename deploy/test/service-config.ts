@@ -23,6 +23,15 @@ export const LISTEN_KEYS: Record<ServiceTarget, { port: string; host: string }> 
 };
 
 /**
+ * Config keys of the listener each service serves `/metrics` on, as deployed: intake's admin
+ * listener (off the public port), the others' only one.
+ */
+export const METRICS_KEYS: Record<ServiceTarget, { port: string; host: string }> = {
+  ...LISTEN_KEYS,
+  intake: { port: "ZML_ADMIN_PORT", host: "ZML_ADMIN_HOST" },
+};
+
+/**
  * Variables every service may get besides its own config: read by the OTel SDK, Node and glibc
  * (the memory settings, libs/harness/src/service-flags.ts).
  */

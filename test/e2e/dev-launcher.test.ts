@@ -7,12 +7,21 @@ import type { ChildProcess } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { createInterface } from "node:readline";
 import OpenAI from "openai";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { connect } from "@nats-io/transport-node";
 import { afterEach, describe, expect, it } from "vitest";
-import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
-import { pollUntil, repoRoot } from "@zml/harness";
+import {
+  ALL_KV_BUCKETS,
+  JOB_STREAMS,
+  KV_BUCKETS,
+  parseRoutingHeader,
+  ROUTING_HTTP_HEADER,
+} from "@zml/contracts";
+import { pollUntil, repoRoot, startNatsServer } from "@zml/harness";
 
 const root = repoRoot();
 const UP = "./deploy/dev/up.sh";
@@ -53,14 +62,36 @@ afterEach(() => {
 function cleanEnv(extra: Record<string, string>): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined || /^(ZML_|NATS_URL$|DISPATCHER_|AGGREGATOR_|ATTESTATION_)/.test(k))
+    if (
+      v === undefined ||
+      /^(ZML_|NATS_URL$|NATS_INSECURE$|DISPATCHER_|AGGREGATOR_|ATTESTATION_)/.test(k)
+    )
       continue;
     env[k] = v;
   }
   return { ...env, ...extra };
 }
 
+/**
+ * up.sh runs bootstrap.sh, which runs `npm ci` unless its install stamp is at least as new as
+ * the lock file: that would replace node_modules under the running tests, so a launch is
+ * refused instead (bootstrap, as test.sh does, makes the stamp).
+ */
+function assertNoReinstall(): void {
+  const stamp = join(root, "node_modules/.zml-installed");
+  const fresh =
+    existsSync(stamp) &&
+    existsSync(join(root, "node_modules/.bin/node")) &&
+    statSync(stamp).mtimeMs >= statSync(join(root, "package-lock.json")).mtimeMs;
+  if (!fresh) {
+    throw new Error(
+      "up.sh would reinstall node_modules (npm ci) under the running tests: run `bash deploy/dev/bootstrap.sh --for-tests` first",
+    );
+  }
+}
+
 function launch(extra: Record<string, string>): Launcher {
+  assertNoReinstall();
   return spawnGroup(UP, [], cleanEnv(extra));
 }
 
@@ -512,6 +543,63 @@ describe("the README's run command (./deploy/dev/up.sh)", { timeout: 180_000 }, 
     expect((await ctrlC(l)).code).toBe(0);
     expect(groupGone(l)).toBe(true);
     await rm(dir, { recursive: true, force: true });
+  });
+
+  it("runs on the user's own nats-server (NATS_URL with NATS_INSECURE=1), makes every stream and bucket there, and leaves it running", async () => {
+    // An open server with JetStream, as a user would run one: this test's own, never one that
+    // NATS_URL names for the test run. (ZML_NATS_PORT is ignored with NATS_URL.)
+    await using nats = await startNatsServer({ env: { PATH: process.env.PATH }, security: "open" });
+    const l = launch({ ...FREE_PORTS, NATS_URL: nats.url, NATS_INSECURE: "1" });
+    await waitForServing(l);
+    expect(l.output()).toContain(`nats-server     ${nats.url}   (NATS_URL, without identities`);
+    // Each service says loudly that it runs on an open bus.
+    for (const svc of ["intake", "dispatcher", "health-aggregator", "attestation"]) {
+      expect(l.output()).toMatch(new RegExp(`^\\[${svc}\\] .*"msg":"INSECURE: `, "m"));
+    }
+
+    const res = await chat(printed(l, "intake URL"), printed(l, "API key"), {
+      model: "llama-3.1-8b-instruct",
+      messages: [{ role: "user", content: "Hello" }],
+    });
+    expect(res.status).toBe(200);
+    expect(parseRoutingHeader(res.headers.get(ROUTING_HTTP_HEADER) ?? "").node).toMatch(
+      /^(h100|mi300x)-/,
+    );
+    await res.arrayBuffer();
+
+    // On the test's server: every bucket and stream, and the fleet applied into them.
+    const nc = await connect({ servers: nats.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const streams: string[] = [];
+      for await (const name of jsm.streams.names()) streams.push(name);
+      expect(streams.sort()).toEqual(
+        [...ALL_KV_BUCKETS.map((b) => `KV_${b}`), ...Object.values(JOB_STREAMS)].sort(),
+      );
+      const nodes = await new Kvm(nc).open(KV_BUCKETS.nodes);
+      expect(await nodes.get("h100-a")).toBeTruthy();
+      // No server of its own.
+      const tree = descendants(l.child.pid!);
+      expect(tree.map(commandOf).join("\n")).not.toContain("nats-server");
+
+      const { code, signal } = await ctrlC(l);
+      expect({ code, signal }).toEqual({ code: 0, signal: null });
+      expect(groupGone(l)).toBe(true);
+      // The user's server is theirs: still serving after the launcher stopped.
+      expect((await jsm.streams.info(JOB_STREAMS.jobs)).config.name).toBe(JOB_STREAMS.jobs);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it("refuses NATS_URL without NATS_INSECURE=1: it has no identities for that server", async () => {
+    const l = launch({ ...FREE_PORTS, NATS_URL: "nats://127.0.0.1:1" });
+    const { code } = await l.exited;
+    expect(code).toBe(78);
+    expect(l.output()).toMatch(
+      /NATS_INSECURE: required with NATS_URL: the launcher has no bus identities for that server\n\s+→ set NATS_INSECURE=1/,
+    );
+    expect(l.output()).not.toContain("nats-server ");
   });
 
   it("refuses a bad setting with a message for a person, before starting anything", async () => {

@@ -24,6 +24,7 @@ import {
   SESSIONS_BUCKET,
   SERVICE_IDENTITIES,
   accountJobsFilter,
+  accountResultsFilter,
   inboxPrefixOf,
 } from "@zml/contracts";
 
@@ -264,13 +265,25 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
   },
 };
 
+/**
+ * A batch producer queues jobs for its account and reads back that account's results. The
+ * only read JetStream lets permissions confine to subjects is the direct get with the subject
+ * in the API subject (`$JS.API.DIRECT.GET.<stream>.<subject>`: the last message on it; the
+ * server refuses a request body there). Message get, the body form of direct get and
+ * consumers name no subject a permission could check, and stream info lists every account's
+ * subjects (`subjects_filter`): each would show other accounts' jobs or results, so a
+ * producer has none of them, not even on the jobs stream.
+ */
 function batchGrants(account: string): GrantSet {
   return {
     grants: [
       jetStreamClient,
       ownInbox(`${BATCH_IDENTITY_PREFIX}${account}`),
       {
-        publish: [accountJobsFilter(account), `${JS_API}.STREAM.INFO.${JOB_STREAMS.jobs}`],
+        publish: [
+          accountJobsFilter(account),
+          `${JS_API}.DIRECT.GET.${JOB_STREAMS.results}.${accountResultsFilter(account)}`,
+        ],
       },
     ],
   };

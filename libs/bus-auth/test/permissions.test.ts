@@ -75,6 +75,13 @@ describe("permissionsFor", () => {
     expect(p.subscribe).toEqual(["_INBOX_batch-acme.>"]);
   });
 
+  it("lets a batch producer read back its own account's results, by direct get only", () => {
+    const reads = permissionsFor("batch-acme").publish.filter((s) =>
+      s.includes(".ZML_JOB_RESULTS"),
+    );
+    expect(reads).toEqual(["$JS.API.DIRECT.GET.ZML_JOB_RESULTS.zml.jobs.result.acme.*"]);
+  });
+
   it("knows no other identity", () => {
     expect(() => permissionsFor("root")).toThrow(UnknownIdentityError);
     expect(() => permissionsFor("batch-bad.account")).toThrow(UnknownIdentityError);

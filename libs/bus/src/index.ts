@@ -17,7 +17,7 @@ export {
 } from "./kv-map.ts";
 export {
   replicasFor,
-  ensureStreamReplicas,
+  ensureStream,
   ReplicaUpdateError,
   MAX_REPLICAS,
   CLUSTER_DEFAULT_REPLICAS,

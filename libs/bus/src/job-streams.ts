@@ -26,7 +26,7 @@ import {
 } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus } from "./connection.ts";
-import { ensureStreamReplicas, managerFor, readerFor } from "./replicas.ts";
+import { ensureStream, managerFor, readerFor } from "./replicas.ts";
 
 const DAY_MS = 24 * 60 * 60_000;
 
@@ -55,6 +55,10 @@ const STREAM_CONFIGS: Array<Partial<StreamConfig> & { name: string }> = [
     storage: StorageType.File,
     max_age: nanos(7 * DAY_MS),
     duplicate_window: nanos(JOB_DEDUPE_WINDOW_MS),
+    // Batch producers read their own results with a direct get by subject, the one read a
+    // permission can confine to an account's subjects (libs/bus-auth, batchGrants). The
+    // services keep reading with message get, which the stream's leader answers.
+    allow_direct: true,
   },
   {
     // Copies of jobs that kept failing (poison), for inspection.
@@ -68,15 +72,16 @@ const STREAM_CONFIGS: Array<Partial<StreamConfig> & { name: string }> = [
 
 /**
  * Creates the batch streams when they do not exist yet, with the bus's replicas (idempotent,
- * safe to race). With `owner`, an existing stream with another number of replicas is
- * changed to it; without, existing streams are only looked at (intake may not change them).
+ * safe to race). With `owner`, an existing stream with another number of replicas, or
+ * without the direct get its readers need, is changed; without, existing streams are only
+ * looked at (intake may not change them).
  */
 export async function ensureJobStreams(bus: Bus, options: { owner?: boolean } = {}): Promise<void> {
   const jsm = await managerOf(bus);
   for (const config of STREAM_CONFIGS) {
     // Without `owner`, only a stream that does not exist is created: a look that failed
     // otherwise (no leader during an election) is that failure, not a reason to create.
-    await ensureStreamReplicas(jsm, config, bus.replicas(), options.owner === true);
+    await ensureStream(jsm, config, bus.replicas(), options.owner === true);
   }
 }
 

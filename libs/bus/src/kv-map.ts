@@ -6,7 +6,7 @@ import type { z } from "zod";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus, BusLogger } from "./connection.ts";
 import { decodeJson } from "./json-codec.ts";
-import { ensureStreamReplicas, managerFor, readerFor } from "./replicas.ts";
+import { ensureStream, managerFor, readerFor } from "./replicas.ts";
 
 /**
  * Opens a KV bucket, creating it (with the given history and the bus's replicas) if it does
@@ -24,7 +24,7 @@ export async function openKv(bus: Bus, bucket: string, history = 1): Promise<KV>
 export async function openOwnedKv(bus: Bus, bucket: string, history = 1): Promise<KV> {
   const kv = await openKv(bus, bucket, history);
   const jsm = await managerFor(natsConnectionOf(bus));
-  await ensureStreamReplicas(jsm, { name: `KV_${bucket}` }, bus.replicas());
+  await ensureStream(jsm, { name: `KV_${bucket}` }, bus.replicas());
   return kv;
 }
 

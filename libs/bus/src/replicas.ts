@@ -38,15 +38,16 @@ export class ReplicaUpdateError extends Error {
 }
 
 /**
- * Creates `config`'s stream with `replicas` copies if it does not exist, or changes the
- * replicas of an existing one that has another number (stream update: JetStream adds or
- * removes peers and catches new ones up in the background). Everything else in an existing
- * stream's configuration is kept. Safe to race: a stream another process created meanwhile
- * is taken as it is, then updated.
+ * Creates `config`'s stream with `replicas` copies if it does not exist. An existing one is
+ * brought in line (`mayUpdate`) where it differs in what its owner may change later: the
+ * number of replicas (stream update: JetStream adds or removes peers and catches new ones up
+ * in the background), and direct get when `config` turns it on (a stream made before its
+ * readers needed it). Everything else in an existing stream's configuration is kept. Safe
+ * to race: a stream another process created meanwhile is taken as it is, then updated.
  *
  * Returns what was done, for the caller's log.
  */
-export async function ensureStreamReplicas(
+export async function ensureStream(
   jsm: JetStreamManager,
   config: Partial<StreamConfig> & { name: string },
   replicas: number,
@@ -69,10 +70,17 @@ export async function ensureStreamReplicas(
       ).config;
     }
   }
-  if (existing.num_replicas === replicas || !mayUpdate) return "unchanged";
+  const replicasDiffer = existing.num_replicas !== replicas;
+  const directMissing = config.allow_direct === true && existing.allow_direct !== true;
+  if (!mayUpdate || (!replicasDiffer && !directMissing)) return "unchanged";
   try {
-    await jsm.streams.update(config.name, { ...existing, num_replicas: replicas });
+    await jsm.streams.update(config.name, {
+      ...existing,
+      num_replicas: replicas,
+      ...(directMissing ? { allow_direct: true } : {}),
+    });
   } catch (err) {
+    if (!replicasDiffer) throw err;
     throw new ReplicaUpdateError(config.name, existing.num_replicas, replicas, err);
   }
   return "updated";

@@ -65,6 +65,11 @@ export function jobDeadSubject(account: string, jobId: string): string {
   return `${JOB_DEAD_PREFIX}.${token("account", account)}.${token("job id", jobId)}`;
 }
 
+/** Every result of one account: what its batch producer may read back. */
+export function accountResultsFilter(account: string): string {
+  return `${JOB_RESULT_PREFIX}.${token("account", account)}.*`;
+}
+
 export function jobResultSubject(account: string, jobId: string): string {
   return `${JOB_RESULT_PREFIX}.${token("account", account)}.${token("job id", jobId)}`;
 }

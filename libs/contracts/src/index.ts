@@ -187,6 +187,7 @@ export {
   JobStatusSchema,
   jobSubmitSubject,
   accountJobsFilter,
+  accountResultsFilter,
   jobResultSubject,
   jobKey,
 } from "./batch.ts";
