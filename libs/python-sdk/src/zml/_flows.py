@@ -65,9 +65,10 @@ StreamFactory = Callable[[httpx.Response, Routing, LineDecoder], S]
 
 
 class Stepper(Generic[T]):
-    """Walks a flow for a driver (:func:`drive`, ``AsyncZML._drive``): ``effect`` is the I/O the flow waits for (``None``
-    once it has finished); hand it that I/O's result (``send``) or error (``throw``), then
-    read ``value``. An error the flow raises comes out of ``send`` or ``throw``."""
+    """Walks a flow for a driver (:func:`drive`, ``AsyncZML._drive``): ``effect`` is the I/O
+    the flow waits for (``None`` once it has finished); hand it that I/O's result (``send``)
+    or error (``throw``), then read ``value``. An error the flow raises comes out of ``send``
+    or ``throw``."""
 
     value: T
 
