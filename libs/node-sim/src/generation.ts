@@ -5,8 +5,7 @@ import type { SimMetrics } from "./metrics.ts";
 import type { InferenceRequest } from "./openai-request.ts";
 import { createResponseRender, SSE_MALFORMED } from "./openai-response.ts";
 import type { Vocabulary } from "./openai-response.ts";
-import type { ResponseRender } from "./openai-response.ts";
-import type { SimFault, SimFlavour, SimRuntimeConfig } from "./types.ts";
+import type { ResponseRender, SimFault, SimFlavour, SimRuntimeConfig } from "./types.ts";
 
 /** What a generation needs from the node that runs it. */
 export interface GenerationContext {

@@ -4,7 +4,8 @@
  * control API to inject faults, change pacing and read what the node received. In TEE mode
  * (tiers 3–4) it also serves TDX quotes signed through a test certificate chain.
  */
-export { startSimNode, SIM_BODY_LIMIT_BYTES } from "./sim-node.ts";
+export { startSimNode } from "./sim-node.ts";
+export { SIM_BODY_LIMIT_BYTES } from "./inference-routes.ts";
 export { parseSimFault, parseSimConfigPatch, SimInputError, SIM_FAULT_KINDS } from "./validate.ts";
 export { SIM_FLAVOURS } from "./types.ts";
 export { createSniffingServer } from "./h2c-sniff.ts";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { InferenceRequest } from "./openai-request.ts";
 import { createResponsesRender } from "./responses-render.ts";
-import type { SimFlavour } from "./types.ts";
+import type { ResponseRender, SimFlavour } from "./types.ts";
 
 /**
  * The words a node's answers are made of, one per token, space-separated, repeated as long
@@ -35,7 +35,7 @@ export const DEFAULT_VOCABULARY = createVocabulary(
 );
 
 /** The whole generated text for `count` tokens. */
-export function generatedText(count: number, vocabulary = DEFAULT_VOCABULARY): string {
+function generatedText(count: number, vocabulary: Vocabulary): string {
   let text = "";
   for (let i = 0; i < count; i++) text += vocabulary.text(i);
   return text;
@@ -44,24 +44,8 @@ export function generatedText(count: number, vocabulary = DEFAULT_VOCABULARY): s
 /** The fingerprint TGI puts in every response: its version and backend. */
 const TGI_FINGERPRINT = "3.3.6-native";
 
-/** One generated response, rendered either as a JSON body or as SSE events. */
-export interface ResponseRender {
-  /** Events of the stream, `[DONE]` excluded. */
-  readonly eventCount: number;
-  /** What the stream ends with after its last event: `[DONE]`, or nothing (Responses). */
-  readonly terminator: string;
-  /** Index of the first event that carries a token (vLLM chat sends a role-only event first). */
-  readonly firstTokenEvent: number;
-  /** Token index whose generation releases event `i` (events before the first token: 0). */
-  tokenOfEvent(i: number): number;
-  /** Event `i` as sent on the wire, `data: ...\n\n` included. */
-  event(i: number): string;
-  /** The non-streamed response body. */
-  body(): string;
-}
-
 /** The terminator every OpenAI-compatible stream ends with. */
-export const SSE_DONE = "data: [DONE]\n\n";
+const SSE_DONE = "data: [DONE]\n\n";
 
 /** A `data:` event that is not JSON, for the `malformed_chunk` fault. */
 export const SSE_MALFORMED = "data: {not json\n\n";
@@ -77,7 +61,7 @@ export function createResponseRender(
   tokens: number,
   finishReason: "stop" | "length",
   createdS: number,
-  vocabulary: Vocabulary = DEFAULT_VOCABULARY,
+  vocabulary: Vocabulary,
 ): ResponseRender {
   if (request.kind === "responses") {
     return createResponsesRender(

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { InferenceRequest } from "./openai-request.ts";
-import type { ResponseRender } from "./openai-response.ts";
+import type { ResponseRender } from "./types.ts";
 
 /** Events a Responses stream sends before its first text delta. */
 const LEAD_EVENTS = 4;

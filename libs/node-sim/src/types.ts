@@ -70,6 +70,22 @@ export interface SimRuntimeConfig {
   completionTokens: number;
 }
 
+/** One generated response, rendered either as a JSON body or as SSE events. */
+export interface ResponseRender {
+  /** Events of the stream, `[DONE]` excluded. */
+  readonly eventCount: number;
+  /** What the stream ends with after its last event: `[DONE]`, or nothing (Responses). */
+  readonly terminator: string;
+  /** Index of the first event that carries a token (vLLM chat sends a role-only event first). */
+  readonly firstTokenEvent: number;
+  /** Token index whose generation releases event `i` (events before the first token: 0). */
+  tokenOfEvent(i: number): number;
+  /** Event `i` as sent on the wire, `data: ...\n\n` included. */
+  event(i: number): string;
+  /** The non-streamed response body. */
+  body(): string;
+}
+
 /** What the last inference payload looked like, for tests that check what a node saw. */
 export interface SimLastRequest {
   path: string;

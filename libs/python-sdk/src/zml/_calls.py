@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
-from ._core import Headers, Messages, body_of, completion_of, parse_json
+from ._core import Headers, Messages, body_of, completion_of, parse_json, request_parts
 from ._models import ChatCompletion, Job, JobReceipt, Model, Session
 
 T = TypeVar("T")
@@ -35,6 +35,14 @@ class Call(Generic[T]):
         if self.stream is not None:
             return self.stream
         return bool(self.body and self.body.get("stream") is True)
+
+    def http_request(self, base_url: str, api_key: str) -> dict[str, Any]:
+        """The arguments of ``httpx``'s ``build_request`` for this call to ``base_url``."""
+        return {
+            "method": self.method,
+            "url": f"{base_url}{self.path}",
+            **request_parts(api_key, self.request_id, self.body, self.content, self.content_type),
+        }
 
 
 def _read_object(cls: Any) -> Callable[[int, Headers, bytes], Any]:

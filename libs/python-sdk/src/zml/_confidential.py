@@ -1,7 +1,6 @@
 """Tier-4 confidential sessions, free of I/O: what ``sessions.create`` asks the gateway, how
 it decides whether to trust the answer, and how each request of the session is sealed. The
-sync and async clients run these steps over their own transports (``_client.py``,
-``_async_client.py``)."""
+exchange that runs these steps is ``_flows.open_session``, shared by the sync and async clients."""
 
 from __future__ import annotations
 

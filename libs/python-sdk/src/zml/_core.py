@@ -1,5 +1,5 @@
 """The wire protocol, free of I/O: request bodies, answer interpretation, stream decoding.
-The sync and async clients are thin loops around these functions."""
+The exchanges built from them (``_flows.py``) are shared by the sync and async clients."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def completion_of(status: int, headers: Headers, content: bytes) -> ChatCompleti
     return ChatCompletion.from_json(body, routing, headers.get("x-request-id"))
 
 
-def check_event_stream(status: int, headers: Headers) -> None:
+def _check_event_stream(status: int, headers: Headers) -> None:
     if not headers.get("content-type", "").startswith("text/event-stream"):
         raise ZmlAPIError(
             "expected an event stream",
@@ -244,6 +244,19 @@ class StreamDecoder:
 
     def broken(self, err: Exception) -> StreamError:
         return self._interrupted(f"stream broke: {err}")
+
+
+def stream_decoder(
+    status: int, headers: Headers, opener: ResponseOpener | None
+) -> tuple[Routing, LineDecoder]:
+    """The routing and the decoder of a successful answer to a streamed request; ``opener``:
+    the request was sealed, so the events are. Raises for an answer without routing, or (in
+    clear) one that is not an event stream."""
+    routing = routing_of(status, headers)
+    if opener is not None:
+        return routing, SealedStreamDecoder(opener, headers, routing)
+    _check_event_stream(status, headers)
+    return routing, StreamDecoder(headers, routing)
 
 
 # --- Tier 4: sealed answers (docs/sealed-channel.md) ----------------------------------------
