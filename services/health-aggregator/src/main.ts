@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { busOptionsOf, connectBus } from "@zml/bus";
 import type { Bus } from "@zml/bus";
-import { createNodeAddressPolicy } from "@zml/contracts";
+import { nodeAddressPolicyOf } from "@zml/contracts";
 import { createShutdown, reportStartupErrors, startWhenPossible } from "@zml/runtime";
 import {
   createLogger,
@@ -52,10 +52,7 @@ const prober = createNodeProber({
   keepAliveMs: config.POLL_INTERVAL_MS * 2,
   timeoutMs: config.PROBE_TIMEOUT_MS,
   maxBodyBytes: config.PROBE_MAX_BODY_BYTES,
-  nodeAddresses: createNodeAddressPolicy({
-    allow: config.ZML_NODE_ALLOW_CIDRS,
-    deny: config.ZML_NODE_DENY_CIDRS,
-  }),
+  nodeAddresses: nodeAddressPolicyOf(config),
 });
 
 started.bus = bus;

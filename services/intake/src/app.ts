@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Http2ServerRequest } from "node:http2";
 import { createReplyMux } from "@zml/bus";
 import type { ReplyMux } from "@zml/bus";
-import { createNodeAddressPolicy, ZmlError } from "@zml/contracts";
+import { nodeAddressPolicyOf, ZmlError } from "@zml/contracts";
 import { waitUntil } from "@zml/runtime";
 import type { StopContext } from "@zml/runtime";
 import { lazyChild } from "@zml/telemetry";
@@ -65,6 +65,7 @@ export interface IntakeDeps extends ClientRouteDeps {
     | "ZML_DISPATCHER_REROUTES"
     | "ZML_NODE_ALLOW_CIDRS"
     | "ZML_NODE_DENY_CIDRS"
+    | "ZML_NODE_ALLOW_LOOPBACK"
   >;
   /** PEM key and certificate when serving TLS. */
   tls: ServerOptions["tls"];
@@ -211,10 +212,7 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
       adminRoutes({
         store: deps.configStore,
         checkAdmin: createAdminAuthenticator(config.ZML_ADMIN_TOKEN),
-        nodeAddresses: createNodeAddressPolicy({
-          allow: config.ZML_NODE_ALLOW_CIDRS,
-          deny: config.ZML_NODE_DENY_CIDRS,
-        }),
+        nodeAddresses: nodeAddressPolicyOf(config),
         clock: deps.clock,
       }),
     );

@@ -85,7 +85,7 @@ function checkNodeEndpoint(doc: Record<string, unknown>, ctx: ResourceContext): 
   const problem = endpointProblem(String(doc.endpoint), ctx.nodeAddresses);
   if (problem === undefined) return Promise.resolve();
   return Promise.reject(
-    new ZmlError("invalid_request", `invalid 'endpoint': ${problem}`, "endpoint"),
+    new ZmlError(problem.code, `invalid 'endpoint': ${problem.message}`, "endpoint"),
   );
 }
 
