@@ -18,7 +18,7 @@ import { createAuthThrottle } from "./auth-throttle.ts";
 import { createAdminAuthenticator, createAuthenticator } from "./auth.ts";
 import { bodyDeadline } from "./body-deadline.ts";
 import type { IntakeConfig } from "./config.ts";
-import { isHttp2, sendError, toZmlError } from "./errors.ts";
+import { isHttp2, MAX_PATH_PARAM_CHARS, sendError, toZmlError } from "./errors.ts";
 import { createKeyStoreStatus } from "./key-store.ts";
 import { createIntakeMetrics } from "./metrics.ts";
 import { followDispatchers } from "./dispatcher-liveness.ts";
@@ -106,6 +106,12 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
       requestIdLogLabel: "request_id",
     }),
     bodyLimit: config.ZML_BODY_LIMIT_BYTES,
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_CHARS },
+    // A malformed or overlong path parameter is refused before routing; fastify's own answer
+    // to it would not be the error envelope every other answer uses.
+    frameworkErrors: (err, _req, reply) => {
+      sendError(reply, toZmlError(err));
+    },
     // Refusals while stopping are answered by the draining hook below, with a body.
     return503OnClosing: false,
     serverFactory: createServerFactory({

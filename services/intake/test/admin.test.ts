@@ -151,6 +151,26 @@ describe("node endpoints", () => {
   });
 });
 
+describe("path parameters", () => {
+  it("answers a malformed or overlong one with the error envelope, naming path", async () => {
+    for (const path of ["/admin/v1/nodes/%E0%A4%A", `/admin/v1/nodes/${"k".repeat(1100)}`]) {
+      const res = await call("GET", path);
+      expect(res.status, path).toBe(400);
+      expect(errorOf(res.text)).toMatchObject({ code: "invalid_request", param: "path" });
+    }
+  });
+
+  it("reaches the route up to a model id's full length, which then names the key", async () => {
+    // Longer than fastify's default limit of 100 characters, within a model id's 256.
+    const id = `org%2F${"m".repeat(150)}`;
+    expect((await call("PUT", `/admin/v1/models/${id}`, {})).status).toBe(201);
+    expect((await call("GET", `/admin/v1/models/${id}`)).json.key).toBe(`org/${"m".repeat(150)}`);
+    expect((await call("DELETE", `/admin/v1/models/${id}`)).status).toBe(200);
+    const tooLong = await call("GET", `/admin/v1/nodes/${"k".repeat(300)}`);
+    expect(errorOf(tooLong.text)).toMatchObject({ code: "invalid_request", param: "key" });
+  });
+});
+
 describe("documents", () => {
   it("creates, reads, lists, updates idempotently and deletes a node", async () => {
     const created = await call("PUT", "/admin/v1/nodes/h100-x", node);
