@@ -228,11 +228,25 @@ export type { JsonEndpoint } from "./endpoints.ts";
 export {
   CidrListSetting,
   DEFAULT_DENIED_NODE_CIDRS,
+  LOOPBACK_NODE_CIDRS,
+  METADATA_NODE_CIDRS,
+  NODE_ADDRESS_CONFIG_SHAPE,
+  NODE_ADDRESS_RULES,
+  UNSPECIFIED_NODE_CIDRS,
   createNodeAddressPolicy,
   endpointProblem,
+  hostRefusal,
+  isLocalhostName,
+  nodeAddressPolicyFromEnv,
+  nodeAddressPolicyOf,
   parseCidrList,
 } from "./node-address.ts";
-export type { NodeAddressPolicy, NodeAddressRules } from "./node-address.ts";
+export type {
+  NodeAddressPolicy,
+  NodeAddressRefusal,
+  NodeAddressRule,
+  NodeAddressRules,
+} from "./node-address.ts";
 export {
   SERVICE_IDENTITIES,
   BATCH_IDENTITY_PREFIX,

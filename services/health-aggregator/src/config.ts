@@ -1,5 +1,5 @@
 import { DEFAULT_HEALTH_CONFIG } from "@zml/health";
-import { CidrListSetting } from "@zml/contracts";
+import { NODE_ADDRESS_CONFIG_SHAPE } from "@zml/contracts";
 import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
 import { parseConfig, SHUTDOWN_CONFIG_SHAPE } from "@zml/runtime";
 import { z } from "zod";
@@ -8,13 +8,8 @@ const ConfigSchema = z
   .object({
     ...BUS_CONFIG_SHAPE,
     ...SHUTDOWN_CONFIG_SHAPE,
-    /**
-     * Node addresses allowed beyond the defaults, and always refused (comma-separated CIDRs),
-     * checked on every connection after DNS. Link-local and cloud metadata ranges are refused
-     * unless allowed here.
-     */
-    ZML_NODE_ALLOW_CIDRS: CidrListSetting,
-    ZML_NODE_DENY_CIDRS: CidrListSetting,
+    /** Where nodes may be, checked on every probe connection after DNS (docs/limits.md). */
+    ...NODE_ADDRESS_CONFIG_SHAPE,
     AGGREGATOR_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9102),
     AGGREGATOR_OPS_HOST: z.string().default("127.0.0.1"),
     LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),

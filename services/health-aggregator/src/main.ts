@@ -1,6 +1,6 @@
 // Composition root: the shared boot (libs/runtime), then what only the health aggregator
 // has: the real probe (HTTP through keep-alive agents, refusing addresses nodes may not have).
-import { createNodeAddressPolicy } from "@zml/contracts";
+import { nodeAddressPolicyOf } from "@zml/contracts";
 import { bootService } from "@zml/runtime";
 import { startHealthAggregator } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -15,10 +15,7 @@ const prober = createNodeProber({
   keepAliveMs: config.POLL_INTERVAL_MS * 2,
   timeoutMs: config.PROBE_TIMEOUT_MS,
   maxBodyBytes: config.PROBE_MAX_BODY_BYTES,
-  nodeAddresses: createNodeAddressPolicy({
-    allow: config.ZML_NODE_ALLOW_CIDRS,
-    deny: config.ZML_NODE_DENY_CIDRS,
-  }),
+  nodeAddresses: nodeAddressPolicyOf(config),
 });
 await boot.serve(
   (parts) =>

@@ -11,10 +11,11 @@ import {
   PolicySpecSchema,
   QualityScoreSchema,
   RevocationSchema,
+  NODE_ADDRESS_RULES,
   ZmlError,
   endpointProblem,
 } from "@zml/contracts";
-import type { NodeAddressPolicy } from "@zml/contracts";
+import type { ErrorCode, NodeAddressPolicy } from "@zml/contracts";
 import { z } from "zod";
 import type { ConfigStore, StoredDoc } from "./store.ts";
 
@@ -41,6 +42,8 @@ export interface AdminResource {
   prepare?: (doc: Record<string, unknown>, ctx: ResourceContext) => Promise<void> | void;
   /** Cross-document checks after validation; throws ZmlError naming the field. */
   check?: (doc: Record<string, unknown>, ctx: ResourceContext) => Promise<void>;
+  /** The codes `check` throws, for the API's documentation (route-errors.ts). */
+  answers?: readonly ErrorCode[];
 }
 
 const NodeId = z.string().regex(NODE_ID_PATTERN, "letters, digits, '-' and '_', at most 64");
@@ -80,12 +83,18 @@ async function registrationOrder(doc: Record<string, unknown>, ctx: ResourceCont
   doc.registered_at = max + 1;
 }
 
+/** What {@link checkNodeEndpoint} answers: a bad URL, or each rule of the address policy. */
+const ENDPOINT_CODES: readonly ErrorCode[] = [
+  "invalid_request",
+  ...Object.values(NODE_ADDRESS_RULES),
+];
+
 /** A node may not be registered at an address the operator's policy refuses. */
 function checkNodeEndpoint(doc: Record<string, unknown>, ctx: ResourceContext): Promise<void> {
   const problem = endpointProblem(String(doc.endpoint), ctx.nodeAddresses);
   if (problem === undefined) return Promise.resolve();
   return Promise.reject(
-    new ZmlError("invalid_request", `invalid 'endpoint': ${problem}`, "endpoint"),
+    new ZmlError(problem.code, `invalid 'endpoint': ${problem.message}`, "endpoint"),
   );
 }
 
@@ -98,6 +107,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     idField: "id",
     prepare: registrationOrder,
     check: checkNodeEndpoint,
+    answers: ENDPOINT_CODES,
   },
   {
     kind: "models",
@@ -106,6 +116,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     key: ModelId,
     idField: "id",
     check: checkDefaultPolicy,
+    answers: ["unknown_policy"],
   },
   {
     kind: "policies",
@@ -121,6 +132,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     key: NodeId,
     idField: "id",
     check: checkDefaultPolicy,
+    answers: ["unknown_policy"],
   },
   {
     kind: "costs",
@@ -149,6 +161,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
         throw new ZmlError("unknown_model", `model '${String(doc.model)}' does not exist`, "model");
       }
     },
+    answers: ["unknown_model"],
   },
   {
     kind: "revocations",
