@@ -1,4 +1,5 @@
 import type { ErrorCode, NodeApi, NodeSpec, SaturationDetail, Tier } from "@zml/contracts";
+import type { NodePrice } from "./price.ts";
 
 /** How candidates are ordered: the policy's `cost_priority`, or the client's `provider.sort`. */
 export type RankingMode = "latency" | "cost" | "balanced" | "quality" | "fastest";
@@ -61,8 +62,10 @@ export interface RankedCandidate {
   queueDepth: number;
   /** Estimated response time (see README, "Response time"). */
   responseMs: number;
-  /** Estimated cost of this request; `null` when the node has no cost entry. */
+  /** Estimated cost of this request; `null` when the node has no usable price. */
   costUsd: number | null;
+  /** The price the estimate used: its source, when it was confirmed, whether it aged out. */
+  price: NodePrice;
   /** Fresh quality score when quality routing is on and one exists, else `null`. */
   quality: number | null;
   withinLatencyTarget: boolean;
