@@ -93,7 +93,8 @@ function handle(req: IncomingMessage, res: ServerResponse, core: FakeCore, state
   const m = /^\/v1\/services\/([^/]+)\/skus$/.exec(url.pathname);
   if (!m || m[1] !== state.service) return googleError(res, 404, "NOT_FOUND", "Service not found.");
   const start = Number(url.searchParams.get("pageToken") || "0");
-  const size = Math.min(Number(url.searchParams.get("pageSize") ?? state.pageSize), 5000);
+  // The fake pages no larger than told to, whatever the client asks: paging gets exercised.
+  const size = Math.min(Number(url.searchParams.get("pageSize") ?? 5000), state.pageSize);
   const page = state.skus.slice(start, start + size);
   const next = start + size < state.skus.length ? String(start + size) : "";
   json(res, 200, {

@@ -114,7 +114,7 @@ async function regionPrices(
     if (asked.length === 0) return { quotes: [], problems };
     try {
       const items = await describe(client, account, asked, pageSize, signal);
-      return { quotes: [], problems, ...pick(items, asked, problems) };
+      return { quotes: pick(items, asked, problems), problems };
     } catch (err) {
       const bad = unknownInstanceType(err);
       if (bad === undefined || !asked.some((t) => t.instanceType === bad)) throw classify(err);
@@ -161,11 +161,7 @@ async function describe(
 }
 
 /** The current price per GPU-hour of each target among the history items. */
-function pick(
-  items: SpotPrice[],
-  targets: PriceTarget[],
-  problems: PriceProblem[],
-): { quotes: PriceQuote[] } {
+function pick(items: SpotPrice[], targets: PriceTarget[], problems: PriceProblem[]): PriceQuote[] {
   // Latest item per (type, zone): the history may hold several per zone.
   const latest = new Map<string, SpotPrice>();
   for (const item of items) {
@@ -213,7 +209,7 @@ function pick(
       problems.push({ nodeId: t.nodeId, error: classify(err) });
     }
   }
-  return { quotes };
+  return quotes;
 }
 
 function unknownInstanceType(err: unknown): string | undefined {

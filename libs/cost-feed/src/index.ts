@@ -4,3 +4,7 @@ export type { PriceProblem, PriceQuote, PriceResult, PriceSource, PriceTarget } 
 export { MAX_USD_PER_GPU_HOUR, perGpuHour } from "./normalise.ts";
 export { AWS_SOURCE, createAwsSpotSource } from "./aws.ts";
 export type { AwsSpotSourceOptions } from "./aws.ts";
+export { AZURE_PRICES_URL, AZURE_SOURCE, createAzureSpotSource } from "./azure.ts";
+export type { AzureSpotSourceOptions } from "./azure.ts";
+export { GCP_BILLING_URL, GCP_SOURCE, createGcpSpotSource } from "./gcp.ts";
+export type { GcpSpotSourceOptions } from "./gcp.ts";
