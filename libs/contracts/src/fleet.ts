@@ -239,11 +239,11 @@ export const CloudAccountSpecSchema = z
     account_id: z.string().min(1).max(128),
     regions: z.array(z.string().regex(/^[a-z0-9-]{2,64}$/)).min(1),
     credentials: CloudCredentialsSchema,
-    refresh_interval_s: z.number().int().min(10).max(86_400).default(300),
+    refresh_interval_s: z.number().int().min(5).max(86_400).default(300),
     max_price_age_s: z
       .number()
       .int()
-      .min(10)
+      .min(5)
       .max(7 * 86_400)
       .default(900),
     /** AWS: the spot product description, e.g. `Linux/UNIX`. */

@@ -8,3 +8,8 @@ export { AZURE_PRICES_URL, AZURE_SOURCE, createAzureSpotSource } from "./azure.t
 export type { AzureSpotSourceOptions } from "./azure.ts";
 export { GCP_BILLING_URL, GCP_SOURCE, createGcpSpotSource } from "./gcp.ts";
 export type { GcpSpotSourceOptions } from "./gcp.ts";
+export { FIRST_RETRY_MS, nextDelayMs } from "./schedule.ts";
+export type { DelayInput } from "./schedule.ts";
+export { createCostFeed } from "./feed.ts";
+export type { CostFeed, CostFeedDeps, CostFeedMetrics, FeedLogger, SpotCostStore } from "./feed.ts";
+export { readAwsKeys, readGcpCredential } from "./credentials.ts";
