@@ -13,6 +13,7 @@ import {
   startTelemetry,
   withAttemptRegistry,
 } from "@zml/telemetry";
+import { createAwsSpotSource, createAzureSpotSource, createGcpSpotSource } from "@zml/cost-feed";
 import { startHealthAggregator } from "./app.ts";
 import type { HealthAggregator } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -71,6 +72,16 @@ const aggregator = await startWhenPossible(
         registry: attemptRegistry,
         clock: Date.now,
         random: Math.random,
+        priceSources: config.COST_FEED_ENABLED
+          ? {
+              aws: createAwsSpotSource({
+                endpoint: config.COST_FEED_AWS_ENDPOINT,
+                maxAttempts: config.COST_FEED_AWS_MAX_ATTEMPTS,
+              }),
+              azure: createAzureSpotSource({ baseUrl: config.COST_FEED_AZURE_URL }),
+              gcp: createGcpSpotSource({ baseUrl: config.COST_FEED_GCP_URL }),
+            }
+          : undefined,
       }),
     ),
   { what: "health-aggregator", log },
