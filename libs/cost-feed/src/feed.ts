@@ -77,7 +77,14 @@ export function createCostFeed(deps: CostFeedDeps): CostFeed {
   const schedule = (loop: Loop, delayMs: number) => {
     loop.timer = setTimeout(() => {
       loop.timer = undefined;
-      void refresh(loop);
+      // refresh() handles its own failures; this catches a bug in that handling, so that
+      // the account's loop goes on (at the interval) instead of stopping without a word.
+      refresh(loop).catch((err: unknown) => {
+        deps.log.warn({ account: loop.account.id, err: String(err) }, "spot price refresh crashed");
+        if (!loop.abort.signal.aborted && loop.timer === undefined) {
+          schedule(loop, loop.account.refresh_interval_s * 1000);
+        }
+      });
     }, delayMs);
     loop.timer.unref();
   };

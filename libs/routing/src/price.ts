@@ -94,3 +94,32 @@ function fallbackRate(node: NodeSpec): number | null {
 export function priceAgeS(price: NodePrice, now: number): number {
   return price.updatedAt === null ? 0 : Math.max(0, Math.floor((now - price.updatedAt) / 1000));
 }
+
+/** How one cost-table entry stands at an instant, for operators (`zml get costs`, admin API). */
+export interface CostEntryStatus {
+  /** `spot` feed name (e.g. `aws:DescribeSpotPriceHistory`), `manual` or `on_prem`. */
+  source: string;
+  /** Seconds since the price was confirmed; `null` for on-prem prices, which do not age. */
+  age_s: number | null;
+  /** The age limit in seconds; `null` for on-prem prices. */
+  max_age_s: number | null;
+  /** Past its age limit: routing uses the nodes' fallback rates instead. */
+  stale: boolean;
+}
+
+/** The status of one cost entry at `now`, by the same rule routing applies. Pure. */
+export function costEntryStatus(
+  entry: CostEntry,
+  now: number,
+  defaultMaxAgeMs: number,
+): CostEntryStatus {
+  if (entry.kind === "on_prem")
+    return { source: "on_prem", age_s: null, max_age_s: null, stale: false };
+  const maxAgeMs = entry.max_age_ms ?? defaultMaxAgeMs;
+  return {
+    source: entry.source ?? "manual",
+    age_s: Math.max(0, Math.floor((now - entry.updated_at) / 1000)),
+    max_age_s: Math.round(maxAgeMs / 1000),
+    stale: now >= entry.updated_at + maxAgeMs,
+  };
+}
