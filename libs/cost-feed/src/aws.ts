@@ -148,7 +148,7 @@ async function describe(
       ProductDescriptions: [account.product_description],
       StartTime: new Date(),
       ...(allZoned
-        ? { Filters: [{ Name: "availability-zone", Values: [...new Set(zones as string[])] }] }
+        ? { Filters: [{ Name: "availability-zone", Values: [...new Set(zones)] }] }
         : {}),
     },
   );
