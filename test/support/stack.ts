@@ -3,7 +3,15 @@ import { join } from "node:path";
 import { connectBus, ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { DEFAULT_NODE_APIS, KV_BUCKETS, NodeStateSchema } from "@zml/contracts";
-import type { FleetDocument, NodeApi, NodeSpec, NodeStatus, PolicySpec } from "@zml/contracts";
+import type {
+  CloudAccountSpec,
+  FleetDocument,
+  NodeApi,
+  NodeCloudPlacement,
+  NodeSpec,
+  NodeStatus,
+  PolicySpec,
+} from "@zml/contracts";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
 import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
@@ -25,12 +33,14 @@ export type SimSpec = Omit<SimNodeOptions, "models" | "flavour"> & {
   maxConcurrency?: number;
   /** The APIs the node is declared to serve (the simulator serves them all). */
   apis?: NodeApi[];
+  /** Declares the node a cloud instance of a registered cloud account. */
+  cloud?: NodeCloudPlacement;
 };
 
 export interface StackOptions {
   nodes: SimSpec[];
   /** Extra fleet sections (policies, models) merged into the generated document. */
-  fleet?: Partial<Pick<FleetDocument, "policies" | "models">>;
+  fleet?: Partial<Pick<FleetDocument, "policies" | "models" | "cloud_accounts">>;
   /** Extra environment for every service. */
   env?: Record<string, string>;
   /** Tiers the test account may use (default 1 and 2). */
@@ -98,6 +108,7 @@ export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
     health_path: "/health",
     metrics_path: "/metrics",
     registered_at: index,
+    ...(spec.cloud === undefined ? {} : { cloud: spec.cloud }),
   };
 }
 
@@ -145,7 +156,7 @@ export async function startSims(
 /** The e2e fleet: the given nodes, one model by default, and the `e2e` account's key. */
 export function e2eFleet(
   nodes: NodeSpec[],
-  fleet: Pick<Partial<FleetDocument>, "models" | "policies"> = {},
+  fleet: Pick<Partial<FleetDocument>, "models" | "policies" | "cloud_accounts"> = {},
   allowedTiers: number[] = [1, 2],
 ): FleetDocument {
   return parseFleetDocument(
@@ -154,6 +165,7 @@ export function e2eFleet(
       nodes,
       models: fleet.models ?? [{ id: MODEL }],
       policies: fleet.policies ?? [],
+      cloud_accounts: fleet.cloud_accounts ?? ([] satisfies CloudAccountSpec[]),
       accounts: [
         {
           id: "e2e",

@@ -91,14 +91,23 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   const sessions = createSessionStore(sessionsKv, sessionMap);
   const capacity = createCapacitySignal();
   const nodeStates = createNodeStateFeed(state.states.map.values());
-  const routing = createRoutingState({
-    nodes: state.nodes.map,
-    models: state.models.map,
-    policies: state.policies.map,
-    costs: state.costs.map,
-    quality: state.quality.map,
-    states: nodeStates.map,
-  });
+  const routing = createRoutingState(
+    {
+      nodes: state.nodes.map,
+      models: state.models.map,
+      policies: state.policies.map,
+      costs: state.costs.map,
+      quality: state.quality.map,
+      states: nodeStates.map,
+    },
+    {
+      clock,
+      // Aged spot prices, nodes without a usable price, dangling cost entries: said once each.
+      onWarnings: (warnings) => {
+        for (const warning of warnings) log.warn({ warning }, "routing configuration");
+      },
+    },
+  );
   // Config changes mark the routing snapshot stale (rebuilt on the next decision); a state
   // change may free capacity for queued requests.
   for (const source of [state.nodes, state.models, state.policies, state.costs, state.quality]) {
@@ -268,6 +277,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
       inFlightShare.stop();
       stateMessages.unsubscribe();
       state.stop();
+      routing.stop();
       sessionMap.stop();
       await pools.close();
     },

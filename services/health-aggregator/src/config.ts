@@ -39,6 +39,23 @@ const ConfigSchema = z
      * three poll intervals). Replicas heartbeat every third of it.
      */
     REPLICA_TTL_MS: z.coerce.number().int().positive().optional(),
+    /** Runs the spot-price feed of the cloud accounts this replica owns (see docs/cost-feed.md). */
+    COST_FEED_ENABLED: z
+      .enum(["true", "false"])
+      .default("true")
+      .transform((v) => v === "true"),
+    /** Each account's refresh moves by up to this fraction of its interval. */
+    COST_FEED_JITTER: z.coerce.number().min(0).max(0.5).default(0.1),
+    /** EC2 endpoint for every region instead of AWS's own (a proxy, or a local fake). */
+    COST_FEED_AWS_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
+    /** Attempts per EC2 call, the SDK's own retries of throttling and 5xx included. */
+    COST_FEED_AWS_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(3),
+    /** Base URL of the Azure Retail Prices API. */
+    COST_FEED_AZURE_URL: z.url({ protocol: /^https?$/ }).default("https://prices.azure.com"),
+    /** Base URL of the Cloud Billing Catalog API. */
+    COST_FEED_GCP_URL: z
+      .url({ protocol: /^https?$/ })
+      .default("https://cloudbilling.googleapis.com"),
     /** First isolation period of a failing node; repeated isolations double it. */
     ISOLATION_BASE_MS: z.coerce
       .number()

@@ -1,5 +1,6 @@
 import {
   AccountSpecSchema,
+  CloudAccountSpecSchema,
   ApprovedMeasurementSchema,
   ChatCompletionRequestSchema,
   CompletionRequestSchema,
@@ -65,6 +66,7 @@ const ADMIN_DOCUMENTS: Record<string, [string, z.ZodType]> = {
   models: ["ModelSpec", ModelSpecSchema],
   policies: ["PolicySpec", PolicySpecSchema],
   accounts: ["AccountSpec", AccountSpecSchema],
+  "cloud-accounts": ["CloudAccountSpec", CloudAccountSpecSchema],
   costs: ["CostEntry", CostEntrySchema],
   "quality-scores": ["QualityScore", QualityScoreSchema],
   measurements: ["ApprovedMeasurement", ApprovedMeasurementSchema],

@@ -1,6 +1,7 @@
 import {
   AccountSpecSchema,
   ApprovedMeasurementSchema,
+  CloudAccountSpecSchema,
   ConfigKeySchema,
   CostEntrySchema,
   KV_BUCKETS,
@@ -16,6 +17,7 @@ import {
   endpointProblem,
 } from "@zml/contracts";
 import type { ErrorCode, NodeAddressPolicy } from "@zml/contracts";
+import { costEntryStatus, DEFAULT_ROUTING_OPTIONS } from "@zml/routing";
 import { z } from "zod";
 import type { ConfigStore, StoredDoc } from "./store.ts";
 
@@ -40,6 +42,8 @@ export interface AdminResource {
   idField: "id" | "name" | undefined;
   /** Fills server-side defaults (timestamps, registration order) before validation. */
   prepare?: (doc: Record<string, unknown>, ctx: ResourceContext) => Promise<void> | void;
+  /** Derived facts shown beside a stored document (e.g. a price's age); pure. */
+  status?: (doc: unknown, now: number) => unknown;
   /** Cross-document checks after validation; throws ZmlError naming the field. */
   check?: (doc: Record<string, unknown>, ctx: ResourceContext) => Promise<void>;
   /** The codes `check` throws, for the API's documentation (route-errors.ts). */
@@ -135,12 +139,27 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     answers: ["unknown_policy"],
   },
   {
+    // References to credentials only (profile, role, file path): never the secrets.
+    kind: "cloud-accounts",
+    bucket: KV_BUCKETS.cloudAccounts,
+    schema: CloudAccountSpecSchema,
+    key: NodeId,
+    idField: "id",
+  },
+  {
     kind: "costs",
     bucket: KV_BUCKETS.costs,
     schema: CostEntrySchema,
     key: ConfigKeySchema,
     idField: undefined,
     prepare: defaultNow("updated_at", (d) => d.kind === "cloud_spot"),
+    // Source, age and staleness by the rule routing applies (libs/routing price.ts).
+    status: (doc, now) => {
+      const entry = CostEntrySchema.safeParse(doc);
+      return entry.success
+        ? costEntryStatus(entry.data, now, DEFAULT_ROUTING_OPTIONS.spotPriceMaxAgeMs)
+        : undefined;
+    },
   },
   {
     kind: "quality-scores",
