@@ -27,7 +27,9 @@ export async function requestJson<Req extends z.ZodType, Rep extends z.ZodType>(
   options: RequestJsonOptions,
 ): Promise<z.output<Rep>> {
   if (!bus.isConnected()) {
-    throw new ZmlError("bus_unavailable", "gateway is reconnecting to its message bus", null, 1);
+    throw new ZmlError("bus_unavailable", "gateway is reconnecting to its message bus", null, {
+      retryAfterS: 1,
+    });
   }
   const data = encodeJson(endpoint.subject, endpoint.request, request);
   let reply: Msg;
@@ -42,7 +44,7 @@ export async function requestJson<Req extends z.ZodType, Rep extends z.ZodType>(
       throw new ZmlError("gateway_timeout", `${options.service} did not answer in time`);
     }
     const why = e.isNoResponders?.() === true ? "is not running" : "could not be reached";
-    throw new ZmlError("bus_unavailable", `${options.service} ${why}`, null, 1);
+    throw new ZmlError("bus_unavailable", `${options.service} ${why}`, null, { retryAfterS: 1 });
   }
   return decodeJson(endpoint.subject, endpoint.reply, reply.data);
 }

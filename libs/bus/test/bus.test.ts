@@ -183,7 +183,12 @@ describe("route reply frames", () => {
     expect(accepted.sort()).toEqual(["replica-a", "replica-b"]);
     // The accept frame is not an answer frame: nothing was delivered yet.
     expect(frames.a).toEqual([]);
-    expect(mux.failServedBy("replica-a", new ZmlError("dispatcher_lost", "gone", null, 1))).toBe(1);
+    expect(
+      mux.failServedBy(
+        "replica-a",
+        new ZmlError("dispatcher_lost", "gone", null, { retryAfterS: 1 }),
+      ),
+    ).toBe(1);
     expect(frames.a).toHaveLength(1);
     expect(errorOfFrame(frames.a![0]!).code).toBe("dispatcher_lost");
     expect(frames.b).toEqual([]);
@@ -217,7 +222,12 @@ describe("route reply frames", () => {
     await pollUntil(() => frames.length === 1);
     expect(accepted).toEqual(["replica-q"]);
     // The head frame alone told the mux who serves the stream: its loss ends the request.
-    expect(mux.failServedBy("replica-q", new ZmlError("dispatcher_lost", "gone", null, 1))).toBe(1);
+    expect(
+      mux.failServedBy(
+        "replica-q",
+        new ZmlError("dispatcher_lost", "gone", null, { retryAfterS: 1 }),
+      ),
+    ).toBe(1);
     expect(errorOfFrame(frames[1]!).code).toBe("dispatcher_lost");
     await nc().flush();
     expect(kinds).toEqual(["head"]);
@@ -247,7 +257,7 @@ describe("route reply frames", () => {
       });
     }
     await pollUntil(() => accepted.length === 1);
-    const lost = new ZmlError("dispatcher_lost", "never accepted", null, 1);
+    const lost = new ZmlError("dispatcher_lost", "never accepted", null, { retryAfterS: 1 });
     // Within the bound nothing is failed, accepted or not.
     expect(mux.failUnaccepted(60_000, lost)).toBe(0);
     await new Promise((r) => setTimeout(r, 50));

@@ -116,6 +116,12 @@ export const ErrorBodySchema = z.object({
 export type ErrorBody = z.infer<typeof ErrorBodySchema>;
 
 /** An error that knows its code, offending field and HTTP mapping. */
+/** What an error may add for a caller that should retry. */
+export interface ZmlErrorDetails {
+  retryAfterS?: number | undefined;
+  saturation?: SaturationDetail | undefined;
+}
+
 export class ZmlError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
@@ -123,12 +129,15 @@ export class ZmlError extends Error {
   readonly param: string | null;
   readonly retryAfterS: number | undefined;
   readonly saturation: SaturationDetail | undefined;
+  /**
+   * `param` names the offending field (`null` when none); `retryAfterS` and `saturation` are
+   * for answers that say when to come back and how full the fleet was.
+   */
   constructor(
     code: ErrorCode,
     message: string,
     param: string | null = null,
-    retryAfterS?: number,
-    saturation?: SaturationDetail,
+    { retryAfterS, saturation }: ZmlErrorDetails = {},
   ) {
     super(message);
     this.saturation = saturation;
@@ -148,7 +157,10 @@ export class ZmlError extends Error {
   }
 
   static fromBody(body: ErrorBody): ZmlError {
-    return new ZmlError(body.code, body.message, body.param, body.retry_after_s, body.saturation);
+    return new ZmlError(body.code, body.message, body.param, {
+      retryAfterS: body.retry_after_s,
+      saturation: body.saturation,
+    });
   }
 }
 

@@ -35,7 +35,7 @@ export {
   openAiErrorType,
   toOpenAiError,
 } from "./errors.ts";
-export type { ErrorCode, ErrorBody, SaturationDetail } from "./errors.ts";
+export type { ErrorCode, ErrorBody, SaturationDetail, ZmlErrorDetails } from "./errors.ts";
 export {
   TierSchema,
   NODE_APIS,

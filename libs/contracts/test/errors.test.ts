@@ -7,11 +7,15 @@ describe("error codes", () => {
     expect(e.status).toBe(400);
     expect(e.retryable).toBe(false);
     expect(e.toBody()).toEqual({ code: "invalid_request", message: e.message, param: "model" });
-    expect(new ZmlError("saturated", "busy", null, 2).toBody().retry_after_s).toBe(2);
+    expect(new ZmlError("saturated", "busy", null, { retryAfterS: 2 }).toBody().retry_after_s).toBe(
+      2,
+    );
   });
 
   it("round-trip through the bus body", () => {
-    const e = ZmlError.fromBody(new ZmlError("no_node_available", "none", "model", 5).toBody());
+    const e = ZmlError.fromBody(
+      new ZmlError("no_node_available", "none", "model", { retryAfterS: 5 }).toBody(),
+    );
     expect([e.code, e.status, e.param, e.retryAfterS]).toEqual([
       "no_node_available",
       503,

@@ -205,7 +205,7 @@ export async function startTdProxy(options: TdProxyOptions): Promise<TdProxy> {
           error instanceof ZmlError
             ? error
             : error instanceof TooManySessionKeysError
-              ? new ZmlError("saturated", error.message, null, 5)
+              ? new ZmlError("saturated", error.message, null, { retryAfterS: 5 })
               : new ZmlError("internal_error", "the TD proxy failed", null);
         if (!(error instanceof ZmlError || error instanceof TooManySessionKeysError)) {
           log.error({ err: String(error) }, "request failed");

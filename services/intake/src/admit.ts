@@ -15,12 +15,9 @@ export function admit(
   const account = deps.auth.authenticate(authorization, now);
   const decision = deps.rateLimiter.take(account.id, account.rate_limit, now);
   if (!decision.ok) {
-    throw new ZmlError(
-      "rate_limited",
-      "rate limit exceeded for this account",
-      null,
-      decision.retryAfterS,
-    );
+    throw new ZmlError("rate_limited", "rate limit exceeded for this account", null, {
+      retryAfterS: decision.retryAfterS,
+    });
   }
   return account;
 }

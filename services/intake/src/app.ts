@@ -164,7 +164,10 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
     const wait = authenticated ? authThrottle.blockedFor(req.ip, deps.clock()) : undefined;
     if (wait !== undefined) {
       const message = "too many failed authentications from this address; retry later";
-      sendError(reply, new ZmlError("auth_throttled", message, "authorization", wait));
+      sendError(
+        reply,
+        new ZmlError("auth_throttled", message, "authorization", { retryAfterS: wait }),
+      );
       return;
     }
     deps.inFlight?.track(reply.raw);
@@ -176,7 +179,7 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
       if (!isHttp2(req)) reply.header("connection", "close");
       if (authenticated) {
         const message = "this gateway replica is stopping; retry";
-        sendError(reply, new ZmlError("shutting_down", message, null, 1));
+        sendError(reply, new ZmlError("shutting_down", message, null, { retryAfterS: 1 }));
         return;
       }
     }
@@ -321,7 +324,7 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
         "dispatcher_lost",
         "the dispatcher serving this request stopped before answering; retry",
         null,
-        1,
+        { retryAfterS: 1 },
       );
       const failed = mux.failServedBy(replica, lost);
       if (failed > 0 || reason === "silent") {
@@ -336,7 +339,7 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
         "dispatcher_lost",
         "no dispatcher accepted this request; retry",
         null,
-        1,
+        { retryAfterS: 1 },
       );
       const failed = mux.failUnaccepted(config.ZML_DISPATCHER_LOSS_MS, lost);
       if (failed > 0) deps.log.warn({ requests: failed }, "route requests never accepted");
@@ -344,7 +347,9 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
   });
   const unlisten = bus.onConnectionChange((connected) => {
     if (!connected) {
-      mux.failAll(new ZmlError("bus_unavailable", "message bus connection lost", null, 1));
+      mux.failAll(
+        new ZmlError("bus_unavailable", "message bus connection lost", null, { retryAfterS: 1 }),
+      );
     }
   });
   let draining = false;
@@ -386,7 +391,11 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
         deps.log.warn({ in_flight: inFlight.count() }, "requests still running at stop");
         // Each gets a retryable answer with a body (or an error event mid-stream), never
         // a bare cut.
-        mux.failAll(new ZmlError("shutting_down", "this gateway replica is stopping", null, 1));
+        mux.failAll(
+          new ZmlError("shutting_down", "this gateway replica is stopping", null, {
+            retryAfterS: 1,
+          }),
+        );
         await waitUntil(() => inFlight.count() === 0, deps.clock() + 1_000, deps.clock);
       }
       // A keep-alive client may have sent its next request on a connection just as the last

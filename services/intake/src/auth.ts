@@ -43,7 +43,7 @@ export function createAuthenticator(keyStore: KeyStoreStatus): Authenticator {
           "key_store_unavailable",
           "API keys cannot be checked right now; retry shortly",
           null,
-          1,
+          { retryAfterS: 1 },
         );
       }
       const entry = byHash.get(digest.toString("hex"));

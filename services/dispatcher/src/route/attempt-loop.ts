@@ -99,8 +99,17 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
           "no_usable_node",
           `attestation not usable: ${verdict.detail}`,
           "model",
-          deps.routing.current().snapshot.options.noNodeRetryAfterS,
-          { considered: 1, full: 0, cooling: 0, inactive: 0, unattested: 1, failed: 0 },
+          {
+            retryAfterS: deps.routing.current().snapshot.options.noNodeRetryAfterS,
+            saturation: {
+              considered: 1,
+              full: 0,
+              cooling: 0,
+              inactive: 0,
+              unattested: 1,
+              failed: 0,
+            },
+          },
         );
         log.error({ node: node.id, reason: verdict.reason }, "attestation gate refused a dispatch");
         writer.error(error.toBody());

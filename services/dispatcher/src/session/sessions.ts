@@ -162,7 +162,7 @@ export function createSessionService(deps: SessionServiceDeps): SessionService {
           "no_node_available",
           `no tier-4 node could be attested for a session: ${problems.join("; ") || "out of time"}`,
           "model",
-          5,
+          { retryAfterS: 5 },
         ),
       );
     },
@@ -219,7 +219,9 @@ function pickNode(
   if (!decision.ok) {
     return {
       ok: false,
-      error: new ZmlError(decision.code, decision.detail, "model", decision.retryAfterS),
+      error: new ZmlError(decision.code, decision.detail, "model", {
+        retryAfterS: decision.retryAfterS,
+      }),
     };
   }
   return { ok: true, nodeId: decision.candidates[0]!.node.id };

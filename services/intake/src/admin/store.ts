@@ -91,7 +91,9 @@ export function createKvConfigStore(bus: Bus): ConfigStore {
 }
 
 function unavailable(): ZmlError {
-  return new ZmlError("bus_unavailable", "configuration store is unreachable", null, 1);
+  return new ZmlError("bus_unavailable", "configuration store is unreachable", null, {
+    retryAfterS: 1,
+  });
 }
 
 /** JetStream's "wrong last sequence" (a concurrent write won). */

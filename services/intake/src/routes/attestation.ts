@@ -73,7 +73,9 @@ export function attestationRoutes(deps: AttestationRouteDeps) {
           const decision = nonceLimiter.take(account.id, nonceLimit, deps.clock());
           if (!decision.ok) {
             const message = `at most ${nonceLimit.requests_per_minute} fresh-nonce attestations a minute per account`;
-            throw new ZmlError("rate_limited", message, "nonce", decision.retryAfterS);
+            throw new ZmlError("rate_limited", message, "nonce", {
+              retryAfterS: decision.retryAfterS,
+            });
           }
         }
         const reply = await requestJson(
@@ -99,7 +101,7 @@ export function attestationRoutes(deps: AttestationRouteDeps) {
             case "invalid_request":
               throw new ZmlError("invalid_request", reply.error.message, null);
             default:
-              throw new ZmlError("bus_unavailable", reply.error.message, null, 1);
+              throw new ZmlError("bus_unavailable", reply.error.message, null, { retryAfterS: 1 });
           }
         }
         return present(reply.result);

@@ -139,12 +139,9 @@ function forward(
     // a request arriving meanwhile waits for it rather than failing.
     return deps.bus.waitConnected(RECONNECT_GRACE_MS).then((up) => {
       if (!up) {
-        throw new ZmlError(
-          "bus_unavailable",
-          "gateway is reconnecting to its message bus",
-          null,
-          1,
-        );
+        throw new ZmlError("bus_unavailable", "gateway is reconnecting to its message bus", null, {
+          retryAfterS: 1,
+        });
       }
       return forward(deps, req, reply, f, relayed);
     });

@@ -207,7 +207,7 @@ function storeDown(): ZmlError {
     "bus_unavailable",
     "the job store (JetStream) is briefly unavailable; retry with the same job_id",
     null,
-    JOB_STORE_RETRY_AFTER_S,
+    { retryAfterS: JOB_STORE_RETRY_AFTER_S },
   );
 }
 
