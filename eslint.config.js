@@ -16,6 +16,7 @@ const NO_DEEP_IMPORTS = {
     "@zml/*/*",
     "!@zml/tdx/testing",
     "!@zml/contracts/sealed",
+    "!@zml/contracts/testing",
     "**/libs/*/src/**",
     "**/services/*/src/**",
   ],
