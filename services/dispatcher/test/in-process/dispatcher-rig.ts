@@ -30,11 +30,12 @@ import type {
   RoutingInfo,
   Session,
 } from "@zml/contracts";
+import { activeNodeState, attestationResult, nodeSpec } from "@zml/contracts/testing";
 import { startNatsServer } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
 import type { SimNode, SimNodeOptions, SimTeeSigner } from "@zml/node-sim";
-import { createTestPki } from "@zml/tdx/testing";
+import { createTestTee, TEST_MRTD } from "@zml/tdx/testing";
 import { createLogger, Registry } from "@zml/telemetry";
 import { startDispatcher } from "../../src/app.ts";
 import type { Dispatcher } from "../../src/app.ts";
@@ -133,22 +134,17 @@ export async function startRig(options: RigOptions): Promise<Rig> {
     const attestations = await openKv(bus, ATTESTATION_RESULTS_BUCKET);
     for (const [i, n] of options.nodes.entries()) {
       const models = n.models ?? [MODEL];
-      const tee = (n.tier ?? 1) >= 3 ? { tee: { signer: teeSigner(), mrtd: "a1".repeat(48) } } : {};
+      const tee = (n.tier ?? 1) >= 3 ? { tee: { signer: teeSigner(), mrtd: TEST_MRTD } } : {};
       const sim = await startSimNode({ nodeId: n.id, flavour: "vllm", models, ...tee, ...n.sim });
       sims.set(n.id, sim);
-      const spec: NodeSpec = {
-        id: n.id,
+      const spec = nodeSpec(n.id, {
         endpoint: sim.url,
-        framework: "vllm",
         accelerator_family: n.family,
         tier: n.tier ?? 1,
         models,
-        apis: ["chat", "completions"],
         max_concurrency: n.maxConcurrency ?? 16,
-        health_path: "/health",
-        metrics_path: "/metrics",
         registered_at: i,
-      };
+      });
       await nodes.put(n.id, JSON.stringify(spec));
       await states.put(n.id, JSON.stringify(activeState(n, sim.instanceId, now)));
       if ((n.tier ?? 1) >= 3) {
@@ -207,37 +203,16 @@ export async function startRig(options: RigOptions): Promise<Rig> {
 }
 
 export function activeState(n: RigNode, instanceId: string, now: number): NodeState {
-  return {
-    type: "node.state.v1",
-    node_id: n.id,
-    status: "Active",
-    probe_pending: false,
-    queue_depth: 0,
-    running: 0,
-    waiting: 0,
-    kv_cache_usage: null,
-    health_score: 100,
-    consecutive_failures: 0,
-    last_error: null,
-    checked_at: now,
-    last_ok_at: now,
-    free_memory_gib: null,
-    last_inference_at: null,
+  return activeNodeState(n.id, now, {
     tokens_per_second: n.tokensPerSecond ?? null,
-    request_tokens_per_second: null,
-    latency_ewma_ms: null,
-    ttft_ewma_ms: null,
     instance_id: instanceId,
-  };
+  });
 }
 
 let signer: SimTeeSigner | undefined;
 /** One test PKI per test file: the PCK that signs the TEE sims' quotes. */
 function teeSigner(): SimTeeSigner {
-  if (!signer) {
-    const pki = createTestPki();
-    signer = { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key };
-  }
+  signer ??= createTestTee().signer;
   return signer;
 }
 
@@ -246,29 +221,15 @@ function teeSigner(): SimTeeSigner {
  * approved for all its models.
  */
 function attested(spec: NodeSpec, tlsKeySha256: string | null, now: number): AttestationResult {
-  return {
-    type: "attestation.result.v1",
+  return attestationResult({
     node_id: spec.id,
     tier: spec.tier as 3 | 4,
-    ok: true,
-    reason_code: null,
-    reason: null,
-    measurement: null,
     approved_models: spec.models,
-    tcb_status: "UpToDate",
-    advisory_ids: [],
-    pck_serial: null,
-    fmspc: null,
     verified_at: now,
     expires_at: now + 3_600_000,
-    quote_b64: null,
-    nonce_hex: null,
-    checks: [],
-    revocation: null,
-    session_public_key: null,
     endpoint: spec.endpoint,
     tls_key_sha256: tlsKeySha256,
-  };
+  });
 }
 
 function send(mux: ReplyMux, o: SendOptions): Promise<RouteAnswer> {
