@@ -97,17 +97,16 @@ function build(
   world: World,
   opts: { withCosts?: boolean; withQuality?: boolean; noise?: boolean } = {},
 ): Built {
-  const specs = world.nodes.map(
-    (n, i): NodeSpec =>
-      nodeSpec(`n${i}`, {
-        endpoint: `http://n${i}:8000`,
-        accelerator_family: n.family,
-        tier: n.tier,
-        models: n.models,
-        apis: n.apis,
-        max_concurrency: n.maxConcurrency,
-        registered_at: n.registeredAt,
-      }),
+  const specs = world.nodes.map((n, i): NodeSpec =>
+    nodeSpec(`n${i}`, {
+      endpoint: `http://n${i}:8000`,
+      accelerator_family: n.family,
+      tier: n.tier,
+      models: n.models,
+      apis: n.apis,
+      max_concurrency: n.maxConcurrency,
+      registered_at: n.registeredAt,
+    }),
   );
   const costs: CostEntry[] = [];
   const quality: QualityScore[] = [];
