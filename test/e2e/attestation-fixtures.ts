@@ -20,22 +20,16 @@ import type {
   AttestationVerifyRequest,
 } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
-import { createTestCollateral, createTestPki } from "@zml/tdx/testing";
+import { createTestTee, TEST_MRTD, TEST_RTMR3 } from "@zml/tdx/testing";
 import type { SimTeeOptions } from "@zml/node-sim";
 import { MODEL } from "../support/stack.ts";
 import type { SimSpec, Stack } from "../support/stack.ts";
 
-export const pki = createTestPki({ fmspc: "30606a000000" });
-const now = Date.now();
-export const collateral = createTestCollateral({
-  pki,
-  fmspc: "30606a000000",
-  issueDate: new Date(now - 3_600_000),
-  nextUpdate: new Date(now + 86_400_000),
-});
-export const MRTD = "a1".repeat(48);
+const testTee = createTestTee({ fmspc: "30606a000000" });
+export const { pki, collateral } = testTee;
+export const MRTD = TEST_MRTD;
 export const MRTD_2 = "a2".repeat(48);
-export const RTMR3 = "b3".repeat(48);
+export const RTMR3 = TEST_RTMR3;
 export const ROGUE_MRTD = "ee".repeat(48);
 
 /** A tier 3 (or 4) simulated node serving quotes signed by the test PKI. */
@@ -48,13 +42,7 @@ export function teeNode(
     nodeId,
     family: "H100",
     tier,
-    tee: {
-      signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key },
-      mrtd: MRTD,
-      rtmr3: RTMR3,
-      collateral: { ...collateral },
-      ...tee,
-    },
+    tee: testTee.nodeTee({ rtmr3: RTMR3, ...tee }),
   };
 }
 

@@ -27,13 +27,14 @@ import {
   ZmlError,
 } from "@zml/contracts";
 import type { AttestationResult, AttestationVerifyReply } from "@zml/contracts";
+import { nodeSpec } from "@zml/contracts/testing";
 import { pollUntil, startNatsServer } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
 import type { SimNode } from "@zml/node-sim";
 import { createLogger, Registry } from "@zml/telemetry";
 import { parseQuote, reportDataFor } from "@zml/tdx";
-import { createTestCollateral, createTestPki } from "@zml/tdx/testing";
+import { createTestTee, TEST_MRTD, TEST_RTMR3 } from "@zml/tdx/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startAttestation } from "../src/app.ts";
 import type { AttestationApp } from "../src/app.ts";
@@ -42,21 +43,16 @@ import { fetchNodeQuote } from "../src/quote-fetch.ts";
 import { loadTrust } from "../src/trust.ts";
 
 const MODEL = "llama-3.1-8b-instruct";
-const MRTD = "a1".repeat(48);
-const RTMR3 = "b3".repeat(48);
+const MRTD = TEST_MRTD;
+const RTMR3 = TEST_RTMR3;
 const ROGUE_MRTD = "ee".repeat(48);
 const FMSPC = "30606a000000";
 /** Never read from disk: `readText` below answers for this path only. */
 const ROOT_PEM_FILE = "/etc/zml/test-tee-root.pem";
 const quietLog = { info() {}, warn() {}, error() {} };
 
-const pki = createTestPki({ fmspc: FMSPC });
-const collateral = createTestCollateral({
-  pki,
-  fmspc: FMSPC,
-  issueDate: new Date(Date.now() - 3_600_000),
-  nextUpdate: new Date(Date.now() + 86_400_000),
-});
+const testTee = createTestTee({ fmspc: FMSPC });
+const { pki } = testTee;
 
 let nats: NatsServerHandle;
 /** The test's own connection, on the harness identity (allowed everything). */
@@ -76,26 +72,15 @@ async function startTeeNode(nodeId: string, mrtd: string): Promise<SimNode> {
     nodeId,
     flavour: "vllm",
     models: [MODEL],
-    tee: {
-      signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key },
-      mrtd,
-      rtmr3: RTMR3,
-      collateral: { ...collateral },
-    },
+    tee: testTee.nodeTee({ mrtd, rtmr3: RTMR3 }),
   });
 }
 
 async function registerNode(sim: SimNode, nodeId: string, order: number): Promise<void> {
   const nodes = await openKv(bus, KV_BUCKETS.nodes);
-  const spec = NodeSpecSchema.parse({
-    id: nodeId,
-    endpoint: sim.url,
-    framework: "vllm",
-    accelerator_family: "H100",
-    tier: 3,
-    models: [MODEL],
-    registered_at: order,
-  });
+  const spec = NodeSpecSchema.parse(
+    nodeSpec(nodeId, { endpoint: sim.url, tier: 3, models: [MODEL], registered_at: order }),
+  );
   await nodes.put(nodeId, encodeJson(nodeId, NodeSpecSchema, spec));
 }
 
