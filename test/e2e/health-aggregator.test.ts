@@ -12,6 +12,7 @@ import {
   parseRoutingHeader,
 } from "@zml/contracts";
 import type { NodeSpec, NodeState } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { applyFleet } from "@zml/fleet";
 import { pollUntil, repoRoot, startProcess } from "@zml/harness";
 import type { ManagedProcess } from "@zml/harness";
@@ -93,19 +94,7 @@ describe("one health aggregator", () => {
           { id: MODEL, default_policy: "chain" },
           { id: SOLO, default_policy: "chain" },
         ],
-        policies: [
-          {
-            name: "chain",
-            accelerator_preference: ["H100", "MI300X", "A100"].map((family, i) => ({
-              family,
-              priority: i + 1,
-            })),
-            latency_target_ms: 60_000,
-            cost_priority: "latency",
-            queue_on_saturation: false,
-            max_queue_ms: 0,
-          },
-        ],
+        policies: [chainPolicy("chain", ["H100", "MI300X", "A100"])],
       },
       env: {
         POLL_INTERVAL_MS: "300",

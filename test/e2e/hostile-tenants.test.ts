@@ -43,19 +43,7 @@ beforeAll(async () => {
     ...stack.fleet,
     nodes: [
       ...stack.fleet.nodes,
-      {
-        id: "html-node",
-        endpoint: hostile.url,
-        framework: "vllm",
-        accelerator_family: "L4",
-        tier: 1,
-        models: [HTML_MODEL],
-        apis: ["chat", "completions"],
-        max_concurrency: 4,
-        health_path: "/health",
-        metrics_path: "/metrics",
-        registered_at: 10,
-      },
+      hostileNodeSpec("html-node", hostile, HTML_MODEL, 10),
       {
         ...hostileNodeSpec("missing-node", missing, MISSING_MODEL, 11),
         accelerator_family: "L4",

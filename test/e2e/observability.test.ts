@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { chainPolicy } from "@zml/contracts/testing";
 import { pollUntil, repoRoot } from "@zml/harness";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -29,20 +30,7 @@ beforeAll(async () => {
         { id: "obs-retry", default_policy: "chain" },
         { id: "obs-none" },
       ],
-      policies: [
-        {
-          name: "chain",
-          accelerator_preference: [
-            { family: "H100", priority: 1 },
-            { family: "MI300X", priority: 2 },
-            { family: "A100", priority: 3 },
-          ],
-          latency_target_ms: 60_000,
-          cost_priority: "latency",
-          queue_on_saturation: false,
-          max_queue_ms: 0,
-        },
-      ],
+      policies: [chainPolicy("chain", ["H100", "MI300X", "A100"])],
     },
     env: {
       OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,

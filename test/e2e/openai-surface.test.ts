@@ -1,5 +1,6 @@
 import { createOpenAI } from "@ai-sdk/openai";
 import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { generateText, streamText } from "ai";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -26,19 +27,7 @@ beforeAll(async () => {
     ],
     fleet: {
       models: [{ id: MODEL, default_policy: "h100-first" }, { id: EMBEDDER }],
-      policies: [
-        {
-          name: "h100-first",
-          accelerator_preference: [
-            { family: "H100", priority: 1 },
-            { family: "MI300X", priority: 2 },
-          ],
-          latency_target_ms: 60_000,
-          cost_priority: "latency",
-          queue_on_saturation: false,
-          max_queue_ms: 0,
-        },
-      ],
+      policies: [chainPolicy("h100-first", ["H100", "MI300X"])],
     },
   });
   await waitForStatus(stack, "Active");

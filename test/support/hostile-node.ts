@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer as createH2cServer, createSecureServer } from "node:http2";
 import type { AddressInfo, Server, Socket } from "node:net";
 import type { NodeSpec } from "@zml/contracts";
+import { nodeSpec } from "@zml/contracts/testing";
 import { createSniffingServer } from "@zml/node-sim";
 
 export type InferenceHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -137,17 +138,11 @@ export function hostileNodeSpec(
   index: number,
   maxConcurrency = 4,
 ): NodeSpec {
-  return {
-    id,
+  return nodeSpec(id, {
     endpoint: node.url,
-    framework: "vllm",
     accelerator_family: "L4",
-    tier: 1,
     models: [model],
-    apis: ["chat", "completions"],
     max_concurrency: maxConcurrency,
-    health_path: "/health",
-    metrics_path: "/metrics",
     registered_at: index,
-  };
+  });
 }

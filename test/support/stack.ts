@@ -4,6 +4,8 @@ import { connectBus, ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { DEFAULT_NODE_APIS, KV_BUCKETS, NodeStateSchema } from "@zml/contracts";
 import type { FleetDocument, NodeApi, NodeSpec, NodeStatus, PolicySpec } from "@zml/contracts";
+// The fleet kit's builders; this file's own `chainPolicy` and `nodeSpec` are the e2e flavours.
+import { chainPolicy as fleetChainPolicy, nodeSpec as fleetNodeSpec } from "@zml/contracts/testing";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
 import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
@@ -74,20 +76,12 @@ export const MODEL = "llama-3.1-8b-instruct";
 
 /** A `latency` policy trying `families` in order, failing fast when none has capacity. */
 export function chainPolicy(name: string, families: string[]): PolicySpec {
-  return {
-    name,
-    accelerator_preference: families.map((family, i) => ({ family, priority: i + 1 })),
-    latency_target_ms: 2_000,
-    cost_priority: "latency",
-    queue_on_saturation: false,
-    max_queue_ms: 0,
-  };
+  return fleetChainPolicy(name, families, { latency_target_ms: 2_000 });
 }
 
 /** Node spec for a simulated node, as an operator would declare it. */
 export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
-  return {
-    id: sim.nodeId,
+  return fleetNodeSpec(sim.nodeId, {
     endpoint: sim.url,
     framework: spec.flavour ?? "vllm",
     accelerator_family: spec.family,
@@ -95,10 +89,8 @@ export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
     models: spec.models ?? [MODEL],
     apis: spec.apis ?? [...DEFAULT_NODE_APIS],
     max_concurrency: spec.maxConcurrency ?? 16,
-    health_path: "/health",
-    metrics_path: "/metrics",
     registered_at: index,
-  };
+  });
 }
 
 /**

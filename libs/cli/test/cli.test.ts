@@ -6,6 +6,7 @@ import { connectBus, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { KV_BUCKETS } from "@zml/contracts";
 import type { NodeState } from "@zml/contracts";
+import { activeNodeState } from "@zml/contracts/testing";
 import { findNatsServerBinary, repoRoot, startNatsServer, startProcess } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -154,28 +155,12 @@ describe("zml apply", () => {
 
 describe("zml get", () => {
   it("joins nodes with their live state", async () => {
-    const state: NodeState = {
-      type: "node.state.v1",
-      node_id: "h100-a",
-      status: "Active",
-      probe_pending: false,
+    const state = activeNodeState("h100-a", 1, {
       queue_depth: 3,
       running: 2,
       waiting: 1,
-      kv_cache_usage: null,
       health_score: 97,
-      consecutive_failures: 0,
-      last_error: null,
-      checked_at: 1,
-      last_ok_at: 1,
-      free_memory_gib: null,
-      last_inference_at: null,
-      tokens_per_second: null,
-      request_tokens_per_second: null,
-      latency_ewma_ms: null,
-      ttft_ewma_ms: null,
-      instance_id: null,
-    };
+    });
     await (await openKv(bus, KV_BUCKETS.nodeState)).put("h100-a", JSON.stringify(state));
     const res = await zml(["get", "nodes"]);
     expect(res.code).toBe(0);

@@ -7,6 +7,7 @@ import { findFreePort } from "@zml/harness";
 import { Agent } from "undici";
 import { afterAll, describe, expect, it } from "vitest";
 import type { NodeSpec } from "@zml/contracts";
+import { nodeSpec } from "@zml/contracts/testing";
 import { probeNode } from "../src/probe.ts";
 
 const agent = new Agent();
@@ -22,19 +23,7 @@ async function listen(server: Server): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-const spec = (endpoint: string): NodeSpec => ({
-  id: "n",
-  endpoint,
-  framework: "vllm",
-  accelerator_family: "H100",
-  tier: 1,
-  models: ["m"],
-  apis: ["chat", "completions"],
-  max_concurrency: 4,
-  health_path: "/health",
-  metrics_path: "/metrics",
-  registered_at: 0,
-});
+const spec = (endpoint: string): NodeSpec => nodeSpec("n", { endpoint, max_concurrency: 4 });
 
 const limits = { timeoutMs: 500, maxBodyBytes: 64 * 1024 };
 
