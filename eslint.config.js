@@ -17,6 +17,7 @@ const NO_DEEP_IMPORTS = {
     "!@zml/tdx/testing",
     "!@zml/contracts/sealed",
     "!@zml/contracts/testing",
+    "!@zml/bus/testing",
     "**/libs/*/src/**",
     "**/services/*/src/**",
   ],

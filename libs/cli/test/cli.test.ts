@@ -3,27 +3,22 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectBus, openKv } from "@zml/bus";
-import type { Bus } from "@zml/bus";
+import { startBusRig } from "@zml/bus/testing";
+import type { BusRig } from "@zml/bus/testing";
 import { KV_BUCKETS } from "@zml/contracts";
 import type { NodeState } from "@zml/contracts";
 import { activeNodeState } from "@zml/contracts/testing";
-import { findNatsServerBinary, repoRoot, startNatsServer, startProcess } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
+import { findNatsServerBinary, repoRoot, startProcess } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../src/index.ts";
 
 const quiet = { info() {}, warn() {}, error() {} };
-let nats: NatsServerHandle;
-let bus: Bus;
+let rig: BusRig;
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  bus = await connectBus({ ...nats.client(), name: "cli-test", log: quiet });
+  rig = await startBusRig({ name: "cli-test" });
 });
-afterAll(async () => {
-  await bus?.drain();
-  await nats?.stop();
-});
+afterAll(() => rig?.stop());
 
 /** Runs the CLI in-process against the test's NATS, with files from `files`. */
 async function zml(argv: string[], files: Record<string, string> = {}) {
@@ -37,7 +32,7 @@ async function zml(argv: string[], files: Record<string, string> = {}) {
       if (text === undefined) throw new Error(`ENOENT: no such file ${path}`);
       return new TextEncoder().encode(text);
     },
-    env: nats.serviceEnv("admin"),
+    env: rig.nats.serviceEnv("admin"),
     now: () => new Date("2026-01-01T00:00:00Z"),
   });
   return { code, stdout, stderr };
@@ -120,7 +115,7 @@ describe("zml apply", () => {
     expect(dry.stdout).toContain("~ policies/interactive updated (latency_target_ms)");
     expect(dry.stdout).toContain("+ policies/batch-cheap created");
     expect(dry.stdout).toContain("2 entries would change");
-    const kv = await openKv(bus, KV_BUCKETS.policies);
+    const kv = await openKv(rig.bus, KV_BUCKETS.policies);
     expect((await kv.get("interactive"))!.json()).toMatchObject({ latency_target_ms: 2000 });
     const real = await zml(["apply", "-f", "fleet.yaml"], files);
     expect(real.stdout).toContain("2 entries changed");
@@ -161,7 +156,7 @@ describe("zml get", () => {
       waiting: 1,
       health_score: 97,
     });
-    await (await openKv(bus, KV_BUCKETS.nodeState)).put("h100-a", JSON.stringify(state));
+    await (await openKv(rig.bus, KV_BUCKETS.nodeState)).put("h100-a", JSON.stringify(state));
     const res = await zml(["get", "nodes"]);
     expect(res.code).toBe(0);
     const lines = res.stdout.trim().split("\n");
@@ -207,7 +202,7 @@ describe("zml revoke", () => {
     ]);
     expect(res.stderr).toBe("");
     expect(res.stdout).toBe("revoked sa-00837\n");
-    const stored = (await (await openKv(bus, KV_BUCKETS.revocations)).get("sa-00837"))!.json();
+    const stored = (await (await openKv(rig.bus, KV_BUCKETS.revocations)).get("sa-00837"))!.json();
     expect(stored).toEqual({
       id: "sa-00837",
       reason: "TDX module advisory",

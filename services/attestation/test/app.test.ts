@@ -9,12 +9,13 @@ import {
   connectBus,
   decodeJson,
   encodeJson,
-  ensureBusResources,
   openKv,
   requestJson,
   subscribeJson,
 } from "@zml/bus";
 import type { Bus, Subscription } from "@zml/bus";
+import { startBusRig } from "@zml/bus/testing";
+import type { BusRig } from "@zml/bus/testing";
 import {
   ApprovedMeasurementSchema,
   ATTESTATION_RESULT_ALL,
@@ -28,8 +29,7 @@ import {
 } from "@zml/contracts";
 import type { AttestationResult, AttestationVerifyReply } from "@zml/contracts";
 import { nodeSpec } from "@zml/contracts/testing";
-import { pollUntil, startNatsServer } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
+import { pollUntil } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
 import type { SimNode } from "@zml/node-sim";
 import { createLogger, Registry } from "@zml/telemetry";
@@ -54,8 +54,8 @@ const quietLog = { info() {}, warn() {}, error() {} };
 const testTee = createTestTee({ fmspc: FMSPC });
 const { pki } = testTee;
 
-let nats: NatsServerHandle;
-/** The test's own connection, on the harness identity (allowed everything). */
+let rig: BusRig;
+/** The test's own connection, on the harness identity (allowed everything): `rig.bus`. */
 let bus: Bus;
 /** The app's connection, on the attestation service's identity, as main.ts makes it. */
 let appBus: Bus;
@@ -142,11 +142,10 @@ function resultOf(reply: AttestationVerifyReply): AttestationResult {
 }
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  bus = await connectBus({ ...nats.client(), name: "attestation-app-test", log: quietLog });
   // What `zml apply` does as admin when a bus is set up: the service may only bind to the
   // buckets it reads, never create them.
-  await ensureBusResources(bus);
+  rig = await startBusRig({ name: "attestation-app-test", createResources: true });
+  bus = rig.bus;
 
   good = await startTeeNode("tee-good", MRTD);
   rogue = await startTeeNode("tee-rogue", ROGUE_MRTD);
@@ -169,7 +168,7 @@ beforeAll(async () => {
 
   // As main.ts: config from the environment, trust read once, the real fetch.
   const config = loadConfig({
-    ...nats.serviceEnv("attestation"),
+    ...rig.nats.serviceEnv("attestation"),
     ATTESTATION_TRUST_ROOT_PEM_FILE: ROOT_PEM_FILE,
   });
   const trust = await loadTrust(config, (path) =>
@@ -200,9 +199,8 @@ afterAll(async () => {
   broadcasts?.unsubscribe();
   if (!appStopped) await app?.stop();
   await appBus?.drain().catch(() => undefined);
-  await bus?.drain().catch(() => undefined);
   await Promise.allSettled([good?.close(), rogue?.close()]);
-  await nats?.stop();
+  await rig?.stop();
 });
 
 describe("startAttestation", () => {

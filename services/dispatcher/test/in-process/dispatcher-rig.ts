@@ -2,15 +2,9 @@
 // sockets (libs/node-sim), the configuration in real KV buckets, and the dispatcher started
 // in this process with `startDispatcher`. Requests go over the bus exactly as intake sends
 // them: a `route.request` with routing headers, answered as reply frames.
-import {
-  connectBus,
-  createHeaders,
-  createReplyMux,
-  errorOfFrame,
-  openKv,
-  publishBytes,
-} from "@zml/bus";
+import { createHeaders, createReplyMux, errorOfFrame, openKv, publishBytes } from "@zml/bus";
 import type { Bus, PendingReply, ReplyMux, RouteFrame } from "@zml/bus";
+import { startBusRig } from "@zml/bus/testing";
 import {
   ATTESTATION_RESULTS_BUCKET,
   HEADERS,
@@ -31,8 +25,6 @@ import type {
   Session,
 } from "@zml/contracts";
 import { activeNodeState, attestationResult, nodeSpec } from "@zml/contracts/testing";
-import { startNatsServer } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
 import type { SimNode, SimNodeOptions, SimTeeSigner } from "@zml/node-sim";
 import { createTestTee, TEST_MRTD } from "@zml/tdx/testing";
@@ -43,7 +35,6 @@ import { loadConfig } from "../../src/config.ts";
 
 export const MODEL = "m-main";
 export const FALLBACK_MODEL = "m-fallback";
-const quietLog = { info() {}, warn() {}, error() {} };
 
 export interface RigNode {
   id: string;
@@ -112,22 +103,20 @@ export interface Rig {
 }
 
 export async function startRig(options: RigOptions): Promise<Rig> {
-  const nats: NatsServerHandle = await startNatsServer();
+  // The harness identity: this tier drives the dispatcher's code, not the bus permissions
+  // (the e2e stacks run each service on its own identity).
+  const busRig = await startBusRig({ name: "dispatcher-rig" });
+  const { bus, nats } = busRig;
   const sims = new Map<string, SimNode>();
-  let bus: Bus | undefined;
   let dispatcher: Dispatcher | undefined;
   let mux: ReplyMux | undefined;
   const stop = async () => {
     mux?.close();
     await dispatcher?.stop({ deadline: Date.now() + 5_000 });
-    await bus?.drain().catch(() => undefined);
     await Promise.allSettled([...sims.values()].map((s) => s.close()));
-    await nats.stop();
+    await busRig.stop();
   };
   try {
-    // The harness identity: this tier drives the dispatcher's code, not the bus permissions
-    // (the e2e stacks run each service on its own identity).
-    bus = await connectBus({ ...nats.client(), name: "dispatcher-rig", log: quietLog });
     const now = Date.now();
     const nodes = await openKv(bus, KV_BUCKETS.nodes);
     const states = await openKv(bus, KV_BUCKETS.nodeState);
@@ -181,7 +170,6 @@ export async function startRig(options: RigOptions): Promise<Rig> {
     });
     mux = createReplyMux(bus);
     const client = mux;
-    const clientBus = bus;
     return {
       bus,
       sims,
@@ -190,7 +178,7 @@ export async function startRig(options: RigOptions): Promise<Rig> {
       cancel: (pending) => {
         const h = createHeaders();
         h.set(HEADERS.cancelInbox, pending.inbox);
-        publishBytes(clientBus, ROUTE_CANCEL_SUBJECT, new Uint8Array(0), h);
+        publishBytes(bus, ROUTE_CANCEL_SUBJECT, new Uint8Array(0), h);
       },
       payloads: () =>
         Object.fromEntries([...sims].map(([id, sim]) => [id, sim.stats().payloads_received])),
