@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { chromium } from "playwright-core";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { adminHeaders, startStack, waitForStatus } from "../support/stack.ts";
+import { adminHeaders, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 import {
   MRTD,
@@ -26,7 +26,7 @@ let page: Page;
 
 beforeAll(async () => {
   root = await trustRootFile();
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [teeNode("t3-a"), teeNode("t4-b", {}, 4), { nodeId: "t1-plain", family: "H100" }],
     allowedTiers: [1, 3, 4],
     env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path },
@@ -36,7 +36,6 @@ beforeAll(async () => {
         { id: "t4", mrtd: MRTD, tier: 4 },
       ]),
   });
-  await waitForStatus(stack, "Active");
   for (const id of ["t3-a", "t4-b"]) await waitForResult(stack, id, (r) => r.ok, "attested");
   profile = await mkdtemp(join(tmpdir(), "zml-chromium-"));
   browser = await chromium.launchPersistentContext(profile, {

@@ -24,6 +24,7 @@ import {
   authHeaders,
   chatBody,
   nodeSpec,
+  startActiveStack,
   startStack,
   waitForStatus,
 } from "../support/stack.ts";
@@ -81,7 +82,7 @@ describe("one health aggregator", () => {
   const SOLO = "solo-model";
 
   beforeAll(async () => {
-    stack = await startStack({
+    stack = await startActiveStack({
       // A latency policy takes the first family in its chain that has a usable node: every
       // request for MODEL tries h100-a first, then falls back to mi300x-a.
       nodes: [
@@ -109,7 +110,6 @@ describe("one health aggregator", () => {
         NODE_COOLDOWN_MS: "0",
       },
     });
-    await waitForStatus(stack, "Active");
   });
 
   afterAll(async () => {

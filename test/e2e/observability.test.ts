@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chat } from "../support/http.ts";
 import { startOtlpReceiver } from "../support/otlp-receiver.ts";
 import type { ReceivedSpan } from "../support/otlp-receiver.ts";
-import { API_KEY, startStack, waitForStatus } from "../support/stack.ts";
+import { API_KEY, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 const SECRET_PROMPT = "zebra-violet-4471 my card number is 4111";
@@ -16,7 +16,7 @@ let stack: Stack;
 
 beforeAll(async () => {
   otlp = await startOtlpReceiver();
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       { nodeId: "o-h100-a", family: "H100", models: ["obs"] },
       { nodeId: "o-h100-b", family: "H100", models: ["obs"] },
@@ -38,7 +38,6 @@ beforeAll(async () => {
       NODE_COOLDOWN_MS: "1",
     },
   });
-  await waitForStatus(stack, "Active");
 });
 afterAll(async () => {
   await stack?.stop();

@@ -4,7 +4,7 @@ import { chainPolicy } from "@zml/contracts/testing";
 import { generateText, streamText } from "ai";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_KEY, MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import { API_KEY, MODEL, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 /**
@@ -18,7 +18,7 @@ const EMBEDDER = "org/text-embedder";
 let stack: Stack;
 
 beforeAll(async () => {
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       // First in the model's policy, but serves chat and completions only (the default).
       { nodeId: "chat-only", family: "H100" },
@@ -30,7 +30,6 @@ beforeAll(async () => {
       policies: [chainPolicy("h100-first", ["H100", "MI300X"])],
     },
   });
-  await waitForStatus(stack, "Active");
 });
 afterAll(async () => {
   await stack?.stop();

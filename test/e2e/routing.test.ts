@@ -5,7 +5,7 @@ import { pollUntil } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chat, postChat } from "../support/http.ts";
-import { nodeSpec, startStack, waitForStatus } from "../support/stack.ts";
+import { nodeSpec, startActiveStack, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 /** One model per scenario, each with its own nodes, so scenarios cannot disturb each other. */
@@ -29,7 +29,7 @@ describe("failures are retried within the budget, client errors are not", () => 
         ids.map((nodeId) => ({ nodeId, family, models: [model] })),
       ),
     );
-    stack = await startStack({
+    stack = await startActiveStack({
       nodes,
       fleet: {
         models: Object.keys(SCENARIOS).map((id) => ({ id, default_policy: "h100-first" })),
@@ -37,7 +37,6 @@ describe("failures are retried within the budget, client errors are not", () => 
       },
       env: { DISPATCH_HEADERS_TIMEOUT_MS: "1500", NODE_COOLDOWN_MS: "60000" },
     });
-    await waitForStatus(stack, "Active");
   });
   afterAll(() => stack?.stop());
 
@@ -114,7 +113,7 @@ describe("saturation", () => {
   let stack: Stack;
 
   beforeAll(async () => {
-    stack = await startStack({
+    stack = await startActiveStack({
       nodes: [
         {
           nodeId: "sat-a",
@@ -144,7 +143,6 @@ describe("saturation", () => {
         ],
       },
     });
-    await waitForStatus(stack, "Active");
   });
   afterAll(() => stack?.stop());
 

@@ -18,7 +18,7 @@ import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postChat } from "../support/http.ts";
 import { startSealProxy } from "../support/seal-proxy.ts";
-import { API_KEY, authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import { API_KEY, authHeaders, MODEL, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 import {
   approveMeasurements,
@@ -48,7 +48,7 @@ let root: Awaited<ReturnType<typeof trustRootFile>>;
 
 beforeAll(async () => {
   root = await trustRootFile();
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       ...TIER4.map((id) => ({ ...teeNode(id, {}, 4), family: FAMILY[id]! })),
       { nodeId: "t1-plain", family: "H100", tier: 1 },
@@ -59,7 +59,6 @@ beforeAll(async () => {
     env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path, NODE_COOLDOWN_MS: "1000" },
     seed: (bus) => approveMeasurements(bus, [{ id: "llama-t4", mrtd: MRTD, tier: 4 }]),
   });
-  await waitForStatus(stack, "Active");
   for (const id of TIER4) await waitForResult(stack, id, (r) => r.ok, "attested");
   // A second account, without tier 4, to check that sessions stay private.
   const other = {

@@ -3,7 +3,7 @@ import { KV_BUCKETS, RevocationSchema } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chat, postChat } from "../support/http.ts";
-import { MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import { MODEL, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 import {
   MRTD,
@@ -22,7 +22,7 @@ const UNTRUSTED = ["t3-rogue", "t3-debug", "t3-replay", "t1-plain"];
 
 beforeAll(async () => {
   root = await trustRootFile();
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       teeNode("t3-a"),
       teeNode("t3-b"),
@@ -36,7 +36,6 @@ beforeAll(async () => {
     env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path },
     seed: (bus) => approveMeasurements(bus, [{ id: "approved-1", mrtd: MRTD }]),
   });
-  await waitForStatus(stack, "Active");
   for (const id of ["t3-a", "t3-b"]) await waitForResult(stack, id, (r) => r.ok, "attested");
   for (const id of ["t3-rogue", "t3-debug"]) {
     await waitForResult(stack, id, (r) => !r.ok, "attestation failed");

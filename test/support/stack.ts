@@ -266,6 +266,24 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   }
 }
 
+/**
+ * {@link startStack}, resolving once the health aggregator has published every node Active:
+ * a stack ready to route. Stopped again if the nodes never get there.
+ */
+export async function startActiveStack(options: StackOptions): Promise<Stack> {
+  const stack = await startStack(options);
+  try {
+    await waitForStatus(stack, "Active");
+  } catch (error) {
+    // Stopping checks for permission violations: report what it finds beside the timeout.
+    await stack.stop().catch((stopError: unknown) => {
+      throw new AggregateError([error, stopError], "nodes never Active, and stopping failed");
+    });
+    throw error;
+  }
+  return stack;
+}
+
 /** The status the health aggregator last published for a node, read from the KV snapshot. */
 export async function nodeStatus(stack: Stack, nodeId: string): Promise<NodeStatus | undefined> {
   const kv = await openKv(stack.bus, KV_BUCKETS.nodeState);
