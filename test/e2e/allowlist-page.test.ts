@@ -9,27 +9,19 @@ import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { adminHeaders, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
-import {
-  MRTD,
-  approveMeasurements,
-  teeNode,
-  trustRootFile,
-  waitForResult,
-} from "./attestation-fixtures.ts";
+import { MRTD, approveMeasurements, teeNode, waitForResult, pki } from "./attestation-fixtures.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 let stack: Stack;
-let root: Awaited<ReturnType<typeof trustRootFile>>;
 let profile: string;
 let browser: BrowserContext;
 let page: Page;
 
 beforeAll(async () => {
-  root = await trustRootFile();
   stack = await startActiveStack({
     nodes: [teeNode("t3-a"), teeNode("t4-b", {}, 4), { nodeId: "t1-plain", family: "H100" }],
     allowedTiers: [1, 3, 4],
-    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path },
+    trustedRootPem: pki.root.pem,
     seed: (bus) =>
       approveMeasurements(bus, [
         { id: "t3", mrtd: MRTD },
@@ -59,7 +51,6 @@ afterAll(async () => {
   await browser?.close();
   if (profile) await rm(profile, { recursive: true, force: true });
   await stack?.stop();
-  await root?.dispose();
 });
 
 const row = (nodeId: string) => page.locator(`tr[data-node-id="${nodeId}"]`);

@@ -1,8 +1,6 @@
-// Shared pieces of the attestation end-to-end tests: a synthetic TEE PKI whose root the
-// attestation service trusts (only here), TEE node specs, and readers of its results.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+// Shared pieces of the attestation end-to-end tests: a synthetic TEE PKI whose root a stack's
+// attestation service trusts when told (`trustedRootPem: pki.root.pem`), TEE node specs, and
+// readers of its results.
 import { decodeJson, encodeJson, natsConnectionOf, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
@@ -56,14 +54,6 @@ export async function approveMeasurements(
     const value = { model: MODEL, tier: 3, rtmr3: RTMR3, ...s };
     await kv.put(s.id, encodeJson(s.id, ApprovedMeasurementSchema, value));
   }
-}
-
-/** The test root as a file for `ATTESTATION_TRUST_ROOT_PEM_FILE`; `dispose` removes it. */
-export async function trustRootFile(): Promise<{ path: string; dispose(): Promise<void> }> {
-  const dir = await mkdtemp(join(tmpdir(), "zml-attest-e2e-"));
-  const path = join(dir, "root.pem");
-  await writeFile(path, pki.root.pem);
-  return { path, dispose: () => rm(dir, { recursive: true, force: true }) };
 }
 
 export async function readResult(

@@ -27,7 +27,6 @@ import {
   pki,
   RTMR3,
   teeNode,
-  trustRootFile,
   waitForResult,
 } from "./attestation-fixtures.ts";
 
@@ -44,10 +43,8 @@ const OTHER_KEY = "e2e-other-account-key-0123456789";
 const OTHER_MODEL = "other-model";
 
 let stack: Stack;
-let root: Awaited<ReturnType<typeof trustRootFile>>;
 
 beforeAll(async () => {
-  root = await trustRootFile();
   stack = await startActiveStack({
     nodes: [
       ...TIER4.map((id) => ({ ...teeNode(id, {}, 4), family: FAMILY[id]! })),
@@ -55,8 +52,9 @@ beforeAll(async () => {
     ],
     fleet: { models: [{ id: MODEL }, { id: OTHER_MODEL }] },
     allowedTiers: [1, 4],
+    trustedRootPem: pki.root.pem,
     // Failed nodes come back quickly, so each test finds fresh nodes for its sessions.
-    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path, NODE_COOLDOWN_MS: "1000" },
+    env: { NODE_COOLDOWN_MS: "1000" },
     seed: (bus) => approveMeasurements(bus, [{ id: "llama-t4", mrtd: MRTD, tier: 4 }]),
   });
   for (const id of TIER4) await waitForResult(stack, id, (r) => r.ok, "attested");
@@ -80,7 +78,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
-  await root?.dispose();
 });
 
 interface SessionView {
@@ -563,7 +560,7 @@ describe("zml seal-proxy", () => {
       gateway: stack.intakeUrl,
       apiKey: API_KEY,
       model: MODEL,
-      rootPemFile: root.path,
+      rootPemFile: stack.trustedRootPemFile!,
       mrtd: MRTD,
     });
     try {

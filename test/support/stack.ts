@@ -1,4 +1,6 @@
 import { createHash } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectBus, ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
@@ -35,6 +37,11 @@ export interface StackOptions {
   fleet?: Partial<Pick<FleetDocument, "policies" | "models">>;
   /** Extra environment for every service. */
   env?: Record<string, string>;
+  /**
+   * The root the attestation service trusts instead of Intel's (its
+   * `ATTESTATION_TRUST_ROOT_PEM_FILE`), e.g. the test PKI's; written to a file removed on stop.
+   */
+  trustedRootPem?: string;
   /** Tiers the test account may use (default 1 and 2). */
   allowedTiers?: number[];
   /** Dispatcher replicas to start (default 1); extra ones are named `dispatcher-2`, …. */
@@ -58,6 +65,8 @@ export interface Stack {
   services: Map<string, ManagedProcess>;
   bus: Bus;
   fleet: FleetDocument;
+  /** The file holding `trustedRootPem`, for other clients under test to trust it too. */
+  trustedRootPemFile: string | undefined;
   /** Re-applies a changed fleet document (e.g. a new node or policy). */
   apply(doc: FleetDocument): Promise<void>;
   /** Permission violations the server logged: a service asking for more than it is granted. */
@@ -168,12 +177,14 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const sims = new Map<string, SimNode>();
   const tdProxies = new Map<string, TdProxy>();
   const services = new Map<string, ManagedProcess>();
+  let trustedRootDir: string | undefined;
   const stop = async () => {
     await Promise.allSettled([...services.values()].map((s) => s.stop("SIGTERM", 3_000)));
     await Promise.allSettled([...tdProxies.values()].map((p) => p.close()));
     await Promise.allSettled([...sims.values()].map((s) => s.close()));
     await bus?.drain().catch(() => undefined);
     await nats.stop();
+    if (trustedRootDir) await rm(trustedRootDir, { recursive: true, force: true });
     // Every e2e test doubles as a check of the permission table: a service (or the CLI)
     // refused anything while doing its job fails the file that ran it.
     const ours = natsLog.filter((l) => /nats\.js:zml-/.test(l));
@@ -190,10 +201,20 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await applyFleet(bus, fleet);
 
     const intakePort = await findFreePort();
+    let trustedRootPemFile: string | undefined;
+    if (options.trustedRootPem !== undefined) {
+      trustedRootDir = await mkdtemp(join(tmpdir(), "zml-trusted-root-"));
+      trustedRootPemFile = join(trustedRootDir, "root.pem");
+      await writeFile(trustedRootPemFile, options.trustedRootPem);
+    }
+    const trust: Record<string, string> = trustedRootPemFile
+      ? { ATTESTATION_TRUST_ROOT_PEM_FILE: trustedRootPemFile }
+      : {};
     const env = {
       LOG_LEVEL: "info",
       POLL_INTERVAL_MS: "300",
       PROBE_TIMEOUT_MS: "1000",
+      ...trust,
       ...options.env,
     };
     const root = repoRoot();
@@ -246,6 +267,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       services,
       bus,
       fleet,
+      trustedRootPemFile,
       apply: async (doc) => {
         await applyFleet(bus!, doc);
       },
