@@ -116,20 +116,6 @@ export async function startHostileNode(
   };
 }
 
-/** Writes `block` to `res` until `totalBytes` are out or the connection closes, honouring drain. */
-export function pour(res: ServerResponse, block: Buffer, totalBytes: number): void {
-  let sent = 0;
-  const more = () => {
-    while (sent < totalBytes && !res.destroyed) {
-      sent += block.length;
-      if (!res.write(block)) return void res.once("drain", more);
-    }
-    if (!res.destroyed) res.end();
-  };
-  res.once("close", () => (sent = totalBytes));
-  more();
-}
-
 /** The spec an operator would register for a hostile node: a tier-1 vLLM L4 serving `model`. */
 export function hostileNodeSpec(
   id: string,
