@@ -227,7 +227,9 @@ async function main(): Promise<void> {
   }
   checkNotStopping();
 
-  const env = { LOG_LEVEL: config.logLevel };
+  // Simulated nodes listen on 127.0.0.1: the dev stack allows nodes on this host, which a
+  // deployment refuses by default (docs/limits.md).
+  const env = { LOG_LEVEL: config.logLevel, ZML_NODE_ALLOW_LOOPBACK: "true" };
   // Each service runs as its own bus identity; the admin API writes as `admin`.
   const admin = nats.serviceEnv("admin");
   const adminSeed: Record<string, string> = admin.NATS_NKEY_SEED_FILE

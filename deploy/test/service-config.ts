@@ -48,6 +48,9 @@ export function configKeys(target: ServiceTarget): Set<string> {
   if (source.includes("...SHUTDOWN_CONFIG_SHAPE")) {
     source += readFileSync(join(root, "libs/runtime/src/shutdown.ts"), "utf8");
   }
+  if (source.includes("...NODE_ADDRESS_CONFIG_SHAPE")) {
+    source += readFileSync(join(root, "libs/contracts/src/node-address.ts"), "utf8");
+  }
   return new Set([...source.matchAll(/^\s+([A-Z][A-Z0-9_]+):\s/gm)].map((m) => m[1]!));
 }
 

@@ -56,8 +56,10 @@ describe("docs/sre-guide.md", () => {
   });
 
   it("searches by the services' own names", () => {
-    for (const service of ["zml-dispatcher", "zml-intake"]) {
-      expect(code).toContain(`serviceName: "${service}"`);
+    // Each service boots under its name, and tracing names it `zml-<name>` (libs/runtime).
+    expect(code).toContain("serviceName: `zml-${name}`");
+    for (const service of ["dispatcher", "intake"]) {
+      expect(code).toContain(`bootService("${service}"`);
     }
     expect(guide).toContain("Service   | `zml-dispatcher`");
     expect(guide).toContain("`zml.decision_id=");

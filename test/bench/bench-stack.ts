@@ -196,6 +196,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     const env = {
       LOG_LEVEL: "warn",
       POLL_INTERVAL_MS: "2000",
+      // The sims listen on 127.0.0.1: the operator's allowance for nodes on this host.
+      ZML_NODE_ALLOW_LOOPBACK: "true",
       ...(tls ? { NODE_EXTRA_CA_CERTS: tls.certPath } : {}),
       ...(material ? { ATTESTATION_TRUST_ROOT_PEM_FILE: material.rootPemFile } : {}),
       ...options.serviceEnv,

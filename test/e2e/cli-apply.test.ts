@@ -34,7 +34,8 @@ afterAll(async () => {
 function zml(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [join(repoRoot(), "libs/cli/src/main.ts"), ...args], {
-      env: { ...process.env, ...stack.nats.serviceEnv("admin") },
+      // The stack's sims are on 127.0.0.1, allowed as the stack's services allow them.
+      env: { ...process.env, ...stack.nats.serviceEnv("admin"), ZML_NODE_ALLOW_LOOPBACK: "true" },
     });
     let stdout = "";
     let stderr = "";

@@ -303,6 +303,7 @@ describe("two health aggregators", () => {
   const env = {
     POLL_INTERVAL_MS: "300",
     PROBE_TIMEOUT_MS: "1000",
+    ZML_NODE_ALLOW_LOOPBACK: "true",
     HEARTBEAT_MS: "250",
     REPLICA_TTL_MS: "1500",
     LOG_LEVEL: "info",

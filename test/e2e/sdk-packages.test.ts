@@ -165,6 +165,8 @@ describe("the packed CLI", () => {
       const { stdout } = await sh(["bash", "-c", line], project, {
         // The CLI connects as the admin identity (libs/cli/README.md), over TLS.
         ...stack.nats.serviceEnv("admin"),
+        // The stack's nodes are on this host, which `zml apply` refuses unless allowed.
+        ZML_NODE_ALLOW_LOOPBACK: "true",
         // The installed bin runs on whatever `node` the user has: here the workspace's.
         PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ""}`,
       });

@@ -90,6 +90,8 @@ export async function startClusterStack(options: ClusterStackOptions): Promise<C
       LOG_LEVEL: "info",
       POLL_INTERVAL_MS: "300",
       PROBE_TIMEOUT_MS: "1000",
+      // The sims listen on 127.0.0.1: the operator's allowance for nodes on this host.
+      ZML_NODE_ALLOW_LOOPBACK: "true",
       ...options.env,
     };
     const extraFor = (service: string, replica: number): Record<string, string> => {

@@ -5,7 +5,15 @@ import { join } from "node:path";
 import { connectBus, ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { DEFAULT_NODE_APIS, KV_BUCKETS, NodeStateSchema } from "@zml/contracts";
-import type { FleetDocument, NodeApi, NodeSpec, NodeStatus, PolicySpec } from "@zml/contracts";
+import type {
+  CloudAccountSpec,
+  FleetDocument,
+  NodeApi,
+  NodeCloudPlacement,
+  NodeSpec,
+  NodeStatus,
+  PolicySpec,
+} from "@zml/contracts";
 // The fleet kit's builders; this file's own `chainPolicy` and `nodeSpec` are the e2e flavours.
 import { chainPolicy as fleetChainPolicy, nodeSpec as fleetNodeSpec } from "@zml/contracts/testing";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
@@ -29,12 +37,14 @@ export type SimSpec = Omit<SimNodeOptions, "models" | "flavour"> & {
   maxConcurrency?: number;
   /** The APIs the node is declared to serve (the simulator serves them all). */
   apis?: NodeApi[];
+  /** Declares the node a cloud instance of a registered cloud account. */
+  cloud?: NodeCloudPlacement;
 };
 
 export interface StackOptions {
   nodes: SimSpec[];
   /** Extra fleet sections (policies, models) merged into the generated document. */
-  fleet?: Partial<Pick<FleetDocument, "policies" | "models">>;
+  fleet?: Partial<Pick<FleetDocument, "policies" | "models" | "cloud_accounts">>;
   /** Extra environment for every service. */
   env?: Record<string, string>;
   /**
@@ -99,6 +109,7 @@ export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
     apis: spec.apis ?? [...DEFAULT_NODE_APIS],
     max_concurrency: spec.maxConcurrency ?? 16,
     registered_at: index,
+    ...(spec.cloud === undefined ? {} : { cloud: spec.cloud }),
   });
 }
 
@@ -146,7 +157,7 @@ export async function startSims(
 /** The e2e fleet: the given nodes, one model by default, and the `e2e` account's key. */
 export function e2eFleet(
   nodes: NodeSpec[],
-  fleet: Pick<Partial<FleetDocument>, "models" | "policies"> = {},
+  fleet: Pick<Partial<FleetDocument>, "models" | "policies" | "cloud_accounts"> = {},
   allowedTiers: number[] = [1, 2],
 ): FleetDocument {
   return parseFleetDocument(
@@ -155,6 +166,7 @@ export function e2eFleet(
       nodes,
       models: fleet.models ?? [{ id: MODEL }],
       policies: fleet.policies ?? [],
+      cloud_accounts: fleet.cloud_accounts ?? ([] satisfies CloudAccountSpec[]),
       accounts: [
         {
           id: "e2e",
@@ -215,6 +227,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       POLL_INTERVAL_MS: "300",
       PROBE_TIMEOUT_MS: "1000",
       ...trust,
+      // The sims listen on 127.0.0.1: the operator's allowance for nodes on this host.
+      ZML_NODE_ALLOW_LOOPBACK: "true",
       ...options.env,
     };
     const root = repoRoot();

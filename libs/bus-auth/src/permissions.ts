@@ -23,6 +23,7 @@ import {
   SESSION_DELETE_SUBJECT,
   SESSIONS_BUCKET,
   SERVICE_IDENTITIES,
+  SPOT_COST_KEY_PREFIX,
   accountJobsFilter,
   accountResultsFilter,
   inboxPrefixOf,
@@ -231,6 +232,11 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
       readKv(KV_BUCKETS.nodes),
       writeKv(KV_BUCKETS.nodeState),
       writeKv(KV_BUCKETS.aggregators),
+      // The spot-price feed: reads the cloud accounts, writes only the cost-table keys it
+      // owns (`spot.<account>.<node>`); the operator's own cost entries stay out of reach.
+      readKv(KV_BUCKETS.cloudAccounts),
+      readKv(KV_BUCKETS.costs),
+      { publish: [`$KV.${KV_BUCKETS.costs}.${SPOT_COST_KEY_PREFIX}.>`] },
     ],
   },
   attestation: {

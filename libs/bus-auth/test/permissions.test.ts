@@ -36,6 +36,15 @@ describe("permissionsFor", () => {
     expect(writersOf("zml_node_state")).toEqual(["health-aggregator"]);
   });
 
+  it("lets the aggregator's spot-price feed write only the feed's own cost keys", () => {
+    const p = permissionsFor("health-aggregator");
+    const costWrites = p.publish.filter((s) => s.startsWith("$KV.zml_costs."));
+    expect(costWrites).toEqual(["$KV.zml_costs.spot.>"]);
+    expect(p.publish).not.toContain("$JS.API.STREAM.CREATE.KV_zml_costs");
+    expect(p.publish).toContain("$JS.API.STREAM.INFO.KV_zml_cloud_accounts");
+    expect(p.publish.filter((s) => s.startsWith("$KV.zml_cloud_accounts"))).toEqual([]);
+  });
+
   it("lets only intake publish route requests and only dispatchers receive them", () => {
     const pub = SERVICE_IDENTITIES.filter((i) =>
       permissionsFor(i).publish.includes("zml.route.request"),

@@ -20,8 +20,15 @@ beforeAll(async () => {
 });
 afterAll(() => rig?.stop());
 
-/** Runs the CLI in-process against the test's NATS, with files from `files`. */
-async function zml(argv: string[], files: Record<string, string> = {}) {
+/**
+ * Runs the CLI in-process against the test's NATS, with files from `files`. The fleet's nodes
+ * are on 127.0.0.1, so loopback is allowed unless `env` says otherwise.
+ */
+async function zml(
+  argv: string[],
+  files: Record<string, string> = {},
+  env: Record<string, string> = { ZML_NODE_ALLOW_LOOPBACK: "true" },
+) {
   let stdout = "";
   let stderr = "";
   const code = await runCli(argv, {
@@ -32,7 +39,7 @@ async function zml(argv: string[], files: Record<string, string> = {}) {
       if (text === undefined) throw new Error(`ENOENT: no such file ${path}`);
       return new TextEncoder().encode(text);
     },
-    env: rig.nats.serviceEnv("admin"),
+    env: { ...rig.nats.serviceEnv("admin"), ...env },
     now: () => new Date("2026-01-01T00:00:00Z"),
   });
   return { code, stdout, stderr };
@@ -94,6 +101,38 @@ describe("zml apply", () => {
     );
     expect(credentials.code).not.toBe(0);
     expect(credentials.stderr).toMatch(/nodes\.0\.endpoint: .*credentials/);
+  });
+
+  it("refuses nodes on the gateway's own host unless loopback is allowed, naming each rule", async () => {
+    const text = fleet()
+      .replace("http://127.0.0.1:18101", "http://2130706433:18101")
+      .replace("http://127.0.0.1:18103", "http://0.0.0.0:18103");
+    const files = { "fleet.yaml": text };
+    const refused = await zml(["apply", "-f", "fleet.yaml", "--dry-run"], files, {});
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(
+      /nodes\.0\.endpoint: 127\.0\.0\.1 is a loopback address.*\(node_address_loopback\)/,
+    );
+    expect(refused.stderr).toMatch(
+      /nodes\.1\.endpoint: 0\.0\.0\.0 is an unspecified address.*\(node_address_unspecified\)/,
+    );
+    const localhost = await zml(
+      ["apply", "-f", "fleet.yaml", "--dry-run"],
+      { "fleet.yaml": fleet().replace("127.0.0.1:18101", "localhost:18101") },
+      { ZML_NODE_ALLOW_LOOPBACK: "false" },
+    );
+    expect(localhost.stderr).toMatch(/nodes\.0\.endpoint: localhost .*\(node_address_loopback\)/);
+    expect(localhost.stderr).toMatch(
+      /nodes\.1\.endpoint: 127\.0\.0\.1 .*\(node_address_loopback\)/,
+    );
+    // Allowed, loopback passes and the unspecified address is still refused.
+    const allowed = await zml(["apply", "-f", "fleet.yaml", "--dry-run"], files);
+    expect(allowed.stderr).not.toMatch(/nodes\.0\.endpoint/);
+    expect(allowed.stderr).toMatch(/nodes\.1\.endpoint: .*\(node_address_unspecified\)/);
+    const wrong = await zml(["apply", "-f", "fleet.yaml"], files, {
+      ZML_NODE_ALLOW_LOOPBACK: "sure",
+    });
+    expect(wrong.stderr).toMatch(/ZML_NODE_ALLOW_LOOPBACK: /);
   });
 
   it("shows and applies the changes, and changes nothing the second time", async () => {

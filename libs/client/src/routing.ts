@@ -24,6 +24,15 @@ export interface RoutingInfo {
   tier: number;
   /** Dispatch attempts (at most 3, retries and fallbacks together). */
   attempts: number;
+  /**
+   * The price the node was ranked on: `spot`, `on_prem`, `fallback` (its configured rate:
+   * the spot price aged out or none came yet) or `none`. Absent from older gateways.
+   */
+  price?: string | undefined;
+  /** Seconds since that spot price was last confirmed (0 for prices that do not age). */
+  priceAgeS?: number | undefined;
+  /** A spot price existed but was past its age limit. */
+  priceStale?: boolean | undefined;
 }
 
 /** Thrown by {@link parseRoutingHeader} for a header that is malformed or incomplete. */
@@ -88,5 +97,17 @@ export function parseRoutingHeader(header: string): RoutingInfo {
     queueDepth: int("queue-depth"),
     tier: int("tier"),
     attempts: int("attempts"),
+    ...optionalPrice(members),
+  };
+}
+
+function optionalPrice(members: Map<string, Member>): Partial<RoutingInfo> {
+  const price = members.get("price");
+  const age = members.get("price-age-s");
+  const stale = members.get("price-stale");
+  return {
+    ...(typeof price === "string" ? { price } : {}),
+    ...(typeof age === "number" ? { priceAgeS: age } : {}),
+    ...(typeof stale === "boolean" ? { priceStale: stale } : {}),
   };
 }

@@ -48,10 +48,31 @@ export const CloudSpotCostSchema = z.strictObject({
   nodes: z.array(Id).min(1),
   usd_per_gpu_hour: UsdPerGpuHour,
   gpus_per_node: GpusPerNode,
-  /** Epoch ms of the price quote. */
+  /**
+   * Epoch ms the price was last confirmed (fetched, or entered by hand): the price's age
+   * counts from here.
+   */
   updated_at: z.number().int().nonnegative(),
+  /**
+   * How long after `updated_at` routing trusts the price; past it the node's configured
+   * `cloud.fallback_usd_per_gpu_hour` applies (marked stale). Default: routing's
+   * `spotPriceMaxAgeMs` (15 min).
+   */
+  max_age_ms: z.number().int().positive().optional(),
+  /** Who produced the price, e.g. `aws:DescribeSpotPriceHistory`; absent when typed by hand. */
+  source: z.string().min(1).max(128).optional(),
+  /** Epoch ms the provider says the price took effect (AWS spot price timestamp). */
+  quoted_at: z.number().int().nonnegative().optional(),
 });
 export type CloudSpotCost = z.infer<typeof CloudSpotCostSchema>;
+
+/** Prefix of the cost-table keys the cost feed owns (`spot.<cloud account>.<node>`). */
+export const SPOT_COST_KEY_PREFIX = "spot";
+
+/** The cost-table key the feed writes a node's spot price under. */
+export function spotCostKey(cloudAccount: string, nodeId: string): string {
+  return `${SPOT_COST_KEY_PREFIX}.${cloudAccount}.${nodeId}`;
+}
 
 /** Operator-defined price of an on-prem node, or of every node of a family. */
 export const OnPremCostSchema = z

@@ -9,6 +9,7 @@ export const CONFIG_BUCKETS = [
   KV_BUCKETS.models,
   KV_BUCKETS.policies,
   KV_BUCKETS.accounts,
+  KV_BUCKETS.cloudAccounts,
   KV_BUCKETS.costs,
   KV_BUCKETS.qualityScores,
   KV_BUCKETS.measurements,

@@ -16,6 +16,15 @@ export const ERROR_CODES = {
   unknown_policy: { status: 400, retryable: false },
   /** The model is served, but by no node that offers the request's API (e.g. embeddings). */
   api_not_served: { status: 400, retryable: false },
+  /**
+   * A node endpoint refused by the node address policy (see `NODE_ADDRESS_RULES`): on the
+   * gateway's own host (loopback, `localhost`), an unspecified address (0.0.0.0, `::`), a
+   * link-local or cloud metadata address or host name, or in the operator's deny list.
+   */
+  node_address_loopback: { status: 400, retryable: false },
+  node_address_unspecified: { status: 400, retryable: false },
+  node_address_metadata: { status: 400, retryable: false },
+  node_address_denied: { status: 400, retryable: false },
   payload_too_large: { status: 413, retryable: false },
   unsupported_media_type: { status: 415, retryable: false },
   request_timeout: { status: 408, retryable: false },

@@ -31,6 +31,31 @@ export type CostPriority = z.infer<typeof CostPrioritySchema>;
 
 export const NODE_PROTOCOLS = ["http1", "h2", "h2c"] as const;
 
+/**
+ * Where a node runs when it is a cloud instance: the cloud account (a `cloud_accounts` id),
+ * region, instance type and GPUs per instance are what the cost feed needs to look up its
+ * spot price. `fallback_usd_per_gpu_hour` is the operator's on-demand (or agreed) rate: what
+ * routing uses while no fresh spot price exists.
+ */
+export const NodeCloudPlacementSchema = z.strictObject({
+  account: Id,
+  region: z.string().regex(/^[a-z0-9-]{2,64}$/, "a provider region such as us-east-1"),
+  /** AWS availability zone (e.g. `us-east-1a`); without it the region's highest spot price counts. */
+  zone: z
+    .string()
+    .regex(/^[a-z0-9-]{2,64}$/)
+    .optional(),
+  /** EC2 instance type, Azure VM size (`armSkuName`) or GCP machine type. */
+  instance_type: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,128}$/, "an instance type such as p5.48xlarge"),
+  /** GCP only: the GPU's name in the billing catalog, e.g. `Nvidia H100 80GB`. */
+  gpu_type: z.string().min(1).max(128).optional(),
+  gpus_per_instance: z.number().int().positive().max(64),
+  fallback_usd_per_gpu_hour: z.number().positive().max(10_000).optional(),
+});
+export type NodeCloudPlacement = z.infer<typeof NodeCloudPlacementSchema>;
+
 export const NodeSpecSchema = z
   .strictObject({
     id: Id,
@@ -76,6 +101,8 @@ export const NodeSpecSchema = z
      * without TLS, prior knowledge: an `http` endpoint).
      */
     protocol: z.enum(NODE_PROTOCOLS).optional(),
+    /** Set when the node is a cloud instance whose price the cost feed follows. */
+    cloud: NodeCloudPlacementSchema.optional(),
     /** Registration order tie-breaker; set by `apply` from the order in the fleet file. */
     registered_at: z.number().int().nonnegative().default(0),
   })
@@ -164,6 +191,100 @@ export const AccountSpecSchema = z.strictObject({
 });
 export type AccountSpec = z.infer<typeof AccountSpecSchema>;
 
+export const CLOUD_PROVIDERS = ["aws", "azure", "gcp"] as const;
+export const CloudProviderSchema = z.enum(CLOUD_PROVIDERS);
+export type CloudProvider = z.infer<typeof CloudProviderSchema>;
+
+/**
+ * Where the cost feed gets a cloud account's credentials. Only the reference is stored (a
+ * profile name, a role ARN, a file path on the feed's host); the secret itself never enters
+ * KV, the API or a log. `none` is for public price lists (Azure's Retail Prices API).
+ */
+export const CloudCredentialsSchema = z.discriminatedUnion("kind", [
+  /** AWS: a named profile of the shared config/credentials files on the feed's host. */
+  z.strictObject({
+    kind: z.literal("profile"),
+    profile: z.string().regex(/^[A-Za-z0-9_.+=@-]{1,128}$/),
+  }),
+  /** AWS: a role the feed's own identity assumes (STS AssumeRole). */
+  z.strictObject({
+    kind: z.literal("role"),
+    role_arn: z
+      .string()
+      .regex(/^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]{1,512}$/, "an IAM role ARN"),
+    external_id: z.string().min(2).max(1224).optional(),
+  }),
+  /**
+   * A JSON file on the feed's host: AWS `{ access_key_id, secret_access_key, session_token? }`,
+   * GCP `{ api_key }` or `{ access_token }`.
+   */
+  z.strictObject({
+    kind: z.literal("secret_file"),
+    path: z.string().regex(/^\//, "an absolute path"),
+  }),
+  z.strictObject({ kind: z.literal("none") }),
+]);
+export type CloudCredentials = z.infer<typeof CloudCredentialsSchema>;
+
+/**
+ * A registered cloud account: the cost feed refreshes the spot prices of its nodes every
+ * `refresh_interval_s` (jittered), and routing trusts a price for `max_price_age_s` after it
+ * was fetched, then falls back to the node's configured rate.
+ */
+export const CloudAccountSpecSchema = z
+  .strictObject({
+    id: Id,
+    provider: CloudProviderSchema,
+    /** The provider's own id: AWS account number, Azure subscription, GCP billing account. */
+    account_id: z.string().min(1).max(128),
+    regions: z.array(z.string().regex(/^[a-z0-9-]{2,64}$/)).min(1),
+    credentials: CloudCredentialsSchema,
+    refresh_interval_s: z.number().int().min(5).max(86_400).default(300),
+    max_price_age_s: z
+      .number()
+      .int()
+      .min(5)
+      .max(7 * 86_400)
+      .default(900),
+    /** AWS: the spot product description, e.g. `Linux/UNIX`. */
+    product_description: z.string().min(1).max(64).default("Linux/UNIX"),
+    /** GCP: the Compute Engine service id in the billing catalog. */
+    billing_service: z
+      .string()
+      .regex(/^[A-Z0-9-]{4,32}$/)
+      .default("6F81-5844-456A"),
+  })
+  .superRefine((a, ctx) => {
+    const kind = a.credentials.kind;
+    const fits =
+      a.provider === "aws"
+        ? kind !== "none"
+        : a.provider === "gcp"
+          ? kind === "secret_file"
+          : kind === "none";
+    if (!fits) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["credentials", "kind"],
+        message:
+          a.provider === "aws"
+            ? "aws needs a profile, role or secret_file"
+            : a.provider === "gcp"
+              ? "gcp needs a secret_file holding an api_key or access_token"
+              : "azure's retail prices are public: use kind none",
+      });
+    }
+    if (a.max_price_age_s < a.refresh_interval_s) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["max_price_age_s"],
+        message:
+          "must be at least refresh_interval_s, or every price ages out before the next refresh",
+      });
+    }
+  });
+export type CloudAccountSpec = z.infer<typeof CloudAccountSpecSchema>;
+
 /** A whole fleet document as applied with `zml apply -f`. */
 export const FleetDocumentSchema = z.strictObject({
   apiVersion: z.literal("zml/v1"),
@@ -171,5 +292,6 @@ export const FleetDocumentSchema = z.strictObject({
   models: z.array(ModelSpecSchema).default([]),
   policies: z.array(PolicySpecSchema).default([]),
   accounts: z.array(AccountSpecSchema).default([]),
+  cloud_accounts: z.array(CloudAccountSpecSchema).default([]),
 });
 export type FleetDocument = z.infer<typeof FleetDocumentSchema>;

@@ -53,8 +53,17 @@ export {
   AccountSpecSchema,
   RateLimitSchema,
   FleetDocumentSchema,
+  NodeCloudPlacementSchema,
+  CLOUD_PROVIDERS,
+  CloudProviderSchema,
+  CloudCredentialsSchema,
+  CloudAccountSpecSchema,
 } from "./fleet.ts";
 export type {
+  NodeCloudPlacement,
+  CloudProvider,
+  CloudCredentials,
+  CloudAccountSpec,
   Tier,
   NodeApi,
   Framework,
@@ -118,6 +127,8 @@ export {
   CloudSpotCostSchema,
   OnPremCostSchema,
   CostEntrySchema,
+  SPOT_COST_KEY_PREFIX,
+  spotCostKey,
   QualityScoreSchema,
   ApprovedMeasurementSchema,
   REVOCATION_MATCH_FIELDS,
@@ -228,11 +239,25 @@ export type { JsonEndpoint } from "./endpoints.ts";
 export {
   CidrListSetting,
   DEFAULT_DENIED_NODE_CIDRS,
+  LOOPBACK_NODE_CIDRS,
+  METADATA_NODE_CIDRS,
+  NODE_ADDRESS_CONFIG_SHAPE,
+  NODE_ADDRESS_RULES,
+  UNSPECIFIED_NODE_CIDRS,
   createNodeAddressPolicy,
   endpointProblem,
+  hostRefusal,
+  isLocalhostName,
+  nodeAddressPolicyFromEnv,
+  nodeAddressPolicyOf,
   parseCidrList,
 } from "./node-address.ts";
-export type { NodeAddressPolicy, NodeAddressRules } from "./node-address.ts";
+export type {
+  NodeAddressPolicy,
+  NodeAddressRefusal,
+  NodeAddressRule,
+  NodeAddressRules,
+} from "./node-address.ts";
 export {
   SERVICE_IDENTITIES,
   BATCH_IDENTITY_PREFIX,

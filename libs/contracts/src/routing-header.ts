@@ -13,6 +13,16 @@ export interface RoutingInfo {
   queueDepth: number;
   tier: number;
   attempts: number;
+  /**
+   * The price the decision ranked the node on: `spot`, `on_prem`, `fallback` (the node's
+   * configured rate, because its spot price aged out or none came yet) or `none` (ranked at
+   * the highest known price). Absent from answers of gateways that predate it.
+   */
+  price?: string | undefined;
+  /** Seconds since that spot price was last confirmed (0 for prices that do not age). */
+  priceAgeS?: number | undefined;
+  /** Whether a spot price existed but was past its age limit. */
+  priceStale?: boolean | undefined;
 }
 
 const KEYS: Record<keyof RoutingInfo, string> = {
@@ -23,6 +33,9 @@ const KEYS: Record<keyof RoutingInfo, string> = {
   queueDepth: "queue-depth",
   tier: "tier",
   attempts: "attempts",
+  price: "price",
+  priceAgeS: "price-age-s",
+  priceStale: "price-stale",
 };
 
 /** Printable ASCII except `"` and backslash: what an RFC 8941 string holds unescaped. */
@@ -58,6 +71,9 @@ export function serializeRoutingHeader(info: RoutingInfo): string {
     `${KEYS.queueDepth}=${sfInteger(info.queueDepth)}`,
     `${KEYS.tier}=${sfInteger(info.tier)}`,
     `${KEYS.attempts}=${sfInteger(info.attempts)}`,
+    ...(info.price === undefined ? [] : [`${KEYS.price}=${sfString(info.price)}`]),
+    ...(info.priceAgeS === undefined ? [] : [`${KEYS.priceAgeS}=${sfInteger(info.priceAgeS)}`]),
+    ...(info.priceStale === undefined ? [] : [`${KEYS.priceStale}=?${info.priceStale ? 1 : 0}`]),
   ].join(", ");
 }
 
@@ -156,5 +172,17 @@ export function parseRoutingHeader(header: string): RoutingInfo {
     queueDepth: int(KEYS.queueDepth),
     tier: int(KEYS.tier),
     attempts: int(KEYS.attempts),
+    ...optional(dict),
+  };
+}
+
+function optional(dict: Map<string, SfValue>): Partial<RoutingInfo> {
+  const price = dict.get(KEYS.price);
+  const age = dict.get(KEYS.priceAgeS);
+  const stale = dict.get(KEYS.priceStale);
+  return {
+    ...(typeof price === "string" ? { price } : {}),
+    ...(typeof age === "number" ? { priceAgeS: age } : {}),
+    ...(typeof stale === "boolean" ? { priceStale: stale } : {}),
   };
 }

@@ -26,6 +26,8 @@ export const KV_BUCKETS = {
   models: "zml_models",
   policies: "zml_policies",
   accounts: "zml_accounts",
+  /** Registered cloud accounts whose spot prices the cost feed follows (references only). */
+  cloudAccounts: "zml_cloud_accounts",
   nodeState: "zml_node_state",
   /** Live health-aggregator replicas, one heartbeat key each; nodes are sharded among them. */
   aggregators: "zml_aggregators",

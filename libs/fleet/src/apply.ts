@@ -27,6 +27,11 @@ const SECTIONS = [
     bucket: KV_BUCKETS.accounts,
     entries: (d: FleetDocument) => d.accounts.map((a) => [a.id, a] as const),
   },
+  {
+    // References only (profile, role, secret file path): credentials never enter KV.
+    bucket: KV_BUCKETS.cloudAccounts,
+    entries: (d: FleetDocument) => d.cloud_accounts.map((a) => [a.id, a] as const),
+  },
 ];
 
 /**

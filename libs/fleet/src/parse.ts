@@ -133,6 +133,34 @@ function checkReferences(
     "accounts",
     doc.accounts.map((a) => a.id),
   );
+  dup(
+    "cloud_accounts",
+    doc.cloud_accounts.map((a) => a.id),
+  );
+  const clouds = new Map(doc.cloud_accounts.map((a) => [a.id, a]));
+  doc.nodes.forEach((n, i) => {
+    if (n.cloud === undefined) return;
+    const account = clouds.get(n.cloud.account);
+    if (account === undefined) {
+      problems.push({
+        path: `nodes.${i}.cloud.account`,
+        message: `unknown cloud account '${n.cloud.account}'`,
+        ...at(["nodes", i, "cloud", "account"]),
+      });
+    } else if (!account.regions.includes(n.cloud.region)) {
+      problems.push({
+        path: `nodes.${i}.cloud.region`,
+        message: `region '${n.cloud.region}' is not one of cloud account '${account.id}''s regions`,
+        ...at(["nodes", i, "cloud", "region"]),
+      });
+    } else if (account.provider === "gcp" && n.cloud.gpu_type === undefined) {
+      problems.push({
+        path: `nodes.${i}.cloud.gpu_type`,
+        message: "a node on a gcp account needs gpu_type (its GPU's name in the billing catalog)",
+        ...at(["nodes", i, "cloud"]),
+      });
+    }
+  });
   doc.models.forEach((m, i) => {
     if (m.default_policy && !policies.has(m.default_policy) && m.default_policy !== "balanced") {
       problems.push({

@@ -774,6 +774,7 @@ export function decide(
       queueDepth: sc.depth[s]!,
       responseMs: sc.resp[s]!,
       costUsd: entry.usdPerHour === null ? null : costUsdFrom(entry.usdPerHour, sc.service[s]!),
+      price: entry.price,
       quality: Number.isNaN(quality) ? null : quality,
       withinLatencyTarget: sc.overTarget[s] === 0,
     };

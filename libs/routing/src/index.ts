@@ -8,6 +8,8 @@ export type { CloudSpotCost, OnPremCost, CostEntry, QualityScore } from "./schem
 export { DEFAULT_ROUTING_OPTIONS, resolveOptions } from "./options.ts";
 export type { RoutingOptions } from "./options.ts";
 export { buildSnapshot } from "./snapshot.ts";
+export { resolveNodePrice, priceAgeS, costEntryStatus } from "./price.ts";
+export type { NodePrice, PriceSource, CostEntryStatus } from "./price.ts";
 export type { RoutingSnapshot, SnapshotInput, FamilyGroup, ModelTierBucket } from "./snapshot.ts";
 export {
   compilePolicy,

@@ -16,6 +16,11 @@ export interface RoutingOptions {
   jitter: number;
   /** Quality scores older than this no longer rank candidates. */
   qualityStalenessMs: number;
+  /**
+   * Age limit of a cloud spot price whose entry names none: past it the node's configured
+   * fallback rate applies (see price.ts).
+   */
+  spotPriceMaxAgeMs: number;
   /** How many ranked candidates a decision lists (the rest only appear in `passedOver`). */
   maxCandidates: number;
   /** Latency target of the built-in `balanced` policy. */
@@ -33,6 +38,9 @@ export const DEFAULT_ROUTING_OPTIONS: Readonly<RoutingOptions> = Object.freeze({
   latencyEwmaAlpha: 0.2,
   jitter: 0.05,
   qualityStalenessMs: 6 * 60 * 60 * 1000,
+  // Three refreshes of the feed's default 5-minute interval: one failed refresh does not
+  // throw away a price, a feed down for a quarter of an hour does.
+  spotPriceMaxAgeMs: 15 * 60 * 1000,
   maxCandidates: 3,
   defaultLatencyTargetMs: 30_000,
   noNodeRetryAfterS: 5,
@@ -63,6 +71,12 @@ export function resolveOptions(partial: Partial<RoutingOptions> = {}): Readonly<
       0,
       Number.MAX_SAFE_INTEGER,
       d.qualityStalenessMs,
+    ),
+    spotPriceMaxAgeMs: clamp(
+      partial.spotPriceMaxAgeMs,
+      1,
+      Number.MAX_SAFE_INTEGER,
+      d.spotPriceMaxAgeMs,
     ),
     maxCandidates: Math.trunc(clamp(partial.maxCandidates, 1, 64, d.maxCandidates)),
     defaultLatencyTargetMs: clamp(partial.defaultLatencyTargetMs, 1, 1e9, d.defaultLatencyTargetMs),

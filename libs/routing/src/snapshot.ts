@@ -7,6 +7,7 @@ import {
   DEFAULT_POLICY_NAME,
   type ResolvedPolicy,
 } from "./policy.ts";
+import { resolveNodePrice } from "./price.ts";
 import type { CostEntry, QualityScore } from "./schemas.ts";
 import type { NodeEntry } from "./types.ts";
 
@@ -71,6 +72,14 @@ export interface RoutingSnapshot {
    * is priced.
    */
   readonly fallbackUsdPerHour: number;
+  /** The `now` prices were resolved at. */
+  readonly builtAt: number;
+  /**
+   * The first instant a fresh spot price of this snapshot ages out (Infinity when none
+   * does): rebuild the snapshot then, so that the price falls back to the node's configured
+   * rate. Keeping the clock out of the decision keeps {@link decide} pure and its loop lean.
+   */
+  readonly pricesValidUntil: number;
   readonly options: Readonly<RoutingOptions>;
   /** Configuration problems that were tolerated (dangling references, conflicts). */
   readonly warnings: readonly string[];
@@ -82,6 +91,11 @@ export interface SnapshotInput {
   policies?: readonly PolicySpec[] | undefined;
   costs?: readonly CostEntry[] | undefined;
   quality?: readonly QualityScore[] | undefined;
+  /**
+   * Epoch ms at which spot prices are judged fresh or aged out. Default 0: every price
+   * counts as fresh (for callers that do not follow time, such as tests of ranking alone).
+   */
+  now?: number | undefined;
 }
 
 /** The bit of `api` in {@link RoutingSnapshot.apiMask}. */
@@ -113,10 +127,6 @@ function apiSliceOf(
 }
 
 const key2 = (a: string, b: string): string => `${a}\u0000${b}`;
-
-function priceOf(entry: CostEntry): number {
-  return entry.usd_per_gpu_hour * entry.gpus_per_node;
-}
 
 function indexCosts(
   nodes: readonly NodeSpec[],
@@ -155,6 +165,34 @@ function indexCosts(
     }
   }
   return { byNode, byFamily };
+}
+
+/**
+ * Says, once per snapshot, which nodes route on something other than a fresh price: an aged
+ * spot price (on the fallback rate, or on none) and, once any node is priced, a node
+ * without a price (ranked at the highest known one). A fleet with no prices at all says
+ * nothing: cost then decides nothing.
+ */
+function notePriceProblems(
+  nodes: readonly NodeEntry[],
+  highest: number,
+  now: number,
+  warnings: string[],
+): void {
+  const anyPriced = nodes.some((e) => e.usdPerHour !== null);
+  for (const { spec, price } of nodes) {
+    const aged =
+      price.stale && price.updatedAt !== null
+        ? `spot price ${Math.round((now - price.updatedAt) / 1000)}s old is past its ${Math.round(price.maxAgeMs! / 1000)}s age limit`
+        : undefined;
+    if (price.source === "fallback" && aged !== undefined) {
+      warnings.push(`cost: node ${spec.id} ${aged}; using its fallback rate ${price.usdPerHour}/h`);
+    } else if (price.source === "none" && anyPriced) {
+      warnings.push(
+        `cost: node ${spec.id} has no usable price (${aged ?? "no cost entry"}); ranked at the highest known price ${highest}/h`,
+      );
+    }
+  }
 }
 
 function indexQuality(quality: readonly QualityScore[]): {
@@ -211,14 +249,19 @@ export function buildSnapshot(
   const nodeIndex = new Map<string, number>();
   const nodes: NodeEntry[] = [];
   let fallbackUsdPerHour = 0;
+  let pricesValidUntil = Number.POSITIVE_INFINITY;
+  const now = input.now ?? 0;
   for (const spec of ordered) {
     if (!families.includes(spec.accelerator_family)) families.push(spec.accelerator_family);
     const cost = costs.byNode.get(spec.id) ?? costs.byFamily.get(spec.accelerator_family) ?? null;
-    const usdPerHour = cost === null ? null : priceOf(cost);
+    const price = resolveNodePrice(spec, cost, now, opts.spotPriceMaxAgeMs);
+    const usdPerHour = price.usdPerHour;
     if (usdPerHour !== null) fallbackUsdPerHour = Math.max(fallbackUsdPerHour, usdPerHour);
+    pricesValidUntil = Math.min(pricesValidUntil, price.validUntil);
     nodeIndex.set(spec.id, nodes.length);
-    nodes.push(Object.freeze({ index: nodes.length, spec, usdPerHour, cost }));
+    nodes.push(Object.freeze({ index: nodes.length, spec, usdPerHour, cost, price }));
   }
+  notePriceProblems(nodes, fallbackUsdPerHour, now, warnings);
 
   interface Draft {
     nodes: NodeEntry[];
@@ -304,6 +347,8 @@ export function buildSnapshot(
     families: Object.freeze(families),
     buckets,
     fallbackUsdPerHour,
+    builtAt: now,
+    pricesValidUntil,
     options: opts,
     warnings: Object.freeze(warnings),
   });

@@ -1,5 +1,6 @@
 import type { ErrorCode, NodeApi, NodeSpec, SaturationDetail, Tier } from "@zml/contracts";
 import type { CostEntry } from "./schemas.ts";
+import type { NodePrice } from "./price.ts";
 
 /** How candidates are ordered: the policy's `cost_priority`, or the client's `provider.sort`. */
 export type RankingMode = "latency" | "cost" | "balanced" | "quality" | "fastest";
@@ -62,8 +63,10 @@ export interface RankedCandidate {
   queueDepth: number;
   /** Estimated response time (see README, "Response time"). */
   responseMs: number;
-  /** Estimated cost of this request; `null` when the node has no cost entry. */
+  /** Estimated cost of this request; `null` when the node has no usable price. */
   costUsd: number | null;
+  /** The price the estimate used: its source, when it was confirmed, whether it aged out. */
+  price: NodePrice;
   /** Fresh quality score when quality routing is on and one exists, else `null`. */
   quality: number | null;
   withinLatencyTarget: boolean;
@@ -124,7 +127,9 @@ export interface NodeEntry {
   /** Dense index into the {@link LiveTable} arrays; registration order. */
   readonly index: number;
   readonly spec: NodeSpec;
-  /** Node-hour price (`usd_per_gpu_hour × gpus_per_node`); `null` without a cost entry. */
+  /** Node-hour price routing uses (`price.usdPerHour`); `null` without a usable price. */
   readonly usdPerHour: number | null;
   readonly cost: CostEntry | null;
+  /** Where `usdPerHour` comes from, at the snapshot's `builtAt`. */
+  readonly price: NodePrice;
 }

@@ -16,7 +16,13 @@ export type {
   StopContext,
   WorkCounter,
 } from "./shutdown.ts";
-export { guardedConnector, guardedLookup, NodeAddressRefusedError } from "./node-connector.ts";
+export {
+  guardedConnector,
+  guardedLookup,
+  NodeAddressRefusedError,
+  systemResolver,
+} from "./node-connector.ts";
+export type { HostResolver, ResolvedAddress } from "./node-connector.ts";
 export { startWhenPossible } from "./start-retry.ts";
 export type { StartWhenPossibleOptions, StartRetryLogger } from "./start-retry.ts";
 export { bootService } from "./boot.ts";

@@ -11,7 +11,7 @@ import {
 } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
-  createNodeAddressPolicy,
+  nodeAddressPolicyOf,
   ATTESTATION_NONCE_BYTES,
   DISPATCHER_QUEUE_GROUP,
   HEADERS,
@@ -26,7 +26,7 @@ import {
 } from "@zml/contracts";
 import type { NodeState } from "@zml/contracts";
 import { waitUntil } from "@zml/runtime";
-import type { StopContext } from "@zml/runtime";
+import type { HostResolver, StopContext } from "@zml/runtime";
 import type { Logger, Registry } from "@zml/telemetry";
 import { startBatchWorker } from "./batch/batch-worker.ts";
 import { createCapacitySignal } from "./capacity/capacity-signal.ts";
@@ -61,6 +61,11 @@ export interface DispatcherDeps {
   randomHex: (bytes: number) => string;
   /** This replica's id, on each answer's first frame, in `accept` frames and liveness beats. */
   replica: string;
+  /**
+   * Resolves node host names before the address policy judges them; the system resolver
+   * when omitted (tests fix the answers, e.g. a name that resolves to loopback).
+   */
+  resolveHost?: HostResolver;
 }
 
 export interface Dispatcher {
@@ -86,14 +91,23 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   const sessions = createSessionStore(sessionsKv, sessionMap);
   const capacity = createCapacitySignal();
   const nodeStates = createNodeStateFeed(state.states.map.values());
-  const routing = createRoutingState({
-    nodes: state.nodes.map,
-    models: state.models.map,
-    policies: state.policies.map,
-    costs: state.costs.map,
-    quality: state.quality.map,
-    states: nodeStates.map,
-  });
+  const routing = createRoutingState(
+    {
+      nodes: state.nodes.map,
+      models: state.models.map,
+      policies: state.policies.map,
+      costs: state.costs.map,
+      quality: state.quality.map,
+      states: nodeStates.map,
+    },
+    {
+      clock,
+      // Aged spot prices, nodes without a usable price, dangling cost entries: said once each.
+      onWarnings: (warnings) => {
+        for (const warning of warnings) log.warn({ warning }, "routing configuration");
+      },
+    },
+  );
   // Config changes mark the routing snapshot stale (rebuilt on the next decision); a state
   // change may free capacity for queued requests.
   for (const source of [state.nodes, state.models, state.policies, state.costs, state.quality]) {
@@ -130,10 +144,8 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     connections: config.DISPATCH_POOL_CONNECTIONS,
     connectTimeoutMs: config.DISPATCH_CONNECT_TIMEOUT_MS,
     pins: attestation,
-    nodeAddresses: createNodeAddressPolicy({
-      allow: config.ZML_NODE_ALLOW_CIDRS,
-      deny: config.ZML_NODE_DENY_CIDRS,
-    }),
+    nodeAddresses: nodeAddressPolicyOf(config),
+    ...(deps.resolveHost ? { resolveHost: deps.resolveHost } : {}),
   });
   const cancellations = createCancellations();
   const observations = createObservationBatcher({
@@ -265,6 +277,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
       inFlightShare.stop();
       stateMessages.unsubscribe();
       state.stop();
+      routing.stop();
       sessionMap.stop();
       await pools.close();
     },

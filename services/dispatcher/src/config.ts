@@ -1,4 +1,4 @@
-import { CidrListSetting, NODE_COOLDOWN_MAX_MS, NODE_ID_PATTERN } from "@zml/contracts";
+import { NODE_ADDRESS_CONFIG_SHAPE, NODE_COOLDOWN_MAX_MS, NODE_ID_PATTERN } from "@zml/contracts";
 import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
 import { parseConfig, SHUTDOWN_CONFIG_SHAPE } from "@zml/runtime";
 import { z } from "zod";
@@ -7,13 +7,8 @@ const ConfigSchema = z
   .object({
     ...BUS_CONFIG_SHAPE,
     ...SHUTDOWN_CONFIG_SHAPE,
-    /**
-     * Node addresses allowed beyond the defaults, and always refused (comma-separated CIDRs),
-     * checked on every connection after DNS. Link-local and cloud metadata ranges are refused
-     * unless allowed here.
-     */
-    ZML_NODE_ALLOW_CIDRS: CidrListSetting,
-    ZML_NODE_DENY_CIDRS: CidrListSetting,
+    /** Where nodes may be, checked on every connection after DNS (docs/limits.md). */
+    ...NODE_ADDRESS_CONFIG_SHAPE,
     /** Port of /healthz, /readyz and /metrics. */
     DISPATCHER_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
     DISPATCHER_OPS_HOST: z.string().default("127.0.0.1"),

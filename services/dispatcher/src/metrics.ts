@@ -7,6 +7,7 @@ export interface DispatcherMetrics {
   retries: Counter<"kind">;
   cooldowns: Counter<"node">;
   refusedAnswers: Counter<"node" | "code">;
+  refusedAddresses: Counter<"node" | "rule">;
   saturation: Counter<"reason">;
   queueTimeouts: Counter;
   sessions: Counter<"outcome">;
@@ -41,6 +42,12 @@ export function createDispatcherMetrics(registry: Registry): DispatcherMetrics {
       "Node answers the gateway refused to relay: upstream_auth_failed (the node refused the " +
         "gateway's credential), bad_upstream_response (no JSON or SSE where due)",
       ["node", "code"],
+    ),
+    refusedAddresses: counter(
+      "zml_dispatcher_node_address_refusals_total",
+      "Node connections the node address policy refused after DNS, by rule (node_address_loopback, " +
+        "node_address_unspecified, node_address_metadata, node_address_denied): nothing was sent",
+      ["node", "rule"],
     ),
     saturation: counter(
       "zml_dispatcher_saturation_total",

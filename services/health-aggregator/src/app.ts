@@ -1,7 +1,14 @@
 // One health-aggregator replica, built from injected parts: joins the replica set, polls
 // the registered nodes it owns, runs each through the health state machine and publishes
 // `node.state` plus the KV snapshot. `main.ts` hands it the bus and the real probe.
-import { openOwnedKv, publishJson, subscribeJson, watchBucket, watchKvIntoMap } from "@zml/bus";
+import {
+  openKv,
+  openOwnedKv,
+  publishJson,
+  subscribeJson,
+  watchBucket,
+  watchKvIntoMap,
+} from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
   KV_BUCKETS,
@@ -12,13 +19,17 @@ import {
   NodeStateSchema,
   nodeStateSubject,
 } from "@zml/contracts";
-import type { NodeSpec } from "@zml/contracts";
+import type { CloudProvider, NodeSpec } from "@zml/contracts";
+import type { PriceSource } from "@zml/cost-feed";
 import { DEFAULT_HEALTH_CONFIG } from "@zml/health";
 import type { ProbeResult } from "@zml/health";
 import type { Logger, Registry } from "@zml/telemetry";
 import { z } from "zod";
 import { createAggregator } from "./aggregator.ts";
 import type { AggregatorConfig } from "./config.ts";
+import { startCostFeedHome } from "./cost-feed.ts";
+import type { CostFeedHome } from "./cost-feed.ts";
+import { createCostFeedMetrics } from "./cost-feed-metrics.ts";
 import { joinReplicaSet } from "./membership.ts";
 import { createAggregatorMetrics } from "./metrics.ts";
 import { createNodeRegistry } from "./node-registry.ts";
@@ -34,11 +45,18 @@ export interface HealthAggregatorDeps {
   registry: Registry;
   clock: () => number;
   random: () => number;
+  /** The cloud price clients of the spot-price feed; without them the feed does not run. */
+  priceSources?: Readonly<Record<CloudProvider, PriceSource>> | undefined;
 }
 
 export interface HealthAggregator {
   /** For the ready log line: nodes known, nodes owned, live replicas. */
-  summary(): { nodes: number; owned: number; replicas: readonly string[] };
+  summary(): {
+    nodes: number;
+    owned: number;
+    replicas: readonly string[];
+    costFeeds: string[];
+  };
   /** Leaves the replica set first, handing this replica's nodes to the others at once. */
   stop(): Promise<void>;
 }
@@ -81,6 +99,20 @@ export async function startHealthAggregator(deps: HealthAggregatorDeps): Promise
     },
   });
 
+  const costFeed: CostFeedHome | undefined =
+    deps.priceSources === undefined
+      ? undefined
+      : await startCostFeedHome(deps.self, {
+          bus,
+          costs: await openKv(bus, KV_BUCKETS.costs),
+          sources: deps.priceSources,
+          metrics: createCostFeedMetrics(deps.registry),
+          log,
+          clock: deps.clock,
+          random: deps.random,
+          jitter: config.COST_FEED_JITTER,
+        });
+
   // Members first: a replica that loaded the nodes before it knew its peers would poll them all.
   const membership = await joinReplicaSet({
     bus,
@@ -90,20 +122,28 @@ export async function startHealthAggregator(deps: HealthAggregatorDeps): Promise
     clock: deps.clock,
     isConnected: () => bus.isConnected(),
     log,
-    onChange: (replicas) => aggregator.setReplicas(replicas),
+    onChange: (replicas) => {
+      aggregator.setReplicas(replicas);
+      costFeed?.setReplicas(replicas);
+    },
   });
   aggregator.setReplicas(membership.replicas());
+  costFeed?.setReplicas(membership.replicas());
 
   let nodesLoaded = false;
   const nodes = await watchBucket(bus, KV_BUCKETS.nodes, {
     schema: NodeSpecSchema,
     log,
     onChange: (_key, _value, map) => {
-      if (nodesLoaded) aggregator.setNodes(map);
+      if (nodesLoaded) {
+        aggregator.setNodes(map);
+        costFeed?.setNodes(map);
+      }
     },
   });
   nodesLoaded = true;
   aggregator.setNodes(nodes.map);
+  costFeed?.setNodes(nodes.map);
 
   // Dispatchers send observations one by one (v1) or gathered per node (batch v1).
   const observations = subscribeJson(
@@ -121,8 +161,10 @@ export async function startHealthAggregator(deps: HealthAggregatorDeps): Promise
       nodes: nodes.map.size,
       owned: aggregator.owned().size,
       replicas: membership.replicas(),
+      costFeeds: costFeed?.running() ?? [],
     }),
     async stop() {
+      costFeed?.stop();
       await membership.leave();
       aggregator.stop();
       nodes.stop();

@@ -1,5 +1,5 @@
 import { DEFAULT_HEALTH_CONFIG } from "@zml/health";
-import { CidrListSetting } from "@zml/contracts";
+import { NODE_ADDRESS_CONFIG_SHAPE } from "@zml/contracts";
 import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
 import { parseConfig, SHUTDOWN_CONFIG_SHAPE } from "@zml/runtime";
 import { z } from "zod";
@@ -8,13 +8,8 @@ const ConfigSchema = z
   .object({
     ...BUS_CONFIG_SHAPE,
     ...SHUTDOWN_CONFIG_SHAPE,
-    /**
-     * Node addresses allowed beyond the defaults, and always refused (comma-separated CIDRs),
-     * checked on every connection after DNS. Link-local and cloud metadata ranges are refused
-     * unless allowed here.
-     */
-    ZML_NODE_ALLOW_CIDRS: CidrListSetting,
-    ZML_NODE_DENY_CIDRS: CidrListSetting,
+    /** Where nodes may be, checked on every probe connection after DNS (docs/limits.md). */
+    ...NODE_ADDRESS_CONFIG_SHAPE,
     AGGREGATOR_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9102),
     AGGREGATOR_OPS_HOST: z.string().default("127.0.0.1"),
     LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
@@ -44,6 +39,23 @@ const ConfigSchema = z
      * three poll intervals). Replicas heartbeat every third of it.
      */
     REPLICA_TTL_MS: z.coerce.number().int().positive().optional(),
+    /** Runs the spot-price feed of the cloud accounts this replica owns (see docs/cost-feed.md). */
+    COST_FEED_ENABLED: z
+      .enum(["true", "false"])
+      .default("true")
+      .transform((v) => v === "true"),
+    /** Each account's refresh moves by up to this fraction of its interval. */
+    COST_FEED_JITTER: z.coerce.number().min(0).max(0.5).default(0.1),
+    /** EC2 endpoint for every region instead of AWS's own (a proxy, or a local fake). */
+    COST_FEED_AWS_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
+    /** Attempts per EC2 call, the SDK's own retries of throttling and 5xx included. */
+    COST_FEED_AWS_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(3),
+    /** Base URL of the Azure Retail Prices API. */
+    COST_FEED_AZURE_URL: z.url({ protocol: /^https?$/ }).default("https://prices.azure.com"),
+    /** Base URL of the Cloud Billing Catalog API. */
+    COST_FEED_GCP_URL: z
+      .url({ protocol: /^https?$/ })
+      .default("https://cloudbilling.googleapis.com"),
     /** First isolation period of a failing node; repeated isolations double it. */
     ISOLATION_BASE_MS: z.coerce
       .number()

@@ -1,6 +1,8 @@
 // Composition root: the shared boot (libs/runtime), then what only the health aggregator
-// has: the real probe (HTTP through keep-alive agents, refusing addresses nodes may not have).
-import { createNodeAddressPolicy } from "@zml/contracts";
+// has: the real probe (HTTP through keep-alive agents, refusing addresses nodes may not have)
+// and the cloud price sources of the spot-price feed.
+import { nodeAddressPolicyOf } from "@zml/contracts";
+import { createAwsSpotSource, createAzureSpotSource, createGcpSpotSource } from "@zml/cost-feed";
 import { bootService } from "@zml/runtime";
 import { startHealthAggregator } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -15,11 +17,18 @@ const prober = createNodeProber({
   keepAliveMs: config.POLL_INTERVAL_MS * 2,
   timeoutMs: config.PROBE_TIMEOUT_MS,
   maxBodyBytes: config.PROBE_MAX_BODY_BYTES,
-  nodeAddresses: createNodeAddressPolicy({
-    allow: config.ZML_NODE_ALLOW_CIDRS,
-    deny: config.ZML_NODE_DENY_CIDRS,
-  }),
+  nodeAddresses: nodeAddressPolicyOf(config),
 });
+const priceSources = config.COST_FEED_ENABLED
+  ? {
+      aws: createAwsSpotSource({
+        endpoint: config.COST_FEED_AWS_ENDPOINT,
+        maxAttempts: config.COST_FEED_AWS_MAX_ATTEMPTS,
+      }),
+      azure: createAzureSpotSource({ baseUrl: config.COST_FEED_AZURE_URL }),
+      gcp: createGcpSpotSource({ baseUrl: config.COST_FEED_GCP_URL }),
+    }
+  : undefined;
 await boot.serve(
   (parts) =>
     startHealthAggregator({
@@ -28,6 +37,7 @@ await boot.serve(
       probe: prober.probe,
       clock: Date.now,
       random: Math.random,
+      priceSources,
     }),
   { readyFields: (aggregator) => aggregator.summary(), afterStop: () => prober.close() },
 );

@@ -2,7 +2,8 @@ import { isTeeTier } from "@zml/contracts";
 import type { NodeAddressPolicy, NodeSpec } from "@zml/contracts";
 import { idleReading, MetricsReadError, readCustomHealth, readMetrics } from "@zml/health";
 import type { ProbeResult } from "@zml/health";
-import { guardedConnector } from "@zml/runtime";
+import { guardedConnector, NodeAddressRefusedError, systemResolver } from "@zml/runtime";
+import type { HostResolver } from "@zml/runtime";
 import { Agent } from "undici";
 import type { Dispatcher } from "undici";
 
@@ -13,14 +14,17 @@ export function createNodeProber(options: {
   maxBodyBytes: number;
   /** Applied to every address probed, after DNS. */
   nodeAddresses: NodeAddressPolicy;
+  /** Where node names are resolved; the system resolver unless a test fixes the answers. */
+  resolveHost?: HostResolver;
 }): {
   probe: (node: NodeSpec) => Promise<ProbeResult>;
   close: () => Promise<void>;
 } {
+  const resolve = options.resolveHost ?? systemResolver;
   const agent = new Agent({
     keepAliveTimeout: options.keepAliveMs,
     connections: 4,
-    connect: guardedConnector(options.nodeAddresses),
+    connect: guardedConnector(options.nodeAddresses, {}, resolve),
   });
   // Tier 3/4 nodes present a TLS key their quote vouches for, not a CA-issued certificate.
   // Health polls carry no payload, so they need not pin it (the dispatcher does); they only
@@ -28,7 +32,7 @@ export function createNodeProber(options: {
   const teeAgent = new Agent({
     keepAliveTimeout: options.keepAliveMs,
     connections: 4,
-    connect: guardedConnector(options.nodeAddresses, { rejectUnauthorized: false }),
+    connect: guardedConnector(options.nodeAddresses, { rejectUnauthorized: false }, resolve),
   });
   const limits = { timeoutMs: options.timeoutMs, maxBodyBytes: options.maxBodyBytes };
   return {
@@ -84,7 +88,13 @@ export async function probeNode(
     // Only what the node's answer said is told; every failure below HTTP (refused, reset,
     // timed out, not HTTP at all) reads alike, or node registration becomes a port scanner
     // of the operator's network.
-    if (err instanceof MetricsReadError || err instanceof ProbeAnswerTooLarge) {
+    // A refused address is said: it was judged before any connection, from what the name
+    // resolves to, so it tells nothing about the ports behind it.
+    if (
+      err instanceof MetricsReadError ||
+      err instanceof ProbeAnswerTooLarge ||
+      err instanceof NodeAddressRefusedError
+    ) {
       return { ok: false, error: err.message };
     }
     if (err instanceof SyntaxError) return { ok: false, error: "health answer is not JSON" };

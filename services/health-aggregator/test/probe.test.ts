@@ -6,9 +6,11 @@ import type { AddressInfo, Server } from "node:net";
 import { findFreePort } from "@zml/harness";
 import { Agent } from "undici";
 import { afterAll, describe, expect, it } from "vitest";
+import { createNodeAddressPolicy } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import { nodeSpec } from "@zml/contracts/testing";
-import { probeNode } from "../src/probe.ts";
+import type { HostResolver } from "@zml/runtime";
+import { createNodeProber, probeNode } from "../src/probe.ts";
 
 const agent = new Agent();
 const servers: Server[] = [];
@@ -62,5 +64,51 @@ describe("probeNode", () => {
     const result = await probeNode(agent, spec(url), limits);
     expect(result).toEqual({ ok: false, error: "metrics answer is larger than 65536 bytes" });
     expect(metricsSent).toBeLessThan(10_000);
+  });
+});
+
+describe("createNodeProber", () => {
+  // `node.example.test` resolves to 127.0.0.1, where a healthy vLLM-like server answers.
+  const resolveHost: HostResolver = (hostname) =>
+    hostname === "node.example.test"
+      ? Promise.resolve([{ address: "127.0.0.1", family: 4 }])
+      : Promise.reject(Object.assign(new Error("ENOTFOUND"), { code: "ENOTFOUND" }));
+
+  it("refuses a node whose name resolves to loopback, saying why, unless loopback is allowed", async () => {
+    let polls = 0;
+    const url = await listen(
+      createServer((req, res) => {
+        polls++;
+        res.end(
+          req.url === "/metrics"
+            ? "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n"
+            : "",
+        );
+      }),
+    );
+    const node = spec(url.replace("127.0.0.1", "node.example.test"));
+    const prober = (allowLoopback: boolean) =>
+      createNodeProber({
+        keepAliveMs: 1000,
+        timeoutMs: 1000,
+        maxBodyBytes: 64 * 1024,
+        nodeAddresses: createNodeAddressPolicy({ allow: [], deny: [], allowLoopback }),
+        resolveHost,
+      });
+    const refusing = prober(false);
+    const allowing = prober(true);
+    try {
+      const refused = await refusing.probe(node);
+      expect(refused).toEqual({
+        ok: false,
+        error: expect.stringMatching(/^node address refused: 127\.0\.0\.1 is a loopback address/),
+      });
+      expect(polls).toBe(0);
+      expect(await allowing.probe(node)).toMatchObject({ ok: true, reading: { queueDepth: 0 } });
+      expect(polls).toBe(2);
+    } finally {
+      await refusing.close();
+      await allowing.close();
+    }
   });
 });

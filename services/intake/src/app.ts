@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Http2ServerRequest } from "node:http2";
 import { createReplyMux } from "@zml/bus";
 import type { ReplyMux } from "@zml/bus";
-import { createNodeAddressPolicy, ZmlError } from "@zml/contracts";
+import { nodeAddressPolicyOf, ZmlError } from "@zml/contracts";
 import { waitUntil } from "@zml/runtime";
 import type { StopContext } from "@zml/runtime";
 import { lazyChild } from "@zml/telemetry";
@@ -18,7 +18,7 @@ import { createAuthThrottle } from "./auth-throttle.ts";
 import { createAdminAuthenticator, createAuthenticator } from "./auth.ts";
 import { bodyDeadline } from "./body-deadline.ts";
 import type { IntakeConfig } from "./config.ts";
-import { isHttp2, sendError, toZmlError } from "./errors.ts";
+import { isHttp2, MAX_PATH_PARAM_CHARS, sendError, toZmlError } from "./errors.ts";
 import { createKeyStoreStatus } from "./key-store.ts";
 import { createIntakeMetrics } from "./metrics.ts";
 import { followDispatchers } from "./dispatcher-liveness.ts";
@@ -65,6 +65,7 @@ export interface IntakeDeps extends ClientRouteDeps {
     | "ZML_DISPATCHER_REROUTES"
     | "ZML_NODE_ALLOW_CIDRS"
     | "ZML_NODE_DENY_CIDRS"
+    | "ZML_NODE_ALLOW_LOOPBACK"
   >;
   /** PEM key and certificate when serving TLS. */
   tls: ServerOptions["tls"];
@@ -105,6 +106,12 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
       requestIdLogLabel: "request_id",
     }),
     bodyLimit: config.ZML_BODY_LIMIT_BYTES,
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_CHARS },
+    // A malformed or overlong path parameter is refused before routing; fastify's own answer
+    // to it would not be the error envelope every other answer uses.
+    frameworkErrors: (err, _req, reply) => {
+      sendError(reply, toZmlError(err));
+    },
     // Refusals while stopping are answered by the draining hook below, with a body.
     return503OnClosing: false,
     serverFactory: createServerFactory({
@@ -211,10 +218,7 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
       adminRoutes({
         store: deps.configStore,
         checkAdmin: createAdminAuthenticator(config.ZML_ADMIN_TOKEN),
-        nodeAddresses: createNodeAddressPolicy({
-          allow: config.ZML_NODE_ALLOW_CIDRS,
-          deny: config.ZML_NODE_DENY_CIDRS,
-        }),
+        nodeAddresses: nodeAddressPolicyOf(config),
         clock: deps.clock,
       }),
     );

@@ -1,4 +1,4 @@
-import { CidrListSetting } from "@zml/contracts";
+import { NODE_ADDRESS_CONFIG_SHAPE } from "@zml/contracts";
 import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
 import { parseConfig, SHUTDOWN_CONFIG_SHAPE } from "@zml/runtime";
 import { adminTokenWeakness } from "./admin-token.ts";
@@ -73,13 +73,8 @@ const ConfigSchema = z
     ZML_AUTH_FAILURES_PER_MINUTE: z.coerce.number().positive().default(10),
     /** Fresh-nonce attestation calls (`?nonce=`) per account and minute: each costs a quote. */
     ZML_ATTESTATION_NONCE_PER_MINUTE: z.coerce.number().int().positive().default(6),
-    /**
-     * Node addresses the admin API accepts beyond the defaults (comma-separated CIDRs), and
-     * addresses it always refuses. Link-local and cloud metadata ranges are refused unless
-     * allowed here.
-     */
-    ZML_NODE_ALLOW_CIDRS: CidrListSetting,
-    ZML_NODE_DENY_CIDRS: CidrListSetting,
+    /** Where the admin API lets nodes be registered (docs/limits.md). */
+    ...NODE_ADDRESS_CONFIG_SHAPE,
     /** Admin API bearer token; the admin API answers 404 when unset. */
     ZML_ADMIN_TOKEN: z.string().min(16, "at least 16 characters").optional(),
     /**

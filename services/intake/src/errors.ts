@@ -2,6 +2,13 @@ import { ZmlError, toOpenAiError } from "@zml/contracts";
 import type { ErrorCode } from "@zml/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
 
+/**
+ * Longest path parameter the router matches (fastify's default is 100): above every key a
+ * route accepts, even percent-encoded (a model id has up to 256 characters), so the route's
+ * own check names what is wrong; longer ones get 400 naming `path`.
+ */
+export const MAX_PATH_PARAM_CHARS = 1024;
+
 /** Raised by the body deadline (see `body-deadline.ts`) through the body stream. */
 export class BodyTimeoutError extends Error {
   readonly code = "request_timeout";
@@ -31,6 +38,12 @@ export function toZmlError(err: unknown): ZmlError {
       );
     case "FST_ERR_BAD_URL":
       return new ZmlError("invalid_request", "malformed URL", "path");
+    case "FST_ERR_MAX_PARAM_LENGTH":
+      return new ZmlError(
+        "invalid_request",
+        `a path parameter is longer than ${MAX_PATH_PARAM_CHARS} characters`,
+        "path",
+      );
     default:
       break;
   }

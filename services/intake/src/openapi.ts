@@ -1,5 +1,6 @@
 import {
   AccountSpecSchema,
+  CloudAccountSpecSchema,
   ApprovedMeasurementSchema,
   ChatCompletionRequestSchema,
   CompletionRequestSchema,
@@ -24,6 +25,9 @@ import { AllowlistSchema } from "./allowlist.ts";
 import { JobBodySchema } from "./routes/jobs.ts";
 import { ModelListSchema, ModelSchema } from "./routes/models.ts";
 import { SessionBodySchema } from "./routes/sessions.ts";
+import { errorStatusesOf, OPERATION_ERRORS, pascal } from "./route-errors.ts";
+
+const anyObject = { type: "object", additionalProperties: true };
 
 /** The OpenAI error envelope every error answer uses. */
 export const OpenAiErrorSchema = z.object({
@@ -62,6 +66,7 @@ const ADMIN_DOCUMENTS: Record<string, [string, z.ZodType]> = {
   models: ["ModelSpec", ModelSpecSchema],
   policies: ["PolicySpec", PolicySpecSchema],
   accounts: ["AccountSpec", AccountSpecSchema],
+  "cloud-accounts": ["CloudAccountSpec", CloudAccountSpecSchema],
   costs: ["CostEntry", CostEntrySchema],
   "quality-scores": ["QualityScore", QualityScoreSchema],
   measurements: ["ApprovedMeasurement", ApprovedMeasurementSchema],
@@ -70,22 +75,56 @@ const ADMIN_DOCUMENTS: Record<string, [string, z.ZodType]> = {
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: object) => ({ "application/json": { schema } });
-const ERROR_DESCRIPTIONS: Record<number, string> = {
+
+/** What each error status means, whichever code answers it. */
+const STATUS_MEANINGS: Record<number, string> = {
   400: "Invalid request: the error names the offending field",
   401: "Missing or unknown credential",
   403: "The account may not use this tier",
-  404: "No such resource or model",
+  404: "No such resource, model, job or session",
   408: "The request body arrived too slowly",
+  409: "A sealed request that was opened before (a replay)",
+  410: "The session expired, or its key is gone",
   413: "The request body is too large",
-  429: "Rate limited; see Retry-After",
-  502: "Every attempt failed, or the stream broke",
-  503: "No node can take the request now; see Retry-After",
+  415: "The request's content type cannot be read",
+  429: "Rate limited, or too many failed authentications from this address; see Retry-After",
+  500: "An error the gateway did not expect",
+  502: "Every attempt failed, or the node's answer was refused",
+  503: "Not available now (no usable node, the message bus, a stopping replica); see Retry-After",
   504: "The deadline passed",
 };
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(
-    statuses.map((s) => [String(s), { $ref: `#/components/responses/Error${s}` }]),
-  );
+
+/** Response extension listing the error codes a status may carry on this operation. */
+export const ERROR_CODES_EXTENSION = "x-zml-error-codes";
+
+/**
+ * The error answers of an operation, from its codes in route-errors.ts: one response per
+ * status, naming its codes, each in the error envelope; and, for the inference calls, the
+ * node's own 4xx relayed as it came.
+ */
+function errorResponses(operationId: string): Record<string, object> {
+  const errors = OPERATION_ERRORS[operationId];
+  if (errors === undefined) throw new Error(`route-errors.ts lists no errors for ${operationId}`);
+  const responses: Record<string, object> = {};
+  for (const [status, codes] of errorStatusesOf(errors)) {
+    const meaning = STATUS_MEANINGS[status];
+    if (meaning === undefined) throw new Error(`no meaning written for status ${status}`);
+    responses[String(status)] = {
+      description: `${meaning}. Codes: ${codes.map((c) => `\`${c}\``).join(", ")}.`,
+      [ERROR_CODES_EXTENSION]: codes,
+      content: json(ref("Error")),
+    };
+  }
+  if (errors.relaysNodeClientErrors) {
+    responses["4XX"] = {
+      description:
+        "The node's own 4xx (402, 409, 422, 429…), relayed as the node sent it, without " +
+        "retry: its status and body are the node's (also for the statuses above).",
+      content: { "application/json": { schema: anyObject } },
+    };
+  }
+  return responses;
+}
 
 function toJsonSchema(schema: z.ZodType, io: "input" | "output"): object {
   const jsonSchema = z.toJSONSchema(schema, { io, unrepresentable: "any" });
@@ -147,10 +186,8 @@ const operation = (o: OperationSpec) => ({
   ...(o.requestBody
     ? { requestBody: { required: true, content: { ...json(o.requestBody), ...o.requestTypes } } }
     : {}),
-  responses: o.responses,
+  responses: { ...o.responses, ...errorResponses(o.operationId) },
 });
-
-const anyObject = { type: "object", additionalProperties: true };
 const object = (description: string) => ({ description, content: json(anyObject) });
 
 function inferenceOperation(
@@ -190,14 +227,9 @@ function inferenceOperation(
         headers: { [ROUTING_HTTP_HEADER]: { $ref: "#/components/headers/Routing" } },
         content,
       },
-      ...errors(400, 401, 403, 404, 408, 413, 429, 502, 503, 504),
     },
   });
 }
-
-/** PascalCase of an admin kind, for operation ids: `quality-scores` → `QualityScores`. */
-const pascal = (kind: string) =>
-  kind.replace(/(^|-)([a-z])/g, (_m, _dash: string, c: string) => c.toUpperCase());
 
 function adminPaths(): Record<string, object> {
   const paths: Record<string, object> = {};
@@ -237,7 +269,6 @@ function adminPaths(): Record<string, object> {
               required: ["data"],
             }),
           },
-          ...errors(401, 503),
         },
       }),
     };
@@ -251,7 +282,6 @@ function adminPaths(): Record<string, object> {
         security: "adminToken",
         responses: {
           "200": { description: "The document", content: json(stored) },
-          ...errors(401, 404, 503),
         },
       }),
       put: operation({
@@ -268,7 +298,6 @@ function adminPaths(): Record<string, object> {
         responses: {
           "200": { description: "Updated, or unchanged when identical", content: json(changed) },
           "201": { description: "Created", content: json(changed) },
-          ...errors(400, 401, 404, 413, 503),
         },
       }),
       delete: operation({
@@ -277,7 +306,7 @@ function adminPaths(): Record<string, object> {
         summary: `Delete one of ${r.kind}`,
         description: "Removes the document; services drop it from memory at once.",
         security: "adminToken",
-        responses: { "200": { description: "Deleted" }, ...errors(401, 404, 503) },
+        responses: { "200": { description: "Deleted" } },
       }),
     };
   }
@@ -302,7 +331,6 @@ function adminPaths(): Record<string, object> {
             required: ["account", "api_key", "sha256"],
           }),
         },
-        ...errors(401, 404, 503),
       },
     }),
   };
@@ -329,7 +357,7 @@ function trustAndBatchPaths(): Record<string, object> {
           "The answer carries the node's quote: REPORTDATA = nonce ‖ SHA-256(session public key).",
         security: "apiKey",
         requestBody: ref("SessionRequest"),
-        responses: { "201": object("The session"), ...errors(400, 401, 403, 404, 429, 503, 504) },
+        responses: { "201": object("The session") },
       }),
     },
     "/v1/sessions/{id}": {
@@ -340,7 +368,7 @@ function trustAndBatchPaths(): Record<string, object> {
         summary: "End a session (its owner only)",
         description: "Ends the session at once; later requests with its id are refused.",
         security: "apiKey",
-        responses: { "204": { description: "Ended" }, ...errors(401, 404, 503) },
+        responses: { "204": { description: "Ended" } },
       }),
     },
     "/v1/attestation": {
@@ -385,7 +413,6 @@ function trustAndBatchPaths(): Record<string, object> {
         security: "apiKey",
         responses: {
           "200": object("Quote, verification, measurement, expiry"),
-          ...errors(400, 401, 404, 503, 504),
         },
       }),
     },
@@ -399,7 +426,6 @@ function trustAndBatchPaths(): Record<string, object> {
         requestBody: ref("JobRequest"),
         responses: {
           "202": object("Queued (or a duplicate of a queued job id)"),
-          ...errors(400, 401, 403, 404, 429, 503),
         },
       }),
     },
@@ -411,14 +437,11 @@ function trustAndBatchPaths(): Record<string, object> {
         summary: "A job's status and, once finished, its result",
         description: "Only the account that queued the job can read it.",
         security: "apiKey",
-        responses: { "200": object("Status and result"), ...errors(401, 404, 503) },
+        responses: { "200": object("Status and result") },
       }),
     },
   };
 }
-
-/** Every error status some operation answers with. */
-const USED_ERROR_STATUSES = Object.keys(ERROR_DESCRIPTIONS).map(Number);
 
 /**
  * The OpenAPI 3.1 document of the intake API, generated from the same zod schemas that
@@ -494,7 +517,6 @@ export function buildOpenApiDocument(version: string): object {
           security: "apiKey",
           responses: {
             "200": { description: "The model list", content: json(ref("ModelList")) },
-            ...errors(401, 503),
           },
         }),
       },
@@ -508,7 +530,6 @@ export function buildOpenApiDocument(version: string): object {
           security: "apiKey",
           responses: {
             "200": { description: "The model", content: json(ref("Model")) },
-            ...errors(401, 404, 503),
           },
         }),
       },
@@ -538,12 +559,6 @@ export function buildOpenApiDocument(version: string): object {
           schema: { type: "string" },
         },
       },
-      responses: Object.fromEntries(
-        USED_ERROR_STATUSES.map((s) => [
-          `Error${s}`,
-          { description: ERROR_DESCRIPTIONS[s], content: json(ref("Error")) },
-        ]),
-      ),
       securitySchemes: {
         apiKey: { type: "http", scheme: "bearer", description: "An account's API key" },
         adminToken: { type: "http", scheme: "bearer", description: "The admin token" },

@@ -57,18 +57,68 @@ describe("admin credential", () => {
 
 describe("node endpoints", () => {
   it("refuses metadata and link-local addresses and credentials in the URL, naming endpoint", async () => {
-    for (const endpoint of [
-      "http://169.254.169.254/latest/meta-data",
-      "http://[fe80::1]:8000",
-      "http://metadata.google.internal",
-      "https://user:sk-secret@provider.example.com",
-    ]) {
+    for (const [endpoint, code] of [
+      ["http://169.254.169.254/latest/meta-data", "node_address_metadata"],
+      ["http://[fe80::1]:8000", "node_address_metadata"],
+      ["http://metadata.google.internal", "node_address_metadata"],
+      ["https://user:sk-secret@provider.example.com", "invalid_request"],
+    ] as const) {
       const res = await call("PUT", "/admin/v1/nodes/bad-node", { ...node, endpoint });
       expect(res.status, endpoint).toBe(400);
-      expect(errorOf(res.text)).toMatchObject({ code: "invalid_request", param: "endpoint" });
+      expect(errorOf(res.text)).toMatchObject({ code, param: "endpoint" });
       expect(res.text).not.toContain("sk-secret");
     }
     expect((await call("GET", "/admin/v1/nodes/bad-node")).status).toBe(404);
+  });
+
+  it("refuses the gateway's own host in any spelling, naming endpoint and the rule", async () => {
+    for (const [endpoint, code] of [
+      ["http://0.0.0.0:6379", "node_address_unspecified"],
+      ["http://[::]:8000", "node_address_unspecified"],
+      ["http://2130706433/", "node_address_loopback"],
+      ["http://0x7f.1:8000/", "node_address_loopback"],
+      ["http://[::1]:4222", "node_address_loopback"],
+      ["http://[::ffff:127.0.0.1]:4222", "node_address_loopback"],
+      ["http://localhost:8222/varz", "node_address_loopback"],
+      ["http://nats.localhost:8222/", "node_address_loopback"],
+    ] as const) {
+      const res = await call("PUT", "/admin/v1/nodes/own-host", { ...node, endpoint });
+      expect(res.status, endpoint).toBe(400);
+      expect(errorOf(res.text), endpoint).toEqual({
+        code,
+        param: "endpoint",
+        type: "invalid_request_error",
+      });
+      expect(res.json.error.message).toMatch(/^invalid 'endpoint': /);
+    }
+    expect((await call("GET", "/admin/v1/nodes/own-host")).status).toBe(404);
+  });
+
+  it("accepts loopback with ZML_NODE_ALLOW_LOOPBACK, never the unspecified address", async () => {
+    const dev = await startIntake({ nats: h.nats, config: { ZML_NODE_ALLOW_LOOPBACK: true } });
+    try {
+      const put = async (endpoint: string) => {
+        const res = await fetch(`${dev.url}/admin/v1/nodes/local-node`, {
+          method: "PUT",
+          headers: admin(),
+          body: JSON.stringify({ ...node, endpoint }),
+        });
+        return { status: res.status, text: await res.text() };
+      };
+      expect((await put("http://127.0.0.1:18101")).status).toBe(201);
+      expect((await put("http://localhost:18101")).status).toBe(200);
+      expect((await put("http://[::1]:18101")).status).toBe(200);
+      const unspecified = await put("http://0.0.0.0:18101");
+      expect(unspecified.status).toBe(400);
+      expect(errorOf(unspecified.text).code).toBe("node_address_unspecified");
+      const removed = await fetch(`${dev.url}/admin/v1/nodes/local-node`, {
+        method: "DELETE",
+        headers: admin(),
+      });
+      expect(removed.status).toBeLessThan(300);
+    } finally {
+      await dev.close();
+    }
   });
 
   it("accepts a link-local range the operator allows, and refuses what the operator denies", async () => {
@@ -84,7 +134,12 @@ describe("node endpoints", () => {
           body: JSON.stringify({ ...node, endpoint }),
         });
       expect((await put("http://169.254.10.7:8000")).status).toBe(201);
-      expect((await put("http://10.9.0.1:8000")).status).toBe(400);
+      const denied = await put("http://10.9.0.1:8000");
+      expect(denied.status).toBe(400);
+      expect(errorOf(await denied.text())).toMatchObject({
+        code: "node_address_denied",
+        param: "endpoint",
+      });
       const removed = await fetch(`${custom.url}/admin/v1/nodes/custom-node`, {
         method: "DELETE",
         headers: admin(),
@@ -93,6 +148,26 @@ describe("node endpoints", () => {
     } finally {
       await custom.close();
     }
+  });
+});
+
+describe("path parameters", () => {
+  it("answers a malformed or overlong one with the error envelope, naming path", async () => {
+    for (const path of ["/admin/v1/nodes/%E0%A4%A", `/admin/v1/nodes/${"k".repeat(1100)}`]) {
+      const res = await call("GET", path);
+      expect(res.status, path).toBe(400);
+      expect(errorOf(res.text)).toMatchObject({ code: "invalid_request", param: "path" });
+    }
+  });
+
+  it("reaches the route up to a model id's full length, which then names the key", async () => {
+    // Longer than fastify's default limit of 100 characters, within a model id's 256.
+    const id = `org%2F${"m".repeat(150)}`;
+    expect((await call("PUT", `/admin/v1/models/${id}`, {})).status).toBe(201);
+    expect((await call("GET", `/admin/v1/models/${id}`)).json.key).toBe(`org/${"m".repeat(150)}`);
+    expect((await call("DELETE", `/admin/v1/models/${id}`)).status).toBe(200);
+    const tooLong = await call("GET", `/admin/v1/nodes/${"k".repeat(300)}`);
+    expect(errorOf(tooLong.text)).toMatchObject({ code: "invalid_request", param: "key" });
   });
 });
 

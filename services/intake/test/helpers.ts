@@ -100,6 +100,7 @@ export async function startIntake(
       ZML_DISPATCHER_REROUTES: 1,
       ZML_NODE_ALLOW_CIDRS: [],
       ZML_NODE_DENY_CIDRS: [],
+      ZML_NODE_ALLOW_LOOPBACK: false,
       ZML_ADMIN_HOST: "127.0.0.1",
       ...options.config,
     },

@@ -1,5 +1,9 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- JSON Schema documents, read loosely */
+import { ERROR_CODES } from "@zml/contracts";
+import type { ErrorCode } from "@zml/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ERROR_CODES_EXTENSION } from "../src/openapi.ts";
+import { errorStatusesOf, OPERATION_ERRORS } from "../src/route-errors.ts";
 import { startIntake } from "./helpers.ts";
 import type { Harness } from "./helpers.ts";
 
@@ -80,6 +84,74 @@ describe("/openapi.json", () => {
       "Revocation",
     ]) {
       expect(doc.components.schemas[name], name).toBeDefined();
+    }
+  });
+});
+
+interface Operation {
+  operationId: string;
+  security: unknown[];
+  requestBody?: unknown;
+  responses: Record<string, { content?: Record<string, { schema?: { $ref?: string } }> }>;
+}
+
+/** Every operation of the served document, with its method and path. */
+async function operations(): Promise<Array<{ key: string; path: string; op: Operation }>> {
+  const doc = (await (await fetch(`${h.url}/openapi.json`)).json()) as Doc;
+  return Object.entries(doc.paths).flatMap(([path, item]) =>
+    ["get", "put", "post", "delete"]
+      .filter((m) => m in item)
+      .map((m) => ({ key: `${m.toUpperCase()} ${path}`, path, op: item[m] as Operation })),
+  );
+}
+
+describe("/openapi.json error answers", () => {
+  it("references the error envelope from every error response, naming codes of that status", async () => {
+    const doc = (await (await fetch(`${h.url}/openapi.json`)).json()) as Doc;
+    const envelopeCodes = doc.components.schemas.Error!.properties!.error.properties.code.enum;
+    let checked = 0;
+    for (const { key, op } of await operations()) {
+      for (const [status, response] of Object.entries(op.responses)) {
+        if (!/^[45]\d\d$/.test(status)) continue;
+        expect(response.content?.["application/json"]?.schema?.$ref, `${key} ${status}`).toBe(
+          "#/components/schemas/Error",
+        );
+        const codes = (response as Record<string, unknown>)[ERROR_CODES_EXTENSION] as ErrorCode[];
+        expect(codes.length, `${key} ${status}`).toBeGreaterThan(0);
+        for (const code of codes) {
+          expect(ERROR_CODES[code].status, `${key} ${status} ${code}`).toBe(Number(status));
+          expect(envelopeCodes).toContain(code);
+        }
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(200);
+  });
+
+  it("documents exactly the statuses of route-errors.ts, for every operation and no other", async () => {
+    const ops = await operations();
+    expect(ops.map((o) => o.op.operationId).sort()).toEqual(Object.keys(OPERATION_ERRORS).sort());
+    for (const { key, op } of ops) {
+      const errors = OPERATION_ERRORS[op.operationId]!;
+      const documented = Object.keys(op.responses).filter((s) => /^[45]/.test(s));
+      const expected = errorStatusesOf(errors).map(([status]) => String(status));
+      if (errors.relaysNodeClientErrors) expected.push("4XX");
+      expect(documented.sort(), key).toEqual(expected.sort());
+    }
+  });
+
+  it("agrees with what each operation visibly takes: a credential, a body, a path parameter", async () => {
+    for (const { key, path, op } of await operations()) {
+      const statuses = Object.keys(op.responses);
+      // Public operations answer no 401; every credentialed one may.
+      expect(statuses.includes("401"), key).toBe(op.security.length > 0);
+      // Every operation is under /v1/ or /admin/: the authentication throttle applies.
+      expect(statuses, key).toContain("429");
+      expect(statuses, key).toContain("500");
+      if (op.requestBody !== undefined || key.startsWith("DELETE")) {
+        for (const s of ["408", "413", "415"]) expect(statuses, `${key} ${s}`).toContain(s);
+      }
+      if (path.includes("{")) expect(statuses, key).toContain("400");
     }
   });
 });

@@ -1,11 +1,6 @@
 import { ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
-import {
-  createNodeAddressPolicy,
-  endpointProblem,
-  KV_BUCKETS,
-  parseCidrList,
-} from "@zml/contracts";
+import { endpointProblem, KV_BUCKETS, nodeAddressPolicyFromEnv } from "@zml/contracts";
 import type { FleetDocument, NodeAddressPolicy } from "@zml/contracts";
 import { FleetDocumentError, applyFleet, formatProblem, parseFleetDocument } from "@zml/fleet";
 import type { FleetChange } from "@zml/fleet";
@@ -87,8 +82,9 @@ function loadDocument(path: string, io: CliIo): FleetDocument {
 }
 
 /**
- * The same address rules as the admin API's, with the same settings: link-local and cloud
- * metadata addresses only where `ZML_NODE_ALLOW_CIDRS` allows them.
+ * The same address rules as the admin API's, with the same settings: loopback only with
+ * `ZML_NODE_ALLOW_LOOPBACK=true`, link-local, metadata and unspecified addresses only where
+ * `ZML_NODE_ALLOW_CIDRS` allows them. Each problem names the node's endpoint and its code.
  */
 function checkNodeEndpoints(
   path: string,
@@ -97,16 +93,15 @@ function checkNodeEndpoints(
 ): void {
   let policy: NodeAddressPolicy;
   try {
-    policy = createNodeAddressPolicy({
-      allow: parseCidrList(env.ZML_NODE_ALLOW_CIDRS),
-      deny: parseCidrList(env.ZML_NODE_DENY_CIDRS),
-    });
+    policy = nodeAddressPolicyFromEnv(env);
   } catch (err) {
-    throw new CliError(`ZML_NODE_ALLOW_CIDRS / ZML_NODE_DENY_CIDRS: ${(err as Error).message}`);
+    throw new CliError((err as Error).message);
   }
   const problems = doc.nodes.flatMap((n, i) => {
     const problem = endpointProblem(n.endpoint, policy);
-    return problem === undefined ? [] : [`  nodes.${i}.endpoint: ${problem}`];
+    return problem === undefined
+      ? []
+      : [`  nodes.${i}.endpoint: ${problem.message} (${problem.code})`];
   });
   if (problems.length > 0) {
     throw new CliError(`${path} is not a valid fleet document:\n${problems.join("\n")}`);

@@ -1,6 +1,8 @@
 import type { Bus } from "@zml/bus";
 import {
   AccountSpecSchema,
+  CloudAccountSpecSchema,
+  CostEntrySchema,
   KV_BUCKETS,
   ModelSpecSchema,
   NodeSpecSchema,
@@ -10,13 +12,22 @@ import {
   RevocationSchema,
 } from "@zml/contracts";
 import type { NodeSpec, NodeState } from "@zml/contracts";
+import { costEntryStatus, DEFAULT_ROUTING_OPTIONS } from "@zml/routing";
 import { withBus } from "../connect.ts";
 import { readBucket } from "../kv-read.ts";
 import { parseCommandArgs, UsageError } from "../io.ts";
 import type { CliIo } from "../io.ts";
 import { formatTable } from "../table.ts";
 
-export const GET_KINDS = ["nodes", "policies", "models", "accounts", "revocations"] as const;
+export const GET_KINDS = [
+  "nodes",
+  "policies",
+  "models",
+  "accounts",
+  "cloud-accounts",
+  "costs",
+  "revocations",
+] as const;
 type Kind = (typeof GET_KINDS)[number];
 
 export const GET_USAGE = `usage: zml get ${GET_KINDS.join("|")} [-o table|json] [--nats <url>]
@@ -25,6 +36,8 @@ export const GET_USAGE = `usage: zml get ${GET_KINDS.join("|")} [-o table|json] 
   policies     routing policies, each family of the chain with its active/total nodes
   models       models with their default policy and the nodes serving them
   accounts     accounts, allowed tiers, default policy and rate limit (never keys)
+  cloud-accounts  cloud accounts the spot-price feed follows (credential references only)
+  costs        the cost table: each price with its source, age and whether it is stale
   revocations  the revocation list
 `;
 
@@ -191,6 +204,48 @@ const VIEWS: Record<Kind, (bus: Bus) => Promise<View>> = {
         String(a.api_key_sha256),
       ]),
       json: safe,
+    };
+  },
+  async "cloud-accounts"(bus) {
+    const list = await readBucket(bus, KV_BUCKETS.cloudAccounts, CloudAccountSpecSchema);
+    return {
+      header: ["ID", "PROVIDER", "ACCOUNT", "REGIONS", "CREDENTIALS", "REFRESH", "MAX-AGE"],
+      rows: list.map(({ value: a }) => [
+        a.id,
+        a.provider,
+        a.account_id,
+        a.regions.join(","),
+        a.credentials.kind,
+        `${a.refresh_interval_s}s`,
+        `${a.max_price_age_s}s`,
+      ]),
+      json: list.map((a) => a.value),
+    };
+  },
+  async costs(bus) {
+    const list = await readBucket(bus, KV_BUCKETS.costs, CostEntrySchema);
+    const now = Date.now();
+    // The same rule routing ages prices by (libs/routing price.ts), so this shows what it sees.
+    const rows = list.map(({ key, value }) => ({
+      key,
+      entry: value,
+      status: costEntryStatus(value, now, DEFAULT_ROUTING_OPTIONS.spotPriceMaxAgeMs),
+    }));
+    return {
+      header: ["KEY", "KIND", "SCOPE", "USD/GPU-H", "GPUS", "SOURCE", "AGE", "STALE"],
+      rows: rows.map(({ key, entry, status }) => [
+        key,
+        entry.kind,
+        entry.kind === "cloud_spot"
+          ? `${entry.cloud_account}: ${entry.nodes.join(",")}`
+          : (entry.node_id ?? `family ${entry.family}`),
+        String(entry.usd_per_gpu_hour),
+        String(entry.gpus_per_node),
+        status.source,
+        status.age_s === null ? "-" : `${status.age_s}s/${status.max_age_s}s`,
+        status.stale ? "yes (fallback rate used)" : "no",
+      ]),
+      json: rows.map(({ key, entry, status }) => ({ key, document: entry, status })),
     };
   },
   async revocations(bus) {

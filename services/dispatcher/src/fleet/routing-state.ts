@@ -13,9 +13,9 @@ export interface ConfigSources {
 }
 
 /**
- * The routing core's snapshot (rebuilt only when configuration changes) and the live table
- * of node state, in-flight counts, cooldowns and attestations that decisions read. All
- * memory: nothing here touches the network.
+ * The routing core's snapshot (rebuilt only when configuration changes, or when one of its
+ * spot prices ages out) and the live table of node state, in-flight counts, cooldowns and
+ * attestations that decisions read. All memory: nothing here touches the network.
  */
 export interface RoutingState {
   /** Current snapshot and live table, rebuilding the snapshot first if config changed. */
@@ -23,21 +23,60 @@ export interface RoutingState {
   configChanged(): void;
   /** Applies a node state; true when it may have freed capacity. */
   stateChanged(nodeId: string, state: NodeState | undefined): boolean;
+  /** Stops the price-expiry timer. */
+  stop(): void;
 }
 
-export function createRoutingState(sources: ConfigSources): RoutingState {
-  let snapshot = build(sources);
-  const live = createLiveTable(snapshot);
+export interface RoutingStateOptions {
+  /** Epoch ms; prices are judged fresh or aged out at the build time. Default: always 0. */
+  clock?: () => number;
+  /** Called with each snapshot's warnings that the previous snapshot did not have. */
+  onWarnings?: (warnings: readonly string[]) => void;
+}
+
+/** Longest single timer wait (setTimeout's limit is about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export function createRoutingState(
+  sources: ConfigSources,
+  options: RoutingStateOptions = {},
+): RoutingState {
+  const clock = options.clock ?? (() => 0);
+  let warned = new Set<string>();
+  let expiry: NodeJS.Timeout | undefined;
   let dirty = false;
+  let stopped = false;
+
+  const rebuild = (): RoutingSnapshot => {
+    const next = build(sources, clock());
+    const fresh = next.warnings.filter((w) => !warned.has(w));
+    warned = new Set(next.warnings);
+    if (fresh.length > 0) options.onWarnings?.(fresh);
+    // A spot price that ages out changes the snapshot without any config change: a timer
+    // marks it stale then, so the clock is read once per expiry and never per decision.
+    if (expiry) clearTimeout(expiry);
+    expiry = undefined;
+    if (!stopped && Number.isFinite(next.pricesValidUntil)) {
+      const wait = Math.min(MAX_TIMER_MS, Math.max(0, next.pricesValidUntil - clock()) + 1);
+      expiry = setTimeout(() => {
+        dirty = true;
+      }, wait);
+      expiry.unref();
+    }
+    return next;
+  };
+
+  let snapshot = rebuild();
+  const live = createLiveTable(snapshot);
   for (const s of sources.states.values()) live.applyState(s);
 
   const current = () => {
     if (dirty) {
-      snapshot = build(sources);
+      dirty = false;
+      snapshot = rebuild();
       live.rebind(snapshot);
       // A state that arrived for a node the old snapshot did not know was dropped.
       for (const s of sources.states.values()) live.applyState(s);
-      dirty = false;
     }
     return { snapshot, live };
   };
@@ -50,15 +89,20 @@ export function createRoutingState(sources: ConfigSources): RoutingState {
       const { live: table } = current();
       return state ? table.applyState(state) : table.clearState(nodeId);
     },
+    stop() {
+      stopped = true;
+      if (expiry) clearTimeout(expiry);
+    },
   };
 }
 
-function build(sources: ConfigSources): RoutingSnapshot {
+function build(sources: ConfigSources, now: number): RoutingSnapshot {
   return buildSnapshot({
     nodes: [...sources.nodes.values()],
     models: [...sources.models.values()],
     policies: [...sources.policies.values()],
     costs: [...sources.costs.values()],
     quality: [...sources.quality.values()],
+    now,
   });
 }

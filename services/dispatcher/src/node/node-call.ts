@@ -3,7 +3,8 @@ import type { Readable } from "node:stream";
 import type { ReplyWriter } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
 import type { Dispatcher } from "undici";
-import type { NodeApi } from "@zml/contracts";
+import type { NodeAddressRule, NodeApi } from "@zml/contracts";
+import { NodeAddressRefusedError } from "@zml/runtime";
 import { dueAnswer, isJsonBody, JsonFramingTracker } from "./answer-check.ts";
 import {
   DONE_EVENT,
@@ -33,6 +34,11 @@ export type AttemptOutcome =
       retryAfterS: number | null;
       /** What the node said when it refused the credential (bounded), for the log only. */
       nodeMessage?: string;
+      /**
+       * The node address policy refused the address dialled (after DNS): nothing was sent.
+       * The rule is counted; `error` says why, for the operator.
+       */
+      addressRefused?: NodeAddressRule;
     }
   /** Failed after bytes reached the client: the client got an explicit error frame. */
   | { kind: "broken"; status: number; error: string; ttftMs: number | null };
@@ -95,6 +101,16 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
       bodyTimeout: call.bodyIdleTimeoutMs,
     });
   } catch (err) {
+    if (err instanceof NodeAddressRefusedError) {
+      return {
+        kind: "retryable",
+        status: null,
+        retryAfterS: null,
+        outcome: "network_error",
+        error: err.message,
+        addressRefused: err.rule,
+      };
+    }
     return { kind: "retryable", status: null, retryAfterS: null, ...classify(err) };
   }
   const status = response.statusCode;

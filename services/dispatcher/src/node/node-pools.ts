@@ -1,6 +1,7 @@
 import { isTeeTier } from "@zml/contracts";
 import type { NodeAddressPolicy, NodeSpec } from "@zml/contracts";
-import { guardedConnector } from "@zml/runtime";
+import { guardedConnector, systemResolver } from "@zml/runtime";
+import type { HostResolver } from "@zml/runtime";
 import { Pool } from "undici";
 import type { buildConnector } from "undici";
 import { pinnedConnector } from "./pinned-connector.ts";
@@ -35,24 +36,28 @@ export function createNodePools(options: {
   pins: TlsPins;
   /** Applied to every address dialled, after DNS. */
   nodeAddresses: NodeAddressPolicy;
+  /** Where node names are resolved; the system resolver unless a test fixes the answers. */
+  resolveHost?: HostResolver;
 }): NodePools {
   const timeout = options.connectTimeoutMs;
-  const addresses = options.nodeAddresses;
+  const policy = options.nodeAddresses;
+  const resolve = options.resolveHost ?? systemResolver;
+  const guarded = (o: buildConnector.BuildOptions) => guardedConnector(policy, o, resolve);
   // Every connector goes through the node address policy. `h2` offers HTTP/2 by ALPN (the
   // node may still pick HTTP/1.1); `h2c` speaks HTTP/2 on a plain socket from the start;
   // `http1` offers only HTTP/1.1 (undici's connector would offer h2 by ALPN by default).
   const plain = {
-    http1: guardedConnector(addresses, { timeout, allowH2: false }),
-    h2: guardedConnector(addresses, { timeout, allowH2: true }),
-    h2c: guardedConnector(addresses, withH2c({ timeout })),
+    http1: guarded({ timeout, allowH2: false }),
+    h2: guarded({ timeout, allowH2: true }),
+    h2c: guarded(withH2c({ timeout })),
   };
   // Tier 3/4: any certificate (the quote vouches for the key) and no session resumption, so
   // every connection shows the key the pinned connector checks.
   const teeOptions = { timeout, rejectUnauthorized: false, maxCachedSessions: 0 };
   const tls = {
-    http1: guardedConnector(addresses, { ...teeOptions, allowH2: false }),
-    h2: guardedConnector(addresses, { ...teeOptions, allowH2: true }),
-    h2c: guardedConnector(addresses, withH2c(teeOptions)),
+    http1: guarded({ ...teeOptions, allowH2: false }),
+    h2: guarded({ ...teeOptions, allowH2: true }),
+    h2c: guarded(withH2c(teeOptions)),
   };
   const pools = new Map<
     string,

@@ -5,6 +5,7 @@ import {
   decide,
   firstByteTimeoutMs,
   nextAttempt,
+  priceAgeS,
   resolvePolicy,
   shouldCoolDown,
 } from "@zml/routing";
@@ -114,6 +115,9 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
       queueDepth: Math.round(candidate.queueDepth),
       tier: node.tier,
       attempts: attempt,
+      price: candidate.price.source,
+      priceAgeS: priceAgeS(candidate.price, now),
+      priceStale: candidate.price.stale,
     });
     const kind = attempt === 1 ? "first" : model === request.model ? "retry" : "fallback";
     if (kind !== "first") deps.metrics.retries.inc({ kind });

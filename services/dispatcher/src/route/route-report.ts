@@ -56,6 +56,14 @@ export function createRouteReport(deps: ReportDeps, decisionId: string, log: Log
       );
     } else if (outcome.outcome === "bad_response") {
       deps.metrics.refusedAnswers.inc({ node: node.id, code: "bad_upstream_response" });
+    } else if (outcome.addressRefused !== undefined) {
+      deps.metrics.refusedAddresses.inc({ node: node.id, rule: outcome.addressRefused });
+      // The node's name resolves (or was re-pointed) where no node may be: only the
+      // operator can fix its endpoint or the allowance, and nothing went to it.
+      log.error(
+        { node: node.id, rule: outcome.addressRefused, error: outcome.error },
+        "node address refused by the node address policy",
+      );
     }
   };
   return {

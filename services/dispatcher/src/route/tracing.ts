@@ -72,6 +72,15 @@ export function recordDecision(
       "zml.queue_depth": chosen.queueDepth,
       "zml.estimate.response_ms": Math.round(chosen.responseMs),
       ...(chosen.costUsd === null ? {} : { "zml.estimate.cost_usd": chosen.costUsd }),
+      // Which price the cost came from and how old it was when the decision was made.
+      "zml.price.source": chosen.price.source,
+      "zml.price.stale": chosen.price.stale,
+      ...(chosen.price.usdPerHour === null
+        ? {}
+        : { "zml.price.usd_per_hour": chosen.price.usdPerHour }),
+      ...(chosen.price.updatedAt === null
+        ? {}
+        : { "zml.price.updated_at": chosen.price.updatedAt }),
       "zml.latency_target_met": d.latencyTargetMet,
       "zml.candidates.viable": d.viable,
       "zml.candidates.passed_over": d.passedOver.length,

@@ -28,6 +28,7 @@ import { activeNodeState, attestationResult, nodeSpec } from "@zml/contracts/tes
 import { startSimNode } from "@zml/node-sim";
 import type { SimNode, SimNodeOptions, SimTeeSigner } from "@zml/node-sim";
 import { createTestTee, TEST_MRTD } from "@zml/tdx/testing";
+import type { HostResolver } from "@zml/runtime";
 import { createLogger, Registry } from "@zml/telemetry";
 import { startDispatcher } from "../../src/app.ts";
 import type { Dispatcher } from "../../src/app.ts";
@@ -50,6 +51,11 @@ export interface RigNode {
   tier?: 1 | 2 | 3 | 4;
   /** Throughput the health aggregator would have measured (`tokens_per_second`). */
   tokensPerSecond?: number | null;
+  /**
+   * The host name its endpoint names instead of the sim's 127.0.0.1 (the port stays), for
+   * a name the rig's `resolveHost` answers.
+   */
+  host?: string;
   sim?: Partial<Omit<SimNodeOptions, "nodeId" | "models" | "flavour">>;
 }
 
@@ -61,6 +67,8 @@ export interface RigOptions {
   env?: Record<string, string>;
   /** Tier-4 sessions to seed, as a dispatcher that opened them would have written them. */
   sessions?: Session[];
+  /** Resolves node host names for the dispatcher (see `RigNode.host`). */
+  resolveHost?: HostResolver;
 }
 
 export interface RouteAnswer {
@@ -99,6 +107,8 @@ export interface Rig {
   cancel(pending: PendingReply): void;
   /** Node calls every sim received, by node id. */
   payloads(): Record<string, number>;
+  /** The dispatcher's metrics, as `/metrics` shows them. */
+  metrics(): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -127,7 +137,7 @@ export async function startRig(options: RigOptions): Promise<Rig> {
       const sim = await startSimNode({ nodeId: n.id, flavour: "vllm", models, ...tee, ...n.sim });
       sims.set(n.id, sim);
       const spec = nodeSpec(n.id, {
-        endpoint: sim.url,
+        endpoint: n.host === undefined ? sim.url : withHost(sim.url, n.host),
         accelerator_family: n.family,
         tier: n.tier ?? 1,
         models,
@@ -150,23 +160,27 @@ export async function startRig(options: RigOptions): Promise<Rig> {
     const policies = await openKv(bus, KV_BUCKETS.policies);
     for (const p of options.policies ?? []) await policies.put(p.name, JSON.stringify(p));
 
+    const registry = new Registry();
     dispatcher = await startDispatcher({
       bus,
       config: loadConfig({
         ...nats.serviceEnv("dispatcher"),
         BATCH_ENABLED: "false",
+        // The sims listen on 127.0.0.1, as in the dev stack.
+        ZML_NODE_ALLOW_LOOPBACK: "true",
         ...options.env,
       }),
       log: createLogger({
         service: "dispatcher-test",
         level: "silent",
       }),
-      registry: new Registry(),
+      registry,
       secrets: new Map(),
       clock: Date.now,
       random: Math.random,
       randomHex: (bytes) => "ab".repeat(bytes),
       replica: "rig-dispatcher",
+      ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}),
     });
     mux = createReplyMux(bus);
     const client = mux;
@@ -182,12 +196,20 @@ export async function startRig(options: RigOptions): Promise<Rig> {
       },
       payloads: () =>
         Object.fromEntries([...sims].map(([id, sim]) => [id, sim.stats().payloads_received])),
+      metrics: () => registry.metrics(),
       stop,
     };
   } catch (err) {
     await stop();
     throw err;
   }
+}
+
+/** The URL with another host name (the port and path stay). */
+function withHost(url: string, host: string): string {
+  const u = new URL(url);
+  u.hostname = host;
+  return u.href;
 }
 
 export function activeState(n: RigNode, instanceId: string, now: number): NodeState {

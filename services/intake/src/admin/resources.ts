@@ -1,6 +1,7 @@
 import {
   AccountSpecSchema,
   ApprovedMeasurementSchema,
+  CloudAccountSpecSchema,
   ConfigKeySchema,
   CostEntrySchema,
   KV_BUCKETS,
@@ -11,10 +12,12 @@ import {
   PolicySpecSchema,
   QualityScoreSchema,
   RevocationSchema,
+  NODE_ADDRESS_RULES,
   ZmlError,
   endpointProblem,
 } from "@zml/contracts";
-import type { NodeAddressPolicy } from "@zml/contracts";
+import type { ErrorCode, NodeAddressPolicy } from "@zml/contracts";
+import { costEntryStatus, DEFAULT_ROUTING_OPTIONS } from "@zml/routing";
 import { z } from "zod";
 import type { ConfigStore, StoredDoc } from "./store.ts";
 
@@ -39,8 +42,12 @@ export interface AdminResource {
   idField: "id" | "name" | undefined;
   /** Fills server-side defaults (timestamps, registration order) before validation. */
   prepare?: (doc: Record<string, unknown>, ctx: ResourceContext) => Promise<void> | void;
+  /** Derived facts shown beside a stored document (e.g. a price's age); pure. */
+  status?: (doc: unknown, now: number) => unknown;
   /** Cross-document checks after validation; throws ZmlError naming the field. */
   check?: (doc: Record<string, unknown>, ctx: ResourceContext) => Promise<void>;
+  /** The codes `check` throws, for the API's documentation (route-errors.ts). */
+  answers?: readonly ErrorCode[];
 }
 
 const NodeId = z.string().regex(NODE_ID_PATTERN, "letters, digits, '-' and '_', at most 64");
@@ -80,12 +87,18 @@ async function registrationOrder(doc: Record<string, unknown>, ctx: ResourceCont
   doc.registered_at = max + 1;
 }
 
+/** What {@link checkNodeEndpoint} answers: a bad URL, or each rule of the address policy. */
+const ENDPOINT_CODES: readonly ErrorCode[] = [
+  "invalid_request",
+  ...Object.values(NODE_ADDRESS_RULES),
+];
+
 /** A node may not be registered at an address the operator's policy refuses. */
 function checkNodeEndpoint(doc: Record<string, unknown>, ctx: ResourceContext): Promise<void> {
   const problem = endpointProblem(String(doc.endpoint), ctx.nodeAddresses);
   if (problem === undefined) return Promise.resolve();
   return Promise.reject(
-    new ZmlError("invalid_request", `invalid 'endpoint': ${problem}`, "endpoint"),
+    new ZmlError(problem.code, `invalid 'endpoint': ${problem.message}`, "endpoint"),
   );
 }
 
@@ -98,6 +111,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     idField: "id",
     prepare: registrationOrder,
     check: checkNodeEndpoint,
+    answers: ENDPOINT_CODES,
   },
   {
     kind: "models",
@@ -106,6 +120,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     key: ModelId,
     idField: "id",
     check: checkDefaultPolicy,
+    answers: ["unknown_policy"],
   },
   {
     kind: "policies",
@@ -121,6 +136,15 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     key: NodeId,
     idField: "id",
     check: checkDefaultPolicy,
+    answers: ["unknown_policy"],
+  },
+  {
+    // References to credentials only (profile, role, file path): never the secrets.
+    kind: "cloud-accounts",
+    bucket: KV_BUCKETS.cloudAccounts,
+    schema: CloudAccountSpecSchema,
+    key: NodeId,
+    idField: "id",
   },
   {
     kind: "costs",
@@ -129,6 +153,13 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     key: ConfigKeySchema,
     idField: undefined,
     prepare: defaultNow("updated_at", (d) => d.kind === "cloud_spot"),
+    // Source, age and staleness by the rule routing applies (libs/routing price.ts).
+    status: (doc, now) => {
+      const entry = CostEntrySchema.safeParse(doc);
+      return entry.success
+        ? costEntryStatus(entry.data, now, DEFAULT_ROUTING_OPTIONS.spotPriceMaxAgeMs)
+        : undefined;
+    },
   },
   {
     kind: "quality-scores",
@@ -149,6 +180,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
         throw new ZmlError("unknown_model", `model '${String(doc.model)}' does not exist`, "model");
       }
     },
+    answers: ["unknown_model"],
   },
   {
     kind: "revocations",

@@ -41,7 +41,12 @@ export function adminRoutes(deps: AdminRouteDeps) {
     app.get<{ Params: { kind: string } }>("/admin/v1/:kind", async (req) => {
       const resource = resourceOf(req.params.kind);
       const docs = await deps.store.list(resource.bucket);
-      return { object: "list", kind: resource.kind, data: docs.map(present) };
+      const now = deps.clock();
+      return {
+        object: "list",
+        kind: resource.kind,
+        data: docs.map((d) => present(d, resource, now)),
+      };
     });
 
     app.get<{ Params: KeyParams }>("/admin/v1/:kind/:key", async (req) => {
@@ -49,7 +54,7 @@ export function adminRoutes(deps: AdminRouteDeps) {
       const key = keyOf(resource, req.params.key);
       const doc = await deps.store.get(resource.bucket, key);
       if (!doc) throw notFound(resource, key);
-      return present(doc);
+      return present(doc, resource, deps.clock());
     });
 
     app.put<{ Params: KeyParams }>("/admin/v1/:kind/:key", async (req, reply) => {
@@ -153,6 +158,13 @@ function notFound(resource: AdminResource, key: string): ZmlError {
   return new ZmlError("not_found", `no ${resource.kind}/${key}`, "key");
 }
 
-function present(doc: StoredDoc) {
-  return { key: doc.key, revision: doc.revision, document: JSON.parse(doc.value) as unknown };
+function present(doc: StoredDoc, resource: AdminResource, now: number) {
+  const document = JSON.parse(doc.value) as unknown;
+  const status = resource.status?.(document, now);
+  return {
+    key: doc.key,
+    revision: doc.revision,
+    document,
+    ...(status === undefined ? {} : { status }),
+  };
 }

@@ -1,0 +1,15 @@
+export { PRICE_ERROR_KINDS, PriceSourceError } from "./errors.ts";
+export type { PriceErrorKind } from "./errors.ts";
+export type { PriceProblem, PriceQuote, PriceResult, PriceSource, PriceTarget } from "./types.ts";
+export { MAX_USD_PER_GPU_HOUR, perGpuHour } from "./normalise.ts";
+export { AWS_SOURCE, createAwsSpotSource } from "./aws.ts";
+export type { AwsSpotSourceOptions } from "./aws.ts";
+export { AZURE_PRICES_URL, AZURE_SOURCE, createAzureSpotSource } from "./azure.ts";
+export type { AzureSpotSourceOptions } from "./azure.ts";
+export { GCP_BILLING_URL, GCP_SOURCE, createGcpSpotSource } from "./gcp.ts";
+export type { GcpSpotSourceOptions } from "./gcp.ts";
+export { FIRST_RETRY_MS, nextDelayMs } from "./schedule.ts";
+export type { DelayInput } from "./schedule.ts";
+export { createCostFeed } from "./feed.ts";
+export type { CostFeed, CostFeedDeps, CostFeedMetrics, FeedLogger, SpotCostStore } from "./feed.ts";
+export { readAwsKeys, readGcpCredential } from "./credentials.ts";
