@@ -22,7 +22,6 @@ export { createLiveTable, LIVE_STATUS } from "./live-table.ts";
 export type { LiveTable } from "./live-table.ts";
 export { createPeerInFlightTable } from "./peer-in-flight.ts";
 export type { PeerInFlightTable } from "./peer-in-flight.ts";
-export { estimateResponseMs, estimateCostUsd } from "./estimate.ts";
 export { decide } from "./decide.ts";
 export { firstByteTimeoutMs, FIRST_BYTE_FLOOR_MS } from "./first-byte.ts";
 export type { FirstByteInput } from "./first-byte.ts";

@@ -84,20 +84,20 @@ export interface Dispatcher {
 /** Loads every configuration bucket, then serves route requests, sessions and batch jobs. */
 export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher> {
   const { bus, config, log, clock } = deps;
-  const state = await watchDispatcherState(bus, log);
+  const buckets = await watchDispatcherState(bus, log);
   // Tier-4 sessions, loaded before serving like the rest of the configuration.
   const sessionsKv = await openOwnedKv(bus, SESSIONS_BUCKET);
   const sessionMap = await watchKvIntoMap(bus, sessionsKv, { schema: SessionSchema, log });
   const sessions = createSessionStore(sessionsKv, sessionMap);
   const capacity = createCapacitySignal();
-  const nodeStates = createNodeStateFeed(state.states.map.values());
+  const nodeStates = createNodeStateFeed(buckets.nodeStates.map.values());
   const routing = createRoutingState(
     {
-      nodes: state.nodes.map,
-      models: state.models.map,
-      policies: state.policies.map,
-      costs: state.costs.map,
-      quality: state.quality.map,
+      nodes: buckets.nodes.map,
+      models: buckets.models.map,
+      policies: buckets.policies.map,
+      costs: buckets.costs.map,
+      quality: buckets.quality.map,
       states: nodeStates.map,
     },
     {
@@ -110,7 +110,13 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   );
   // Config changes mark the routing snapshot stale (rebuilt on the next decision); a state
   // change may free capacity for queued requests.
-  for (const source of [state.nodes, state.models, state.policies, state.costs, state.quality]) {
+  for (const source of [
+    buckets.nodes,
+    buckets.models,
+    buckets.policies,
+    buckets.costs,
+    buckets.quality,
+  ]) {
     source.onChange(() => routing.configChanged());
   }
   // Tier 3/4: attested-until follows results, revocations and endpoints from memory; expiry
@@ -118,7 +124,11 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   // attested afresh.
   const verify = createVerifyClient(bus);
   const attestation = createAttestationGate(
-    { nodes: state.nodes.map, results: state.attestations.map, revocations: state.revocations.map },
+    {
+      nodes: buckets.nodes.map,
+      results: buckets.attestations.map,
+      revocations: buckets.revocations.map,
+    },
     routing,
     {
       clock,
@@ -131,14 +141,14 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     },
   );
   attestation.refresh(clock());
-  for (const source of [state.attestations, state.revocations, state.nodes]) {
+  for (const source of [buckets.attestations, buckets.revocations, buckets.nodes]) {
     source.onChange(() => attestation.refresh(clock()));
   }
   const stateArrived = (nodeId: string, value: NodeState | undefined) => {
     const taken = value ? nodeStates.offer(value) : nodeStates.remove(nodeId);
     if (taken && routing.stateChanged(nodeId, value)) capacity.notify();
   };
-  state.states.onChange(stateArrived);
+  buckets.nodeStates.onChange(stateArrived);
 
   const pools = createNodePools({
     connections: config.DISPATCH_POOL_CONNECTIONS,
@@ -190,7 +200,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   const batch = config.BATCH_ENABLED
     ? await startBatchWorker({
         ...executeDeps,
-        accounts: state.accounts,
+        accounts: buckets.accounts,
         registry: deps.registry,
         replica: deps.replica,
       })
@@ -207,9 +217,9 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     bus,
     createSessionService({
       ...executeDeps,
-      accounts: state.accounts.map,
-      revocations: state.revocations.map,
-      results: state.attestations.map,
+      accounts: buckets.accounts.map,
+      revocations: buckets.revocations.map,
+      results: buckets.attestations.map,
       store: sessions,
       verify,
       newNonce: () => deps.randomHex(ATTESTATION_NONCE_BYTES),
@@ -256,7 +266,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
   // Ready means the server already routes our subscriptions to us.
   await bus.flush();
   return {
-    nodeCount: state.nodes.map.size,
+    nodeCount: buckets.nodes.map.size,
     async stop({ deadline }) {
       // No new work: the server stops handing this replica route and session requests (the
       // queue group's other members get them), what was already delivered is still served.
@@ -276,7 +286,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
       cooldowns.unsubscribe();
       inFlightShare.stop();
       stateMessages.unsubscribe();
-      state.stop();
+      buckets.stop();
       routing.stop();
       sessionMap.stop();
       await pools.close();

@@ -30,7 +30,7 @@ export interface DispatcherState {
   policies: KvMap<PolicySpec>;
   costs: KvMap<CostEntry>;
   quality: KvMap<QualityScore>;
-  states: KvMap<NodeState>;
+  nodeStates: KvMap<NodeState>;
   accounts: KvMap<AccountSpec>;
   attestations: KvMap<AttestationResult>;
   revocations: KvMap<Revocation>;
@@ -39,7 +39,7 @@ export interface DispatcherState {
 
 /** Watches every bucket the dispatcher reads; resolves once all are loaded. */
 export async function watchDispatcherState(bus: Bus, log: BusLogger): Promise<DispatcherState> {
-  const [nodes, models, policies, costs, quality, states, accounts, attestations, revocations] =
+  const [nodes, models, policies, costs, quality, nodeStates, accounts, attestations, revocations] =
     await allOrNone([
       watchBucket(bus, KV_BUCKETS.nodes, { schema: NodeSpecSchema, log }),
       watchBucket(bus, KV_BUCKETS.models, { schema: ModelSpecSchema, log }),
@@ -57,7 +57,7 @@ export async function watchDispatcherState(bus: Bus, log: BusLogger): Promise<Di
     policies,
     costs,
     quality,
-    states,
+    nodeStates,
     accounts,
     attestations,
     revocations,
