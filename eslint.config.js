@@ -16,10 +16,17 @@ const NO_DEEP_IMPORTS = {
     "@zml/*/*",
     "!@zml/tdx/testing",
     "!@zml/contracts/sealed",
+    "!@zml/contracts/testing",
+    "!@zml/bus/testing",
     "**/libs/*/src/**",
     "**/services/*/src/**",
   ],
   message: "Import the package's public surface (its index.ts), not a file inside it.",
+};
+/** The test kits (`@zml/<pkg>/testing`) are for tests and simulators, never a service. */
+const NO_TEST_KITS = {
+  group: ["@zml/*/testing"],
+  message: "Test kits build fixtures for tests; a service gets its parts from main.ts.",
 };
 /** `libs/bus` is the one door to NATS. */
 const NO_RAW_NATS = {
@@ -118,7 +125,7 @@ export default tseslint.config(
     rules: {
       "no-restricted-imports": [
         "error",
-        { paths: [NO_RAW_CONNECTION], patterns: [NO_DEEP_IMPORTS, NO_RAW_NATS] },
+        { paths: [NO_RAW_CONNECTION], patterns: [NO_DEEP_IMPORTS, NO_RAW_NATS, NO_TEST_KITS] },
       ],
     },
   },

@@ -9,6 +9,7 @@ import { connectBus, encodeJson, ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import { ApprovedMeasurementSchema, KV_BUCKETS } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
+import { nodeSpec } from "@zml/contracts/testing";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import {
   createTestCertificate,
@@ -140,20 +141,13 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       options.nodes.map(async (spec, i) => {
         const node = await startSimNodeProcess(root, spec, tls);
         nodes.set(spec.model, node);
-        const entry: NodeSpec = {
-          id: spec.model,
+        const entry = nodeSpec(spec.model, {
           endpoint: node.url,
-          framework: "vllm",
-          accelerator_family: "H100",
-          tier: 1,
           models: [spec.model],
-          apis: ["chat", "completions"],
           max_concurrency: NODE_CAPACITY,
-          health_path: "/health",
-          metrics_path: "/metrics",
           registered_at: i,
           ...(spec.protocol === undefined ? {} : { protocol: spec.protocol }),
-        };
+        });
         if (!spec.tee || teeDir === undefined || material === undefined) {
           specs[i] = [entry];
           return;

@@ -7,36 +7,27 @@ import { join } from "node:path";
 import { chromium } from "playwright-core";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { adminHeaders, startStack, waitForStatus } from "../support/stack.ts";
+import { adminHeaders, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
-import {
-  MRTD,
-  approveMeasurements,
-  teeNode,
-  trustRootFile,
-  waitForResult,
-} from "./attestation-fixtures.ts";
+import { MRTD, approveMeasurements, teeNode, waitForResult, pki } from "./attestation-fixtures.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 let stack: Stack;
-let root: Awaited<ReturnType<typeof trustRootFile>>;
 let profile: string;
 let browser: BrowserContext;
 let page: Page;
 
 beforeAll(async () => {
-  root = await trustRootFile();
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [teeNode("t3-a"), teeNode("t4-b", {}, 4), { nodeId: "t1-plain", family: "H100" }],
     allowedTiers: [1, 3, 4],
-    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path },
+    trustedRootPem: pki.root.pem,
     seed: (bus) =>
       approveMeasurements(bus, [
         { id: "t3", mrtd: MRTD },
         { id: "t4", mrtd: MRTD, tier: 4 },
       ]),
   });
-  await waitForStatus(stack, "Active");
   for (const id of ["t3-a", "t4-b"]) await waitForResult(stack, id, (r) => r.ok, "attested");
   profile = await mkdtemp(join(tmpdir(), "zml-chromium-"));
   browser = await chromium.launchPersistentContext(profile, {
@@ -60,7 +51,6 @@ afterAll(async () => {
   await browser?.close();
   if (profile) await rm(profile, { recursive: true, force: true });
   await stack?.stop();
-  await root?.dispose();
 });
 
 const row = (nodeId: string) => page.locator(`tr[data-node-id="${nodeId}"]`);

@@ -1,8 +1,6 @@
-// Shared pieces of the attestation end-to-end tests: a synthetic TEE PKI whose root the
-// attestation service trusts (only here), TEE node specs, and readers of its results.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+// Shared pieces of the attestation end-to-end tests: a synthetic TEE PKI whose root a stack's
+// attestation service trusts when told (`trustedRootPem: pki.root.pem`), TEE node specs, and
+// readers of its results.
 import { decodeJson, encodeJson, natsConnectionOf, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
 import {
@@ -20,22 +18,16 @@ import type {
   AttestationVerifyRequest,
 } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
-import { createTestCollateral, createTestPki } from "@zml/tdx/testing";
+import { createTestTee, TEST_MRTD, TEST_RTMR3 } from "@zml/tdx/testing";
 import type { SimTeeOptions } from "@zml/node-sim";
 import { MODEL } from "../support/stack.ts";
 import type { SimSpec, Stack } from "../support/stack.ts";
 
-export const pki = createTestPki({ fmspc: "30606a000000" });
-const now = Date.now();
-export const collateral = createTestCollateral({
-  pki,
-  fmspc: "30606a000000",
-  issueDate: new Date(now - 3_600_000),
-  nextUpdate: new Date(now + 86_400_000),
-});
-export const MRTD = "a1".repeat(48);
+const testTee = createTestTee({ fmspc: "30606a000000" });
+export const { pki, collateral } = testTee;
+export const MRTD = TEST_MRTD;
 export const MRTD_2 = "a2".repeat(48);
-export const RTMR3 = "b3".repeat(48);
+export const RTMR3 = TEST_RTMR3;
 export const ROGUE_MRTD = "ee".repeat(48);
 
 /** A tier 3 (or 4) simulated node serving quotes signed by the test PKI. */
@@ -48,13 +40,7 @@ export function teeNode(
     nodeId,
     family: "H100",
     tier,
-    tee: {
-      signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key },
-      mrtd: MRTD,
-      rtmr3: RTMR3,
-      collateral: { ...collateral },
-      ...tee,
-    },
+    tee: testTee.nodeTee({ rtmr3: RTMR3, ...tee }),
   };
 }
 
@@ -68,14 +54,6 @@ export async function approveMeasurements(
     const value = { model: MODEL, tier: 3, rtmr3: RTMR3, ...s };
     await kv.put(s.id, encodeJson(s.id, ApprovedMeasurementSchema, value));
   }
-}
-
-/** The test root as a file for `ATTESTATION_TRUST_ROOT_PEM_FILE`; `dispose` removes it. */
-export async function trustRootFile(): Promise<{ path: string; dispose(): Promise<void> }> {
-  const dir = await mkdtemp(join(tmpdir(), "zml-attest-e2e-"));
-  const path = join(dir, "root.pem");
-  await writeFile(path, pki.root.pem);
-  return { path, dispose: () => rm(dir, { recursive: true, force: true }) };
 }
 
 export async function readResult(

@@ -23,9 +23,9 @@ import {
   readResult,
   resultOf,
   teeNode,
-  trustRootFile,
   verifyNode,
   waitForResult,
+  pki,
 } from "./attestation-fixtures.ts";
 
 /**
@@ -97,14 +97,12 @@ async function openView(stack: Stack, name: string): Promise<View> {
 }
 
 let stack: Stack;
-let root: Awaited<ReturnType<typeof trustRootFile>>;
 const views: View[] = [];
 
 beforeAll(async () => {
-  root = await trustRootFile();
   stack = await startStack({
     nodes: [teeNode("tee-a"), teeNode("tee-b"), teeNode("tee-c", { mrtd: MRTD_2 })],
-    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path },
+    trustedRootPem: pki.root.pem,
     seed: (bus) =>
       approveMeasurements(bus, [
         { id: "llama-t3", mrtd: MRTD },
@@ -120,7 +118,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.allSettled(views.map((v) => v.stop()));
   await stack?.stop();
-  await root?.dispose();
 });
 
 async function revoke(fields: Partial<Revocation> & { id: string }): Promise<number> {

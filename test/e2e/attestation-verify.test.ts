@@ -19,16 +19,13 @@ import {
   resultOf,
   ROGUE_MRTD,
   teeNode,
-  trustRootFile,
   verifyNode,
   waitForResult,
 } from "./attestation-fixtures.ts";
 
 let stack: Stack;
-let root: Awaited<ReturnType<typeof trustRootFile>>;
 
 beforeAll(async () => {
-  root = await trustRootFile();
   stack = await startStack({
     nodes: [
       teeNode("tee-good"),
@@ -38,10 +35,8 @@ beforeAll(async () => {
       teeNode("tee-t4", { mrtd: MRTD_2 }, 4),
       { nodeId: "plain", family: "H100" },
     ],
-    env: {
-      ATTESTATION_TRUST_ROOT_PEM_FILE: root.path,
-      ATTESTATION_RETRY_MS: "1000",
-    },
+    trustedRootPem: pki.root.pem,
+    env: { ATTESTATION_RETRY_MS: "1000" },
     seed: (bus) =>
       approveMeasurements(bus, [
         { id: "llama-t3", mrtd: MRTD },
@@ -52,7 +47,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
-  await root?.dispose();
 });
 
 const passed = (r: AttestationResult) => r.ok;

@@ -3,7 +3,7 @@ import { createClient, ZmlApiError } from "@zml/client";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { submitJob } from "../support/jobs.ts";
-import { API_KEY, MODEL, authHeaders, startStack, waitForStatus } from "../support/stack.ts";
+import { API_KEY, MODEL, authHeaders, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 let stack: Stack;
@@ -18,13 +18,12 @@ const client = () => createClient({ baseUrl: stack.intakeUrl, apiKey: API_KEY })
 const ask = (content: string) => ({ model: MODEL, messages: [{ role: "user", content }] });
 
 beforeAll(async () => {
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       { nodeId: "ja-1", family: "H100", maxConcurrency: 4 },
       { nodeId: "ja-2", family: "MI300X", maxConcurrency: 4 },
     ],
   });
-  await waitForStatus(stack, "Active");
 });
 afterAll(() => stack?.stop());
 

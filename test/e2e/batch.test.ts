@@ -11,21 +11,20 @@ import {
   jobResultSubject,
 } from "@zml/contracts";
 import type { PolicySpec } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readResults, submitJob } from "../support/jobs.ts";
 import { authHeaders, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
-const policy = (name: string, extra: Partial<PolicySpec> = {}): PolicySpec => ({
-  name,
-  accelerator_preference: [{ family: "H100", priority: 1 }],
-  latency_target_ms: 60_000,
-  cost_priority: "cost",
-  queue_on_saturation: true,
-  max_queue_ms: 600_000,
-  ...extra,
-});
+const policy = (name: string, extra: Partial<PolicySpec> = {}): PolicySpec =>
+  chainPolicy(name, ["H100"], {
+    cost_priority: "cost",
+    queue_on_saturation: true,
+    max_queue_ms: 600_000,
+    ...extra,
+  });
 
 let stack: Stack;
 const BATCH = "batch-m";

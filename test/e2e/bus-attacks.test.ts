@@ -30,7 +30,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { postChat } from "../support/http.ts";
 import { startRecordingProxy } from "../support/recording-proxy.ts";
 import type { RecordingProxy } from "../support/recording-proxy.ts";
-import { MODEL, chatBody, startStack, waitForStatus } from "../support/stack.ts";
+import { MODEL, chatBody, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 const NODE = "h100-a";
@@ -100,8 +100,7 @@ function routeHeaders(path: string, tier = 1) {
 
 beforeAll(async () => {
   attackerServer = await startRecordingProxy();
-  stack = await startStack({ nodes: [{ nodeId: NODE, family: "H100" }] });
-  await waitForStatus(stack, "Active");
+  stack = await startActiveStack({ nodes: [{ nodeId: NODE, family: "H100" }] });
   // Route the node through a recording proxy, so the test sees every path that reaches it.
   nodeProxy = await startRecordingProxy(stack.sims.get(NODE)!.url);
   await stack.apply({

@@ -5,14 +5,14 @@
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chat, postChat } from "../support/http.ts";
-import { chainPolicy, MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import { chainPolicy, MODEL, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 let stack: Stack;
 const TWINS = ["twin-a", "twin-b"];
 
 beforeAll(async () => {
-  stack = await startStack({
+  stack = await startActiveStack({
     dispatchers: 2,
     // Same hardware: 200 tok/s per request, 20 tokens, 8 at a time.
     nodes: TWINS.map((nodeId) => ({
@@ -27,7 +27,6 @@ beforeAll(async () => {
       policies: [{ ...chainPolicy("h100", ["H100"]), latency_target_ms: 60_000 }],
     },
   });
-  await waitForStatus(stack, "Active");
 }, 120_000);
 
 afterAll(async () => {

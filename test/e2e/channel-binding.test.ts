@@ -9,21 +9,13 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { chat, postChat } from "../support/http.ts";
 import { MODEL, nodeSpec, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
-import {
-  MRTD,
-  approveMeasurements,
-  teeNode,
-  trustRootFile,
-  waitForResult,
-} from "./attestation-fixtures.ts";
+import { MRTD, approveMeasurements, teeNode, waitForResult, pki } from "./attestation-fixtures.ts";
 
 let stack: Stack;
-let root: Awaited<ReturnType<typeof trustRootFile>>;
 const sim = (id: string) => stack.sims.get(id)!;
 const TRUSTED = ["t3-a", "t3-b", "t3-c"];
 
 beforeAll(async () => {
-  root = await trustRootFile();
   stack = await startStack({
     nodes: [
       teeNode("t3-a"),
@@ -35,7 +27,8 @@ beforeAll(async () => {
     ],
     allowedTiers: [3],
     dispatchers: 2,
-    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path, ATTESTATION_RETRY_MS: "500" },
+    trustedRootPem: pki.root.pem,
+    env: { ATTESTATION_RETRY_MS: "500" },
     seed: async (bus, sims) => {
       sims.get("t3-relay")!.setFault({ kind: "relay", target: sims.get("t3-a")!.url });
       await approveMeasurements(bus, [{ id: "approved-1", mrtd: MRTD }]);
@@ -46,7 +39,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stack?.stop();
-  await root?.dispose();
 });
 
 /** Sends `n` tier-3 requests; each must succeed. Returns the nodes that served them. */

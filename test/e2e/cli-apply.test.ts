@@ -6,7 +6,7 @@ import { openKv } from "@zml/bus";
 import { KV_BUCKETS, parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
 import { pollUntil, repoRoot } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MODEL, authHeaders, chatBody, startStack, waitForStatus } from "../support/stack.ts";
+import { MODEL, authHeaders, chatBody, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 /**
@@ -18,13 +18,12 @@ let stack: Stack;
 let dir: string;
 
 beforeAll(async () => {
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       { nodeId: "h100-a", family: "H100" },
       { nodeId: "mi300x-a", family: "MI300X" },
     ],
   });
-  await waitForStatus(stack, "Active");
   dir = mkdtempSync(join(tmpdir(), "zml-cli-e2e-"));
 });
 afterAll(async () => {

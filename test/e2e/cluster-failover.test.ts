@@ -9,7 +9,8 @@ import { findFreePort, pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startClusterStack } from "../support/cluster-stack.ts";
 import type { ClusterStack } from "../support/cluster-stack.ts";
-import { authHeaders, chatBody, MODEL, quietLog } from "../support/stack.ts";
+import { postJob } from "../support/http.ts";
+import { authHeaders, chatBody, quietLog } from "../support/stack.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const DEGRADING = "c-3";
@@ -103,24 +104,7 @@ describe("on a 3-node NATS cluster, two replicas of each service", { timeout: 30
       for (let attempt = 0; attempt < 20; attempt++) {
         const intake = liveIntakes[(first + attempt) % liveIntakes.length]!;
         const at = Date.now();
-        let status: number;
-        let retryAfter: string | null = null;
-        try {
-          const res = await fetch(`${intake}/v1/jobs`, {
-            method: "POST",
-            headers: authHeaders(),
-            body: JSON.stringify({
-              job_id: jobId,
-              request: { model: MODEL, messages: [{ role: "user", content: jobId }] },
-            }),
-            signal: AbortSignal.timeout(30_000),
-          });
-          await res.text();
-          status = res.status;
-          retryAfter = res.headers.get("retry-after");
-        } catch {
-          status = 0;
-        }
+        const { status, retryAfter } = await postJob(intake, jobId);
         submissions.push({ jobId, intake, at, status, retryAfter });
         if (status === 202) {
           accepted.add(jobId);

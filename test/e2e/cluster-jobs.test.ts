@@ -13,6 +13,7 @@ import { startClusterStack } from "../support/cluster-stack.ts";
 import type { ClusterStack } from "../support/cluster-stack.ts";
 import { startJobNode } from "../support/job-node.ts";
 import type { JobNode } from "../support/job-node.ts";
+import { postJob } from "../support/http.ts";
 import { authHeaders, chatBody, MODEL } from "../support/stack.ts";
 
 let stack: ClusterStack;
@@ -110,25 +111,8 @@ async function submitJob(url: string, jobId: string): Promise<Submission> {
   const at = Date.now();
   let first: Omit<Submission, "accepted"> | undefined;
   for (let attempt = 0; attempt < 10; attempt++) {
-    let status = 0;
-    let retryAfter: string | null = null;
     const startedAt = Date.now();
-    try {
-      const res = await fetch(`${url}/v1/jobs`, {
-        method: "POST",
-        headers: authHeaders(),
-        body: JSON.stringify({
-          job_id: jobId,
-          request: { model: MODEL, messages: [{ role: "user", content: jobId }] },
-        }),
-        signal: AbortSignal.timeout(30_000),
-      });
-      await res.text();
-      status = res.status;
-      retryAfter = res.headers.get("retry-after");
-    } catch {
-      // No answer (0).
-    }
+    const { status, retryAfter } = await postJob(url, jobId);
     first ??= { jobId, at, status, ms: Date.now() - startedAt, retryAfter };
     if (status === 202) return { ...first, accepted: true };
     if (status !== 503) break;

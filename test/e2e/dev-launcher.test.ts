@@ -22,6 +22,7 @@ import {
   ROUTING_HTTP_HEADER,
 } from "@zml/contracts";
 import { pollUntil, repoRoot, startNatsServer } from "@zml/harness";
+import { readChatStream } from "../support/chat-stream.ts";
 
 const root = repoRoot();
 const UP = "./deploy/dev/up.sh";
@@ -367,12 +368,7 @@ async function checkTier4ThroughSealProxy(base: string): Promise<void> {
   expect(parseRoutingHeader(streamResponse.headers.get(ROUTING_HTTP_HEADER)!).node).toBe(
     TIER4_NODE,
   );
-  let text = "";
-  let chunks = 0;
-  for await (const chunk of stream) {
-    chunks++;
-    text += chunk.choices[0]?.delta.content ?? "";
-  }
+  const { text, chunks } = await readChatStream(stream);
   expect(chunks).toBeGreaterThan(2);
   expect(text).toBe(data.choices[0]!.message.content);
 

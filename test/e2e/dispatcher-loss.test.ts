@@ -9,7 +9,7 @@ import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postChat } from "../support/http.ts";
 import { readResults, submitJob } from "../support/jobs.ts";
-import { MODEL, authHeaders, chatBody, startStack, waitForStatus } from "../support/stack.ts";
+import { MODEL, authHeaders, chatBody, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 const SLOW_MS = 4_000;
@@ -87,12 +87,11 @@ const slowNode = {
 describe("a dispatcher SIGKILLed with work in flight (no re-routes)", () => {
   let stack: Stack;
   beforeAll(async () => {
-    stack = await startStack({
+    stack = await startActiveStack({
       nodes: [slowNode],
       dispatchers: 2,
       env: { ZML_DISPATCHER_REROUTES: "0", BATCH_ACK_WAIT_MS: "3000" },
     });
-    await waitForStatus(stack, "Active");
   });
   afterAll(() => stack?.stop());
 
@@ -146,14 +145,13 @@ describe("a dispatcher SIGKILLed with work in flight (no re-routes)", () => {
 describe("a dispatcher SIGKILLed with work in flight (re-routes allowed)", () => {
   let stack: Stack;
   beforeAll(async () => {
-    stack = await startStack({
+    stack = await startActiveStack({
       nodes: [slowNode],
       dispatchers: 2,
       // A short grace, and a 30 s ack wait: a job handed back on stop must be taken again
       // well before JetStream would redeliver it on its own.
       env: { ZML_SHUTDOWN_GRACE_MS: "1000", BATCH_ACK_WAIT_MS: "30000" },
     });
-    await waitForStatus(stack, "Active");
   });
   afterAll(() => stack?.stop());
 

@@ -4,6 +4,7 @@
 // headers alone do not count as its first byte: a node that sends them at once
 // and its first token 20 s later is failed over within the same limit.
 import type { PolicySpec } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hostileNodeSpec, startHostileNode } from "../support/hostile-node.ts";
@@ -21,18 +22,8 @@ let stack: Stack;
 const nodes = new Map<string, HostileNode>();
 
 /** Tries the silent family first, then the one that answers. */
-const policy = (name: string, silent: string, extra: Partial<PolicySpec> = {}): PolicySpec => ({
-  name,
-  accelerator_preference: [
-    { family: silent, priority: 1 },
-    { family: "OK", priority: 2 },
-  ],
-  latency_target_ms: TARGET_MS,
-  cost_priority: "latency",
-  queue_on_saturation: false,
-  max_queue_ms: 0,
-  ...extra,
-});
+const policy = (name: string, silent: string, extra: Partial<PolicySpec> = {}): PolicySpec =>
+  chainPolicy(name, [silent, "OK"], { latency_target_ms: TARGET_MS, ...extra });
 
 beforeAll(async () => {
   // Accept, read the request, never answer.

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postChat } from "../support/http.ts";
 import { opsUrlOf, terminateAndWatch, uncleanStopLines } from "../support/lifecycle.ts";
 import { readResults, submitJob } from "../support/jobs.ts";
-import { MODEL, authHeaders, chatBody, startStack, waitForStatus } from "../support/stack.ts";
+import { MODEL, authHeaders, chatBody, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 const SLOW_MS = 2_500;
@@ -15,12 +15,11 @@ const NOT_READY_MS = 600;
 
 let stack: Stack;
 beforeAll(async () => {
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [{ nodeId: "slow-g", family: "H100", maxConcurrency: 64, ttftMs: SLOW_MS }],
     dispatchers: 2,
     env: { ZML_SHUTDOWN_NOT_READY_MS: String(NOT_READY_MS), ZML_SHUTDOWN_GRACE_MS: "15000" },
   });
-  await waitForStatus(stack, "Active");
 });
 afterAll(() => stack?.stop());
 

@@ -12,6 +12,7 @@ import {
   parseRoutingHeader,
 } from "@zml/contracts";
 import type { NodeSpec, NodeState } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { applyFleet } from "@zml/fleet";
 import { pollUntil, repoRoot, startProcess } from "@zml/harness";
 import type { ManagedProcess } from "@zml/harness";
@@ -23,6 +24,7 @@ import {
   authHeaders,
   chatBody,
   nodeSpec,
+  startActiveStack,
   startStack,
   waitForStatus,
 } from "../support/stack.ts";
@@ -80,7 +82,7 @@ describe("one health aggregator", () => {
   const SOLO = "solo-model";
 
   beforeAll(async () => {
-    stack = await startStack({
+    stack = await startActiveStack({
       // A latency policy takes the first family in its chain that has a usable node: every
       // request for MODEL tries h100-a first, then falls back to mi300x-a.
       nodes: [
@@ -93,19 +95,7 @@ describe("one health aggregator", () => {
           { id: MODEL, default_policy: "chain" },
           { id: SOLO, default_policy: "chain" },
         ],
-        policies: [
-          {
-            name: "chain",
-            accelerator_preference: ["H100", "MI300X", "A100"].map((family, i) => ({
-              family,
-              priority: i + 1,
-            })),
-            latency_target_ms: 60_000,
-            cost_priority: "latency",
-            queue_on_saturation: false,
-            max_queue_ms: 0,
-          },
-        ],
+        policies: [chainPolicy("chain", ["H100", "MI300X", "A100"])],
       },
       env: {
         POLL_INTERVAL_MS: "300",
@@ -120,7 +110,6 @@ describe("one health aggregator", () => {
         NODE_COOLDOWN_MS: "0",
       },
     });
-    await waitForStatus(stack, "Active");
   });
 
   afterAll(async () => {

@@ -7,9 +7,9 @@ import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { readFileSync } from "node:fs";
 import { connect } from "node:net";
-import { pollUntil } from "@zml/harness";
+import { pollUntil, pourResponse } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hostileNodeSpec, pour, startHostileNode } from "../support/hostile-node.ts";
+import { hostileNodeSpec, startHostileNode } from "../support/hostile-node.ts";
 import type { HostileNode } from "../support/hostile-node.ts";
 import {
   authHeaders,
@@ -63,7 +63,7 @@ beforeAll(async () => {
   });
   firehose = await startHostileNode((_req, res) => {
     res.writeHead(200, { "content-type": "text/event-stream" });
-    pour(
+    pourResponse(
       res,
       Buffer.from(`data: {"choices":[{"delta":{"content":"${"z".repeat(4000)}"}}]}\n\n`),
       2048 * MiB,
@@ -72,7 +72,11 @@ beforeAll(async () => {
   metricsBomb = await startHostileNode(() => undefined, {
     metrics: (res) => {
       res.writeHead(200, { "content-type": "text/plain" });
-      pour(res, Buffer.from(`vllm:num_requests_running{pad="${"p".repeat(4000)}"} 0\n`), 150 * MiB);
+      pourResponse(
+        res,
+        Buffer.from(`vllm:num_requests_running{pad="${"p".repeat(4000)}"} 0\n`),
+        150 * MiB,
+      );
     },
   });
   denied = await startHostileNode(
@@ -205,7 +209,7 @@ describe("a node's large answer", () => {
     big.answer((_req, res) => {
       res.writeHead(200, { "content-type": "application/json" });
       res.write('{"pad":"'); // it opens as JSON does, so it is relayed until the cap
-      pour(res, Buffer.alloc(MiB, "b"), 100 * MiB);
+      pourResponse(res, Buffer.alloc(MiB, "b"), 100 * MiB);
     });
     const before = rssMiB("dispatcher");
     const res = await chat("big");

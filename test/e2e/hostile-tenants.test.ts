@@ -8,13 +8,7 @@ import { hostileNodeSpec, startHostileNode } from "../support/hostile-node.ts";
 import type { HostileNode } from "../support/hostile-node.ts";
 import { adminHeaders, authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
-import {
-  approveMeasurements,
-  MRTD,
-  teeNode,
-  trustRootFile,
-  waitForResult,
-} from "./attestation-fixtures.ts";
+import { approveMeasurements, MRTD, teeNode, waitForResult, pki } from "./attestation-fixtures.ts";
 
 const HTML_MODEL = "html-model";
 const MISSING_MODEL = "missing-model";
@@ -23,10 +17,8 @@ let stack: Stack;
 let hostile: HostileNode;
 /** Answers 404 in HTML: a 4xx is the client's answer, relayed as it came. */
 let missing: HostileNode;
-let root: Awaited<ReturnType<typeof trustRootFile>>;
 
 beforeAll(async () => {
-  root = await trustRootFile();
   hostile = await startHostileNode((_req, res) => {
     res.writeHead(200, { "content-type": "text/html" });
     res.end(HTML);
@@ -36,26 +28,14 @@ beforeAll(async () => {
   );
   stack = await startStack({
     nodes: [teeNode("tee-good"), { nodeId: "h100-a", family: "H100" }],
-    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path },
+    trustedRootPem: pki.root.pem,
     seed: (bus) => approveMeasurements(bus, [{ id: "llama-t3", mrtd: MRTD }]),
   });
   await stack.apply({
     ...stack.fleet,
     nodes: [
       ...stack.fleet.nodes,
-      {
-        id: "html-node",
-        endpoint: hostile.url,
-        framework: "vllm",
-        accelerator_family: "L4",
-        tier: 1,
-        models: [HTML_MODEL],
-        apis: ["chat", "completions"],
-        max_concurrency: 4,
-        health_path: "/health",
-        metrics_path: "/metrics",
-        registered_at: 10,
-      },
+      hostileNodeSpec("html-node", hostile, HTML_MODEL, 10),
       {
         ...hostileNodeSpec("missing-node", missing, MISSING_MODEL, 11),
         accelerator_family: "L4",
@@ -70,7 +50,6 @@ afterAll(async () => {
   await stack?.stop();
   await hostile?.close();
   await missing?.close();
-  await root?.dispose();
 });
 
 const get = (path: string, key?: string) =>

@@ -2,7 +2,7 @@
 // (ALPN over TLS), HTTP/1.1 for the rest. Observed at nodes of our own that record the HTTP
 // version of every request and see streams end, break off or time out.
 import type { ServerResponse } from "node:http";
-import type { PolicySpec } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { createTestCertificate, pollUntil } from "@zml/harness";
 import type { TestCertificate } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -47,14 +47,7 @@ beforeAll(async () => {
   nodes.set("h2c", await startHostileNode(answer("h2c"), { protocol: "h2c" }));
   nodes.set("h2", await startHostileNode(answer("h2"), { protocol: "h2", tls }));
   nodes.set("h1", await startHostileNode(answer("h1")));
-  const policy: PolicySpec = {
-    name: "h2-test",
-    accelerator_preference: [{ family: "L4", priority: 1 }],
-    latency_target_ms: TARGET_MS,
-    cost_priority: "latency",
-    queue_on_saturation: false,
-    max_queue_ms: 0,
-  };
+  const policy = chainPolicy("h2-test", ["L4"], { latency_target_ms: TARGET_MS });
   stack = await startStack({
     nodes: [],
     env: { NODE_EXTRA_CA_CERTS: certificate.certPath },

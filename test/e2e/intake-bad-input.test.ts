@@ -2,14 +2,7 @@ import { connect } from "node:net";
 import { Readable } from "node:stream";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  MODEL,
-  adminHeaders,
-  authHeaders,
-  chatBody,
-  startStack,
-  waitForStatus,
-} from "../support/stack.ts";
+import { MODEL, adminHeaders, authHeaders, chatBody, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 /**
@@ -19,8 +12,7 @@ import type { Stack } from "../support/stack.ts";
 
 let stack: Stack;
 beforeAll(async () => {
-  stack = await startStack({ nodes: [{ nodeId: "h100-a", family: "H100" }] });
-  await waitForStatus(stack, "Active");
+  stack = await startActiveStack({ nodes: [{ nodeId: "h100-a", family: "H100" }] });
 });
 afterAll(async () => {
   await stack?.stop();

@@ -7,14 +7,7 @@ import type { TestCertificate } from "@zml/harness";
 import OpenAI from "openai";
 import { Agent, fetch as undiciFetch, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  API_KEY,
-  MODEL,
-  authHeaders,
-  chatBody,
-  startStack,
-  waitForStatus,
-} from "../support/stack.ts";
+import { API_KEY, MODEL, authHeaders, chatBody, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 /**
@@ -32,7 +25,7 @@ let h2: Agent;
 beforeAll(async () => {
   tls = createTestCertificate();
   cert = tls.cert;
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       { nodeId: "h100-a", family: "H100" },
       // Slow enough that a request is still running when its client goes away.
@@ -50,7 +43,6 @@ beforeAll(async () => {
   url = stack.intakeUrl.replace(/^http:/, "https:");
   h1 = new Agent({ connect: { ca: cert } });
   h2 = new Agent({ connect: { ca: cert }, allowH2: true });
-  await waitForStatus(stack, "Active");
 });
 afterAll(async () => {
   await Promise.allSettled([h1?.close(), h2?.close()]);

@@ -1,8 +1,9 @@
 import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_KEY, MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import { API_KEY, MODEL, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
+import { readChatStream } from "../support/chat-stream.ts";
 
 /**
  * Acceptance: the official openai npm SDK against the gateway — chat completions streamed
@@ -14,7 +15,7 @@ const UNSERVED = "unserved-model";
 let stack: Stack;
 
 beforeAll(async () => {
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       { nodeId: "h100-a", family: "H100" },
       { nodeId: "mi300x-a", family: "MI300X", models: [OTHER] },
@@ -23,7 +24,6 @@ beforeAll(async () => {
     // through its fallbacks.
     fleet: { models: [{ id: MODEL }, { id: OTHER }, { id: UNSERVED }] },
   });
-  await waitForStatus(stack, "Active");
 });
 afterAll(async () => {
   await stack?.stop();
@@ -52,12 +52,7 @@ describe("chat completions through the openai SDK", () => {
       .chat.completions.create({ model: MODEL, messages, stream: true })
       .withResponse();
     expect(parseRoutingHeader(response.headers.get(ROUTING_HTTP_HEADER)!).node).toBe("h100-a");
-    let text = "";
-    let chunks = 0;
-    for await (const chunk of stream) {
-      chunks++;
-      text += chunk.choices[0]?.delta.content ?? "";
-    }
+    const { text, chunks } = await readChatStream(stream);
     expect(chunks).toBeGreaterThan(1);
     expect(text.length).toBeGreaterThan(0);
   });

@@ -1,12 +1,13 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { chainPolicy } from "@zml/contracts/testing";
 import { pollUntil, repoRoot } from "@zml/harness";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chat } from "../support/http.ts";
 import { startOtlpReceiver } from "../support/otlp-receiver.ts";
 import type { ReceivedSpan } from "../support/otlp-receiver.ts";
-import { API_KEY, startStack, waitForStatus } from "../support/stack.ts";
+import { API_KEY, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 const SECRET_PROMPT = "zebra-violet-4471 my card number is 4111";
@@ -15,7 +16,7 @@ let stack: Stack;
 
 beforeAll(async () => {
   otlp = await startOtlpReceiver();
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       { nodeId: "o-h100-a", family: "H100", models: ["obs"] },
       { nodeId: "o-h100-b", family: "H100", models: ["obs"] },
@@ -29,20 +30,7 @@ beforeAll(async () => {
         { id: "obs-retry", default_policy: "chain" },
         { id: "obs-none" },
       ],
-      policies: [
-        {
-          name: "chain",
-          accelerator_preference: [
-            { family: "H100", priority: 1 },
-            { family: "MI300X", priority: 2 },
-            { family: "A100", priority: 3 },
-          ],
-          latency_target_ms: 60_000,
-          cost_priority: "latency",
-          queue_on_saturation: false,
-          max_queue_ms: 0,
-        },
-      ],
+      policies: [chainPolicy("chain", ["H100", "MI300X", "A100"])],
     },
     env: {
       OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
@@ -50,7 +38,6 @@ beforeAll(async () => {
       NODE_COOLDOWN_MS: "1",
     },
   });
-  await waitForStatus(stack, "Active");
 });
 afterAll(async () => {
   await stack?.stop();

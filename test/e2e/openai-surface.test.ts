@@ -1,9 +1,10 @@
 import { createOpenAI } from "@ai-sdk/openai";
 import { parseRoutingHeader, ROUTING_HTTP_HEADER } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { generateText, streamText } from "ai";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_KEY, MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import { API_KEY, MODEL, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 /**
@@ -17,7 +18,7 @@ const EMBEDDER = "org/text-embedder";
 let stack: Stack;
 
 beforeAll(async () => {
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       // First in the model's policy, but serves chat and completions only (the default).
       { nodeId: "chat-only", family: "H100" },
@@ -26,22 +27,9 @@ beforeAll(async () => {
     ],
     fleet: {
       models: [{ id: MODEL, default_policy: "h100-first" }, { id: EMBEDDER }],
-      policies: [
-        {
-          name: "h100-first",
-          accelerator_preference: [
-            { family: "H100", priority: 1 },
-            { family: "MI300X", priority: 2 },
-          ],
-          latency_target_ms: 60_000,
-          cost_priority: "latency",
-          queue_on_saturation: false,
-          max_queue_ms: 0,
-        },
-      ],
+      policies: [chainPolicy("h100-first", ["H100", "MI300X"])],
     },
   });
-  await waitForStatus(stack, "Active");
 });
 afterAll(async () => {
   await stack?.stop();

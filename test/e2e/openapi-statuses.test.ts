@@ -16,13 +16,7 @@ import type { SimFault } from "@zml/node-sim";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, API_KEY, MODEL, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
-import {
-  approveMeasurements,
-  MRTD,
-  teeNode,
-  trustRootFile,
-  waitForResult,
-} from "./attestation-fixtures.ts";
+import { approveMeasurements, MRTD, pki, teeNode, waitForResult } from "./attestation-fixtures.ts";
 
 const LIMITED_KEY = "e2e-limited-key-0123456789";
 const NO_T4_KEY = "e2e-no-tier4-key-0123456789";
@@ -42,7 +36,6 @@ type Doc = {
 };
 
 let stack: Stack;
-let root: Awaited<ReturnType<typeof trustRootFile>>;
 let doc: Doc;
 let main = new Agent();
 const agents: Agent[] = [];
@@ -229,7 +222,6 @@ async function sealedBytes(s: SessionView, path: string, body: object) {
 const sealedHeaders = () => ({ ...bearer(API_KEY), "content-type": SEALED_REQUEST_MEDIA_TYPE });
 
 beforeAll(async () => {
-  root = await trustRootFile();
   stack = await startStack({
     nodes: [
       { nodeId: "h100-a", family: "H100" },
@@ -245,8 +237,8 @@ beforeAll(async () => {
       models: [MODEL, ORPHAN_MODEL, ...FAULTY.map(modelOf)].map((id) => ({ id })),
     },
     allowedTiers: [1, 4],
+    trustedRootPem: pki.root.pem,
     env: {
-      ATTESTATION_TRUST_ROOT_PEM_FILE: root.path,
       ZML_BODY_LIMIT_BYTES: String(BODY_LIMIT),
       ZML_BODY_TIMEOUT_MS: "1000",
       ZML_REQUEST_TIMEOUT_MS: "3000",
@@ -291,7 +283,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
-  await root?.dispose();
   await Promise.all([main, ...agents].map((a) => a.close()));
 });
 

@@ -1,22 +1,12 @@
 import { openKv } from "@zml/bus";
 import { KV_BUCKETS, NodeStateSchema } from "@zml/contracts";
-import type { PolicySpec } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { pollUntil } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chat, postChat } from "../support/http.ts";
-import { nodeSpec, startStack, waitForStatus } from "../support/stack.ts";
+import { nodeSpec, startActiveStack, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
-
-const policy = (name: string, families: string[], extra: Partial<PolicySpec> = {}): PolicySpec => ({
-  name,
-  accelerator_preference: families.map((family, i) => ({ family, priority: i + 1 })),
-  latency_target_ms: 60_000,
-  cost_priority: "latency",
-  queue_on_saturation: false,
-  max_queue_ms: 0,
-  ...extra,
-});
 
 /** One model per scenario, each with its own nodes, so scenarios cannot disturb each other. */
 const SCENARIOS = {
@@ -39,15 +29,14 @@ describe("failures are retried within the budget, client errors are not", () => 
         ids.map((nodeId) => ({ nodeId, family, models: [model] })),
       ),
     );
-    stack = await startStack({
+    stack = await startActiveStack({
       nodes,
       fleet: {
         models: Object.keys(SCENARIOS).map((id) => ({ id, default_policy: "h100-first" })),
-        policies: [policy("h100-first", ["H100", "MI300X"])],
+        policies: [chainPolicy("h100-first", ["H100", "MI300X"])],
       },
       env: { DISPATCH_HEADERS_TIMEOUT_MS: "1500", NODE_COOLDOWN_MS: "60000" },
     });
-    await waitForStatus(stack, "Active");
   });
   afterAll(() => stack?.stop());
 
@@ -124,7 +113,7 @@ describe("saturation", () => {
   let stack: Stack;
 
   beforeAll(async () => {
-    stack = await startStack({
+    stack = await startActiveStack({
       nodes: [
         {
           nodeId: "sat-a",
@@ -148,13 +137,12 @@ describe("saturation", () => {
           { id: "queued-short", default_policy: "wait-short" },
         ],
         policies: [
-          policy("fail-fast", ["H100"]),
-          policy("wait", ["H100"], { queue_on_saturation: true, max_queue_ms: 20_000 }),
-          policy("wait-short", ["H100"], { queue_on_saturation: true, max_queue_ms: 300 }),
+          chainPolicy("fail-fast", ["H100"]),
+          chainPolicy("wait", ["H100"], { queue_on_saturation: true, max_queue_ms: 20_000 }),
+          chainPolicy("wait-short", ["H100"], { queue_on_saturation: true, max_queue_ms: 300 }),
         ],
       },
     });
-    await waitForStatus(stack, "Active");
   });
   afterAll(() => stack?.stop());
 
@@ -220,7 +208,7 @@ describe("adding a family changes routing with no change to the client call", ()
       nodes: [{ nodeId: "shift-h100", family: "H100", models: ["shift"] }],
       fleet: {
         models: [{ id: "shift", default_policy: "pref" }],
-        policies: [policy("pref", ["H100"])],
+        policies: [chainPolicy("pref", ["H100"])],
       },
     });
     try {
@@ -236,7 +224,7 @@ describe("adding a family changes routing with no change to the client call", ()
           ...stack.fleet.nodes,
           nodeSpec(mi, { nodeId: mi.nodeId, family: "MI300X", models: ["shift"] }, 1),
         ],
-        policies: [policy("pref", ["MI300X", "H100"])],
+        policies: [chainPolicy("pref", ["MI300X", "H100"])],
       });
       await waitForStatus(stack, "Active", ["shift-mi300x"]);
       await pollUntil(async () => (await call()).routing?.node === "shift-mi300x", {

@@ -8,10 +8,10 @@ import {
   authHeaders,
   chainPolicy,
   chatBody,
-  startStack,
-  waitForStatus,
+  startActiveStack,
 } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
+import { readChatStream } from "../support/chat-stream.ts";
 
 /**
  * The TypeScript SDK (`@zml/client`) against a whole gateway. A recording fetch sees
@@ -31,7 +31,7 @@ const recording = async (url: string, init: RequestInit): Promise<Response> => {
 };
 
 beforeAll(async () => {
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       { nodeId: "h100-a", family: "H100" },
       { nodeId: "mi300x-a", family: "MI300X" },
@@ -41,7 +41,6 @@ beforeAll(async () => {
       policies: [chainPolicy("mi300x-first", ["MI300X", "H100"])],
     },
   });
-  await waitForStatus(stack, "Active");
   // The dispatchers' view of node state trails the KV snapshot by a moment.
   await pollUntil(
     async () => {
@@ -94,12 +93,7 @@ describe("client.infer()", () => {
       accelerator_hint: "H100",
     });
     expect(stream.routing).toEqual(parseRoutingHeader(headersSeen[before]!));
-    let text = "";
-    let chunks = 0;
-    for await (const chunk of stream) {
-      chunks++;
-      text += chunk.choices[0]?.delta.content ?? "";
-    }
+    const { text, chunks } = await readChatStream(stream);
     expect(chunks).toBeGreaterThan(1);
     expect(text.length).toBeGreaterThan(0);
   });

@@ -7,13 +7,7 @@ import { repoRoot } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_KEY, chainPolicy, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
-import {
-  approveMeasurements,
-  MRTD,
-  teeNode,
-  trustRootFile,
-  waitForResult,
-} from "./attestation-fixtures.ts";
+import { approveMeasurements, MRTD, teeNode, waitForResult, pki } from "./attestation-fixtures.ts";
 
 /**
  * Acceptance: the TypeScript SDK and the CLI work as a user gets them. Each package is
@@ -29,7 +23,6 @@ const npm = ["npm"];
 
 let stack: Stack;
 let project: string;
-let trustRoot: Awaited<ReturnType<typeof trustRootFile>>;
 
 /** The first fenced block of `lang` after `heading` in a README, exactly as written. */
 function readmeBlock(readme: string, heading: string, lang: string): string {
@@ -53,7 +46,6 @@ const payloads = () =>
   Object.fromEntries([...stack.sims].map(([id, sim]) => [id, sim.stats().payloads_received]));
 
 beforeAll(async () => {
-  trustRoot = await trustRootFile();
   stack = await startStack({
     nodes: [
       { nodeId: "h100-a", family: "H100" },
@@ -62,7 +54,7 @@ beforeAll(async () => {
     ],
     fleet: { policies: [chainPolicy("interactive", ["H100", "MI300X"])] },
     allowedTiers: [1, 4],
-    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: trustRoot.path },
+    trustedRootPem: pki.root.pem,
     seed: (bus) => approveMeasurements(bus, [{ id: "llama-t4", mrtd: MRTD, tier: 4 }]),
   });
   project = mkdtempSync(join(tmpdir(), "zml-sdk-user-"));
@@ -86,7 +78,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
-  await trustRoot?.dispose();
   if (project) rmSync(project, { recursive: true, force: true });
 });
 
@@ -132,7 +123,7 @@ describe("the packed TypeScript SDK", () => {
     const { stdout } = await sh([process.execPath, "example.ts"], project, {
       ZML_BASE_URL: stack.intakeUrl,
       ZML_API_KEY: API_KEY,
-      ZML_TEE_ROOT_PEM_FILE: trustRoot.path,
+      ZML_TEE_ROOT_PEM_FILE: stack.trustedRootPemFile!,
     });
     const lines = stdout.split("\n");
     const routed = lines.find((l) => l.startsWith("routing "))!.split(" ");

@@ -18,7 +18,7 @@ import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postChat } from "../support/http.ts";
 import { startSealProxy } from "../support/seal-proxy.ts";
-import { API_KEY, authHeaders, MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import { API_KEY, authHeaders, MODEL, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 import {
   approveMeasurements,
@@ -27,7 +27,6 @@ import {
   pki,
   RTMR3,
   teeNode,
-  trustRootFile,
   waitForResult,
 } from "./attestation-fixtures.ts";
 
@@ -44,22 +43,20 @@ const OTHER_KEY = "e2e-other-account-key-0123456789";
 const OTHER_MODEL = "other-model";
 
 let stack: Stack;
-let root: Awaited<ReturnType<typeof trustRootFile>>;
 
 beforeAll(async () => {
-  root = await trustRootFile();
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       ...TIER4.map((id) => ({ ...teeNode(id, {}, 4), family: FAMILY[id]! })),
       { nodeId: "t1-plain", family: "H100", tier: 1 },
     ],
     fleet: { models: [{ id: MODEL }, { id: OTHER_MODEL }] },
     allowedTiers: [1, 4],
+    trustedRootPem: pki.root.pem,
     // Failed nodes come back quickly, so each test finds fresh nodes for its sessions.
-    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path, NODE_COOLDOWN_MS: "1000" },
+    env: { NODE_COOLDOWN_MS: "1000" },
     seed: (bus) => approveMeasurements(bus, [{ id: "llama-t4", mrtd: MRTD, tier: 4 }]),
   });
-  await waitForStatus(stack, "Active");
   for (const id of TIER4) await waitForResult(stack, id, (r) => r.ok, "attested");
   // A second account, without tier 4, to check that sessions stay private.
   const other = {
@@ -81,7 +78,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
-  await root?.dispose();
 });
 
 interface SessionView {
@@ -564,7 +560,7 @@ describe("zml seal-proxy", () => {
       gateway: stack.intakeUrl,
       apiKey: API_KEY,
       model: MODEL,
-      rootPemFile: root.path,
+      rootPemFile: stack.trustedRootPemFile!,
       mrtd: MRTD,
     });
     try {

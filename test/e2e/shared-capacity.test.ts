@@ -2,6 +2,7 @@
 // that count what they hold (test/support/counting-node.ts), not at ZML.
 import type { ServerResponse } from "node:http";
 import type { PolicySpec } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hostileNodeSpec } from "../support/hostile-node.ts";
 import { startCountingNode } from "../support/counting-node.ts";
@@ -15,15 +16,8 @@ const LIMIT = 4;
 const OVERSHOOT = REPLICAS - 1;
 const ANSWER = '{"id":"c1","object":"chat.completion","choices":[]}';
 
-const policy = (name: string, extra: Partial<PolicySpec> = {}): PolicySpec => ({
-  name,
-  accelerator_preference: [{ family: "L4", priority: 1 }],
-  latency_target_ms: 60_000,
-  cost_priority: "latency",
-  queue_on_saturation: false,
-  max_queue_ms: 0,
-  ...extra,
-});
+const policy = (name: string, extra: Partial<PolicySpec> = {}): PolicySpec =>
+  chainPolicy(name, ["L4"], extra);
 
 let stack: Stack;
 let pair: CountingNode[] = [];

@@ -3,26 +3,24 @@ import { KV_BUCKETS, RevocationSchema } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chat, postChat } from "../support/http.ts";
-import { MODEL, startStack, waitForStatus } from "../support/stack.ts";
+import { MODEL, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 import {
   MRTD,
   ROGUE_MRTD,
   approveMeasurements,
-  trustRootFile,
   teeNode,
   verifyNode,
   waitForResult,
+  pki,
 } from "./attestation-fixtures.ts";
 
 let stack: Stack;
-let root: Awaited<ReturnType<typeof trustRootFile>>;
 const payloads = (id: string) => stack.sims.get(id)!.stats().payloads_received;
 const UNTRUSTED = ["t3-rogue", "t3-debug", "t3-replay", "t1-plain"];
 
 beforeAll(async () => {
-  root = await trustRootFile();
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       teeNode("t3-a"),
       teeNode("t3-b"),
@@ -33,10 +31,9 @@ beforeAll(async () => {
     ],
     allowedTiers: [1, 3],
     dispatchers: 2,
-    env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path },
+    trustedRootPem: pki.root.pem,
     seed: (bus) => approveMeasurements(bus, [{ id: "approved-1", mrtd: MRTD }]),
   });
-  await waitForStatus(stack, "Active");
   for (const id of ["t3-a", "t3-b"]) await waitForResult(stack, id, (r) => r.ok, "attested");
   for (const id of ["t3-rogue", "t3-debug"]) {
     await waitForResult(stack, id, (r) => !r.ok, "attestation failed");
@@ -48,7 +45,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stack?.stop();
-  await root?.dispose();
 });
 
 const tier3 = () => postChat(stack.intakeUrl, chat(MODEL, { tier: 3 }));

@@ -8,22 +8,22 @@ import {
   MODEL,
   authHeaders,
   chatBody,
-  startStack,
+  startActiveStack,
   waitForStatus,
 } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
+import { readChatStream } from "../support/chat-stream.ts";
 
 let stack: Stack;
 
 beforeAll(async () => {
-  stack = await startStack({
+  stack = await startActiveStack({
     nodes: [
       { nodeId: "h100-a", family: "H100" },
       { nodeId: "mi300x-a", family: "MI300X" },
       { nodeId: "tgi-a", family: "A100", flavour: "tgi" },
     ],
   });
-  await waitForStatus(stack, "Active");
 });
 
 afterAll(async () => {
@@ -99,12 +99,7 @@ describe("the official openai SDK against the gateway", () => {
       messages: [{ role: "user", content: "hi" }],
       stream: true,
     });
-    let text = "";
-    let chunks = 0;
-    for await (const chunk of stream) {
-      chunks++;
-      text += chunk.choices[0]?.delta.content ?? "";
-    }
+    const { text, chunks } = await readChatStream(stream);
     expect(chunks).toBeGreaterThan(1);
     expect(text.length).toBeGreaterThan(0);
   });

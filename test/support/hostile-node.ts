@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer as createH2cServer, createSecureServer } from "node:http2";
 import type { AddressInfo, Server, Socket } from "node:net";
 import type { NodeSpec } from "@zml/contracts";
+import { nodeSpec } from "@zml/contracts/testing";
 import { createSniffingServer } from "@zml/node-sim";
 
 export type InferenceHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -115,20 +116,6 @@ export async function startHostileNode(
   };
 }
 
-/** Writes `block` to `res` until `totalBytes` are out or the connection closes, honouring drain. */
-export function pour(res: ServerResponse, block: Buffer, totalBytes: number): void {
-  let sent = 0;
-  const more = () => {
-    while (sent < totalBytes && !res.destroyed) {
-      sent += block.length;
-      if (!res.write(block)) return void res.once("drain", more);
-    }
-    if (!res.destroyed) res.end();
-  };
-  res.once("close", () => (sent = totalBytes));
-  more();
-}
-
 /** The spec an operator would register for a hostile node: a tier-1 vLLM L4 serving `model`. */
 export function hostileNodeSpec(
   id: string,
@@ -137,17 +124,11 @@ export function hostileNodeSpec(
   index: number,
   maxConcurrency = 4,
 ): NodeSpec {
-  return {
-    id,
+  return nodeSpec(id, {
     endpoint: node.url,
-    framework: "vllm",
     accelerator_family: "L4",
-    tier: 1,
     models: [model],
-    apis: ["chat", "completions"],
     max_concurrency: maxConcurrency,
-    health_path: "/health",
-    metrics_path: "/metrics",
     registered_at: index,
-  };
+  });
 }

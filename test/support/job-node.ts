@@ -7,6 +7,7 @@ import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { NodeSpec } from "@zml/contracts";
+import { nodeSpec } from "@zml/contracts/testing";
 
 export interface Execution {
   jobId: string;
@@ -109,19 +110,8 @@ export async function startJobNode(options: { delayMs: number }): Promise<JobNod
     countOf: (jobId) => counts.get(jobId) ?? 0,
     running: () => running,
     setDelay: (ms) => (delayMs = ms),
-    spec: (id, model, maxConcurrency) => ({
-      id,
-      endpoint: url,
-      framework: "vllm",
-      accelerator_family: "H100",
-      tier: 1,
-      models: [model],
-      apis: ["chat", "completions"],
-      max_concurrency: maxConcurrency,
-      health_path: "/health",
-      metrics_path: "/metrics",
-      registered_at: 0,
-    }),
+    spec: (id, model, maxConcurrency) =>
+      nodeSpec(id, { endpoint: url, models: [model], max_concurrency: maxConcurrency }),
     close: () =>
       new Promise((resolve) => {
         for (const t of timers) clearTimeout(t);

@@ -14,8 +14,8 @@ import { pollUntil } from "@zml/harness";
 import {
   approveMeasurements,
   MRTD,
+  pki,
   teeNode,
-  trustRootFile,
   waitForResult,
 } from "../e2e/attestation-fixtures.ts";
 import {
@@ -32,7 +32,6 @@ import {
 export const LIMITED_API_KEY = "e2e-limited-key-0123456789";
 const TIER4 = ["t4-a", "t4-b"];
 
-const root = await trustRootFile();
 const stack = await startStack({
   nodes: [
     { nodeId: "h100-a", family: "H100" },
@@ -52,14 +51,14 @@ const stack = await startStack({
     ],
   },
   allowedTiers: [1, 4],
-  env: { ATTESTATION_TRUST_ROOT_PEM_FILE: root.path },
+  trustedRootPem: pki.root.pem,
   seed: (bus) => approveMeasurements(bus, [{ id: "llama-t4", mrtd: MRTD, tier: 4 }]),
 });
 let stopping = false;
 const stop = () => {
   if (stopping) return;
   stopping = true;
-  void Promise.allSettled([stack.stop(), root.dispose()]).then(() => process.exit(0));
+  void Promise.allSettled([stack.stop()]).then(() => process.exit(0));
 };
 process.stdin.on("end", stop).on("close", stop).resume();
 process.on("SIGTERM", stop).on("SIGINT", stop);
@@ -120,7 +119,7 @@ process.stdout.write(
     model: MODEL,
     nodes,
     // The test root the tier-4 nodes' quotes chain to (never Intel's), and their measurement.
-    tdx_root_pem_file: root.path,
+    tdx_root_pem_file: stack.trustedRootPemFile,
     tdx_mrtd: MRTD,
   })}\n`,
 );

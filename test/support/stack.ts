@@ -1,4 +1,6 @@
 import { createHash } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectBus, ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
@@ -12,6 +14,8 @@ import type {
   NodeStatus,
   PolicySpec,
 } from "@zml/contracts";
+// The fleet kit's builders; this file's own `chainPolicy` and `nodeSpec` are the e2e flavours.
+import { chainPolicy as fleetChainPolicy, nodeSpec as fleetNodeSpec } from "@zml/contracts/testing";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
 import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
@@ -43,6 +47,11 @@ export interface StackOptions {
   fleet?: Partial<Pick<FleetDocument, "policies" | "models" | "cloud_accounts">>;
   /** Extra environment for every service. */
   env?: Record<string, string>;
+  /**
+   * The root the attestation service trusts instead of Intel's (its
+   * `ATTESTATION_TRUST_ROOT_PEM_FILE`), e.g. the test PKI's; written to a file removed on stop.
+   */
+  trustedRootPem?: string;
   /** Tiers the test account may use (default 1 and 2). */
   allowedTiers?: number[];
   /** Dispatcher replicas to start (default 1); extra ones are named `dispatcher-2`, …. */
@@ -66,6 +75,8 @@ export interface Stack {
   services: Map<string, ManagedProcess>;
   bus: Bus;
   fleet: FleetDocument;
+  /** The file holding `trustedRootPem`, for other clients under test to trust it too. */
+  trustedRootPemFile: string | undefined;
   /** Re-applies a changed fleet document (e.g. a new node or policy). */
   apply(doc: FleetDocument): Promise<void>;
   /** Permission violations the server logged: a service asking for more than it is granted. */
@@ -84,20 +95,12 @@ export const MODEL = "llama-3.1-8b-instruct";
 
 /** A `latency` policy trying `families` in order, failing fast when none has capacity. */
 export function chainPolicy(name: string, families: string[]): PolicySpec {
-  return {
-    name,
-    accelerator_preference: families.map((family, i) => ({ family, priority: i + 1 })),
-    latency_target_ms: 2_000,
-    cost_priority: "latency",
-    queue_on_saturation: false,
-    max_queue_ms: 0,
-  };
+  return fleetChainPolicy(name, families, { latency_target_ms: 2_000 });
 }
 
 /** Node spec for a simulated node, as an operator would declare it. */
 export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
-  return {
-    id: sim.nodeId,
+  return fleetNodeSpec(sim.nodeId, {
     endpoint: sim.url,
     framework: spec.flavour ?? "vllm",
     accelerator_family: spec.family,
@@ -105,11 +108,9 @@ export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
     models: spec.models ?? [MODEL],
     apis: spec.apis ?? [...DEFAULT_NODE_APIS],
     max_concurrency: spec.maxConcurrency ?? 16,
-    health_path: "/health",
-    metrics_path: "/metrics",
     registered_at: index,
     ...(spec.cloud === undefined ? {} : { cloud: spec.cloud }),
-  };
+  });
 }
 
 /**
@@ -188,12 +189,14 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const sims = new Map<string, SimNode>();
   const tdProxies = new Map<string, TdProxy>();
   const services = new Map<string, ManagedProcess>();
+  let trustedRootDir: string | undefined;
   const stop = async () => {
     await Promise.allSettled([...services.values()].map((s) => s.stop("SIGTERM", 3_000)));
     await Promise.allSettled([...tdProxies.values()].map((p) => p.close()));
     await Promise.allSettled([...sims.values()].map((s) => s.close()));
     await bus?.drain().catch(() => undefined);
     await nats.stop();
+    if (trustedRootDir) await rm(trustedRootDir, { recursive: true, force: true });
     // Every e2e test doubles as a check of the permission table: a service (or the CLI)
     // refused anything while doing its job fails the file that ran it.
     const ours = natsLog.filter((l) => /nats\.js:zml-/.test(l));
@@ -210,10 +213,20 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await applyFleet(bus, fleet);
 
     const intakePort = await findFreePort();
+    let trustedRootPemFile: string | undefined;
+    if (options.trustedRootPem !== undefined) {
+      trustedRootDir = await mkdtemp(join(tmpdir(), "zml-trusted-root-"));
+      trustedRootPemFile = join(trustedRootDir, "root.pem");
+      await writeFile(trustedRootPemFile, options.trustedRootPem);
+    }
+    const trust: Record<string, string> = trustedRootPemFile
+      ? { ATTESTATION_TRUST_ROOT_PEM_FILE: trustedRootPemFile }
+      : {};
     const env = {
       LOG_LEVEL: "info",
       POLL_INTERVAL_MS: "300",
       PROBE_TIMEOUT_MS: "1000",
+      ...trust,
       // The sims listen on 127.0.0.1: the operator's allowance for nodes on this host.
       ZML_NODE_ALLOW_LOOPBACK: "true",
       ...options.env,
@@ -268,6 +281,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       services,
       bus,
       fleet,
+      trustedRootPemFile,
       apply: async (doc) => {
         await applyFleet(bus!, doc);
       },
@@ -286,6 +300,24 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await stop();
     throw err;
   }
+}
+
+/**
+ * {@link startStack}, resolving once the health aggregator has published every node Active:
+ * a stack ready to route. Stopped again if the nodes never get there.
+ */
+export async function startActiveStack(options: StackOptions): Promise<Stack> {
+  const stack = await startStack(options);
+  try {
+    await waitForStatus(stack, "Active");
+  } catch (error) {
+    // Stopping checks for permission violations: report what it finds beside the timeout.
+    await stack.stop().catch((stopError: unknown) => {
+      throw new AggregateError([error, stopError], "nodes never Active, and stopping failed");
+    });
+    throw error;
+  }
+  return stack;
 }
 
 /** The status the health aggregator last published for a node, read from the KV snapshot. */

@@ -1,5 +1,4 @@
-import { startNatsServer, pollUntil } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
+import { pollUntil } from "@zml/harness";
 import { HEADERS, ZmlError } from "@zml/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -16,32 +15,29 @@ import {
   subscribeJson,
   watchKvIntoMap,
 } from "../src/index.ts";
-import type { Bus, RouteFrame } from "../src/index.ts";
+import type { RouteFrame } from "../src/index.ts";
+import { startBusRig } from "../src/testing/index.ts";
+import type { BusRig } from "../src/testing/index.ts";
 
 const log = { info() {}, warn() {}, error() {} };
-let nats: NatsServerHandle;
-let bus: Bus;
+let rig: BusRig;
 /** Raw NATS, to send what the typed helpers never would. */
-const nc = () => natsConnectionOf(bus);
+const nc = () => natsConnectionOf(rig.bus);
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  bus = await connectBus({ ...nats.client(), name: "bus-test", log });
+  rig = await startBusRig({ name: "bus-test" });
 });
-afterAll(async () => {
-  await bus?.drain();
-  await nats?.stop();
-});
+afterAll(() => rig?.stop());
 
 const Item = z.object({ name: z.string(), n: z.number().int() });
 
 describe("typed pub/sub", () => {
   it("delivers valid messages and drops invalid ones without crashing", async () => {
     const got: Array<z.infer<typeof Item>> = [];
-    const sub = subscribeJson(bus, "t.items", Item, (v) => void got.push(v), { log });
+    const sub = subscribeJson(rig.bus, "t.items", Item, (v) => void got.push(v), { log });
     nc().publish("t.items", "{not json");
     nc().publish("t.items", JSON.stringify({ name: "x", n: 1.5 }));
-    publishJson(bus, "t.items", Item, { name: "ok", n: 1 });
+    publishJson(rig.bus, "t.items", Item, { name: "ok", n: 1 });
     await pollUntil(() => got.length === 1);
     await nc().flush();
     expect(got).toEqual([{ name: "ok", n: 1 }]);
@@ -49,7 +45,7 @@ describe("typed pub/sub", () => {
   });
 
   it("refuses to publish a message that breaks its schema", () => {
-    expect(() => publishJson(bus, "t.items", Item, { name: "x", n: "1" } as never)).toThrow(
+    expect(() => publishJson(rig.bus, "t.items", Item, { name: "x", n: "1" } as never)).toThrow(
       /invalid message on t.items/,
     );
   });
@@ -57,11 +53,11 @@ describe("typed pub/sub", () => {
 
 describe("KV bucket watched into memory", () => {
   it("loads existing entries before resolving, then applies live puts and deletes", async () => {
-    const kv = await openKv(bus, "test_watch");
+    const kv = await openKv(rig.bus, "test_watch");
     await kv.put("a", JSON.stringify({ name: "a", n: 1 }));
     await kv.put("b", JSON.stringify({ name: "b", n: 2 }));
     await kv.put("bad", "{}");
-    const watched = await watchKvIntoMap(bus, kv, { schema: Item, log });
+    const watched = await watchKvIntoMap(rig.bus, kv, { schema: Item, log });
     expect([...watched.map.keys()].sort()).toEqual(["a", "b"]);
 
     await kv.put("c", JSON.stringify({ name: "c", n: 3 }));
@@ -73,10 +69,10 @@ describe("KV bucket watched into memory", () => {
   });
 
   it("loads a bucket with more entries than it reads one by one through its watch", async () => {
-    const kv = await openKv(bus, "test_watch_big");
+    const kv = await openKv(rig.bus, "test_watch_big");
     for (let i = 0; i < 5; i++) await kv.put(`k${i}`, JSON.stringify({ name: `k${i}`, n: i }));
     await kv.delete("k0");
-    const watched = await watchKvIntoMap(bus, kv, { schema: Item, log, readMaxEntries: 2 });
+    const watched = await watchKvIntoMap(rig.bus, kv, { schema: Item, log, readMaxEntries: 2 });
     expect([...watched.map.keys()].sort()).toEqual(["k1", "k2", "k3", "k4"]);
     await kv.put("k5", JSON.stringify({ name: "k5", n: 5 }));
     await pollUntil(() => watched.map.has("k5"));
@@ -85,7 +81,7 @@ describe("KV bucket watched into memory", () => {
   });
 
   it("resolves at once for an empty bucket", async () => {
-    const watched = await watchKvIntoMap(bus, await openKv(bus, "test_empty"), {
+    const watched = await watchKvIntoMap(rig.bus, await openKv(rig.bus, "test_empty"), {
       schema: Item,
       log,
     });
@@ -98,14 +94,14 @@ describe("route reply frames", () => {
   it("carry a streamed reply in order to the right requester", async () => {
     const sub = nc().subscribe("t.route", {
       callback: (_err, msg) => {
-        const w = createReplyWriter(bus, msg.reply!);
+        const w = createReplyWriter(rig.bus, msg.reply!);
         const name = msg.headers?.get("x-name") ?? "";
         w.head(200, "text/event-stream", `node="${name}"`);
         for (let i = 0; i < 20; i++) w.chunk(new TextEncoder().encode(`${name}${i};`));
         w.end();
       },
     });
-    const mux = createReplyMux(bus);
+    const mux = createReplyMux(rig.bus);
     const run = (name: string) =>
       new Promise<{ frames: RouteFrame[]; text: string }>((resolve) => {
         const frames: RouteFrame[] = [];
@@ -142,10 +138,10 @@ describe("route reply frames", () => {
     const sub = nc().subscribe("t.inbox", {
       callback: (_err, msg) => {
         seen.push(msg.reply!);
-        createReplyWriter(bus, msg.reply!).end();
+        createReplyWriter(rig.bus, msg.reply!).end();
       },
     });
-    const mux = createReplyMux(bus);
+    const mux = createReplyMux(rig.bus);
     let inbox = "";
     await new Promise<RouteFrame>((resolve) => {
       inbox = mux.request("t.inbox", new Uint8Array(0), createHeaders(), resolve, {
@@ -161,15 +157,15 @@ describe("route reply frames", () => {
     const accepted: string[] = [];
     // Two "replicas": each accepts, then stays silent (as one that died mid-request would).
     const announcers = ["replica-a", "replica-b"].map((replica) =>
-      createAcceptAnnouncer(bus, { replica, afterMs: 10 }),
+      createAcceptAnnouncer(rig.bus, { replica, afterMs: 10 }),
     );
     const subs = ["t.replica-a", "t.replica-b"].map((subject, i) =>
       nc().subscribe(subject, {
         callback: (_err, msg) =>
-          void announcers[i]!.track(msg.reply!, createReplyWriter(bus, msg.reply!)),
+          void announcers[i]!.track(msg.reply!, createReplyWriter(rig.bus, msg.reply!)),
       }),
     );
-    const mux = createReplyMux(bus, { onAccept: (r) => accepted.push(r) });
+    const mux = createReplyMux(rig.bus, { onAccept: (r) => accepted.push(r) });
     const frames: Record<string, RouteFrame[]> = { a: [], b: [] };
     for (const [key, subject] of [
       ["a", "t.replica-a"],
@@ -201,20 +197,20 @@ describe("route reply frames", () => {
 
   it("learns the serving replica from the first answer frame, with no accept message for a quick answer", async () => {
     const accepted: string[] = [];
-    const accepts = createAcceptAnnouncer(bus, { replica: "replica-q", afterMs: 60_000 });
+    const accepts = createAcceptAnnouncer(rig.bus, { replica: "replica-q", afterMs: 60_000 });
     const kinds: string[] = [];
-    const spy = nc().subscribe(`${bus.inboxPrefix}.>`, {
+    const spy = nc().subscribe(`${rig.bus.inboxPrefix}.>`, {
       callback: (_err, msg) => void kinds.push(msg.headers?.get(HEADERS.replyKind) ?? "?"),
     });
     const sub = nc().subscribe("t.quick", {
       callback: (_err, msg) => {
-        const w = createReplyWriter(bus, msg.reply!, { replica: "replica-q" });
+        const w = createReplyWriter(rig.bus, msg.reply!, { replica: "replica-q" });
         const untrack = accepts.track(msg.reply!, w);
         w.head(200, "text/event-stream", "");
         untrack();
       },
     });
-    const mux = createReplyMux(bus, { onAccept: (r) => accepted.push(r) });
+    const mux = createReplyMux(rig.bus, { onAccept: (r) => accepted.push(r) });
     const frames: RouteFrame[] = [];
     mux.request("t.quick", new Uint8Array(0), createHeaders(), (f) => frames.push(f), {
       idleTimeoutMs: 30_000,
@@ -241,12 +237,13 @@ describe("route reply frames", () => {
     // One subscriber swallows requests (as a message lost with a dying server would be);
     // the other accepts, then stays silent (a live replica's long answer).
     const swallow = nc().subscribe("t.swallow", { callback: () => {} });
-    const accepts = createAcceptAnnouncer(bus, { replica: "replica-a", afterMs: 10 });
+    const accepts = createAcceptAnnouncer(rig.bus, { replica: "replica-a", afterMs: 10 });
     const accept = nc().subscribe("t.accepts", {
-      callback: (_err, msg) => void accepts.track(msg.reply!, createReplyWriter(bus, msg.reply!)),
+      callback: (_err, msg) =>
+        void accepts.track(msg.reply!, createReplyWriter(rig.bus, msg.reply!)),
     });
     const accepted: string[] = [];
-    const mux = createReplyMux(bus, { onAccept: (r) => accepted.push(r) });
+    const mux = createReplyMux(rig.bus, { onAccept: (r) => accepted.push(r) });
     const frames: Record<string, RouteFrame[]> = { lost: [], taken: [] };
     for (const [key, subject] of [
       ["lost", "t.swallow"],
@@ -272,7 +269,7 @@ describe("route reply frames", () => {
   });
 
   it("ends with an error frame when nobody serves the subject", async () => {
-    const mux = createReplyMux(bus);
+    const mux = createReplyMux(rig.bus);
     const frame = await new Promise<RouteFrame>((resolve) =>
       mux.request("t.nobody", new Uint8Array(0), createHeaders(), resolve, {
         idleTimeoutMs: 5_000,
@@ -285,7 +282,7 @@ describe("route reply frames", () => {
 
   it("ends with gateway_timeout when the responder goes silent", async () => {
     const sub = nc().subscribe("t.silent", { callback: () => {} });
-    const mux = createReplyMux(bus);
+    const mux = createReplyMux(rig.bus);
     const frame = await new Promise<RouteFrame>((resolve) =>
       mux.request("t.silent", new Uint8Array(0), createHeaders(), resolve, { idleTimeoutMs: 200 }),
     );
@@ -303,7 +300,7 @@ describe("route reply frames", () => {
         nc().publish(msg.reply!, new Uint8Array(0), { headers: h });
       },
     });
-    const mux = createReplyMux(bus);
+    const mux = createReplyMux(rig.bus);
     const frame = await new Promise<RouteFrame>((resolve) =>
       mux.request("t.gap", new Uint8Array(0), createHeaders(), resolve, { idleTimeoutMs: 5_000 }),
     );
@@ -314,7 +311,7 @@ describe("route reply frames", () => {
 
   it("fails every pending request at once on failAll", async () => {
     const sub = nc().subscribe("t.hold", { callback: () => {} });
-    const mux = createReplyMux(bus);
+    const mux = createReplyMux(rig.bus);
     const frames = Promise.all(
       [1, 2, 3].map(
         () =>
@@ -338,9 +335,9 @@ describe("route reply frames", () => {
 describe("connection state", () => {
   it("reports a disconnect and the reconnect after a server restart", async () => {
     const changes: boolean[] = [];
-    const own = await connectBus({ ...nats.client(), name: "restart-test", log });
+    const own = await connectBus({ ...rig.nats.client(), name: "restart-test", log });
     own.onConnectionChange((c) => changes.push(c));
-    await nats.restart();
+    await rig.nats.restart();
     await pollUntil(() => changes.includes(false) && own.isConnected(), { timeoutMs: 20_000 });
     expect(changes[0]).toBe(false);
     await own.drain();

@@ -1,11 +1,8 @@
-import { startNatsServer } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
 import { JOB_STREAMS, ZmlError, jobResultSubject } from "@zml/contracts";
 import type { JsonEndpoint } from "@zml/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
-  connectBus,
   ensureJobStreams,
   lastStreamMessage,
   natsConnectionOf,
@@ -13,20 +10,16 @@ import {
   requestJson,
   serveJson,
 } from "../src/index.ts";
-import type { Bus } from "../src/index.ts";
+import { startBusRig } from "../src/testing/index.ts";
+import type { BusRig } from "../src/testing/index.ts";
 
 const log = { info() {}, warn() {}, error() {} };
-let nats: NatsServerHandle;
-let bus: Bus;
+let rig: BusRig;
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  bus = await connectBus({ ...nats.client(), name: "request-reply-test", log });
+  rig = await startBusRig({ name: "request-reply-test" });
 });
-afterAll(async () => {
-  await bus?.drain();
-  await nats?.stop();
-});
+afterAll(() => rig?.stop());
 
 const Reply = z.union([
   z.object({ type: z.literal("echo.reply.v1"), text: z.string() }),
@@ -49,14 +42,14 @@ describe("requestJson / serveJson", () => {
   it("round-trips a request validated both ways", async () => {
     const echo = endpoint("t.echo");
     const sub = serveJson(
-      bus,
+      rig.bus,
       echo,
       (r) => Promise.resolve({ type: "echo.reply.v1" as const, text: r.text }),
       {
         log,
       },
     );
-    expect(await requestJson(bus, echo, { type: "echo.v1", text: "hi" }, options)).toEqual({
+    expect(await requestJson(rig.bus, echo, { type: "echo.v1", text: "hi" }, options)).toEqual({
       type: "echo.reply.v1",
       text: "hi",
     });
@@ -66,14 +59,14 @@ describe("requestJson / serveJson", () => {
   it("answers invalid_request to a request that breaks its schema", async () => {
     const echo = endpoint("t.echo.bad");
     const sub = serveJson(
-      bus,
+      rig.bus,
       echo,
       (r) => Promise.resolve({ type: "echo.reply.v1" as const, text: r.text }),
       {
         log,
       },
     );
-    const raw = await natsConnectionOf(bus).request(echo.subject, '{"type":"echo.v1"}', {
+    const raw = await natsConnectionOf(rig.bus).request(echo.subject, '{"type":"echo.v1"}', {
       timeout: 2_000,
     });
     expect(JSON.parse(raw.string())).toMatchObject({ error: { code: "invalid_request" } });
@@ -82,22 +75,24 @@ describe("requestJson / serveJson", () => {
 
   it("answers internal_error when the handler throws", async () => {
     const echo = endpoint("t.echo.throws");
-    const sub = serveJson(bus, echo, () => Promise.reject(new Error("boom")), { log });
-    expect(await requestJson(bus, echo, { type: "echo.v1", text: "x" }, options)).toMatchObject({
-      error: { code: "internal_error" },
-    });
+    const sub = serveJson(rig.bus, echo, () => Promise.reject(new Error("boom")), { log });
+    expect(await requestJson(rig.bus, echo, { type: "echo.v1", text: "x" }, options)).toMatchObject(
+      {
+        error: { code: "internal_error" },
+      },
+    );
     sub.unsubscribe();
   });
 
   it("refuses to send a request that breaks its schema", async () => {
     await expect(
-      requestJson(bus, endpoint("t.echo"), { type: "echo.v1", text: "" }, options),
+      requestJson(rig.bus, endpoint("t.echo"), { type: "echo.v1", text: "" }, options),
     ).rejects.toThrow(/invalid message on t.echo/);
   });
 
   it("names the missing service as bus_unavailable, and a silent one as gateway_timeout", async () => {
     const nobody = await requestJson(
-      bus,
+      rig.bus,
       endpoint("t.nobody"),
       { type: "echo.v1", text: "x" },
       options,
@@ -107,9 +102,9 @@ describe("requestJson / serveJson", () => {
       code: "bus_unavailable",
       message: "the echo service is not running",
     });
-    const silent = natsConnectionOf(bus).subscribe("t.silent", { callback: () => {} });
+    const silent = natsConnectionOf(rig.bus).subscribe("t.silent", { callback: () => {} });
     const late = await requestJson(
-      bus,
+      rig.bus,
       endpoint("t.silent"),
       { type: "echo.v1", text: "x" },
       { ...options, timeoutMs: 200 },
@@ -121,17 +116,17 @@ describe("requestJson / serveJson", () => {
 
 describe("stream publishing", () => {
   it("stores a message once when the subject must be empty, and reads it back", async () => {
-    await ensureJobStreams(bus);
+    await ensureJobStreams(rig.bus);
     const subject = jobResultSubject("fence-account", "fence-test");
-    const first = await publishToStream(bus, subject, new TextEncoder().encode("one"), {
+    const first = await publishToStream(rig.bus, subject, new TextEncoder().encode("one"), {
       onlyIfSubjectEmpty: true,
     });
-    const second = await publishToStream(bus, subject, new TextEncoder().encode("two"), {
+    const second = await publishToStream(rig.bus, subject, new TextEncoder().encode("two"), {
       onlyIfSubjectEmpty: true,
     });
     expect(first).toEqual({ stored: true, duplicate: false });
     expect(second).toEqual({ stored: false });
-    const stored = await lastStreamMessage(bus, JOB_STREAMS.results, subject);
+    const stored = await lastStreamMessage(rig.bus, JOB_STREAMS.results, subject);
     expect(new TextDecoder().decode(stored!.data)).toBe("one");
   });
 });

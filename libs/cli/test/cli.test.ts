@@ -3,26 +3,22 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectBus, openKv } from "@zml/bus";
-import type { Bus } from "@zml/bus";
+import { startBusRig } from "@zml/bus/testing";
+import type { BusRig } from "@zml/bus/testing";
 import { KV_BUCKETS } from "@zml/contracts";
 import type { NodeState } from "@zml/contracts";
-import { findNatsServerBinary, repoRoot, startNatsServer, startProcess } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
+import { activeNodeState } from "@zml/contracts/testing";
+import { findNatsServerBinary, repoRoot, startProcess } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../src/index.ts";
 
 const quiet = { info() {}, warn() {}, error() {} };
-let nats: NatsServerHandle;
-let bus: Bus;
+let rig: BusRig;
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  bus = await connectBus({ ...nats.client(), name: "cli-test", log: quiet });
+  rig = await startBusRig({ name: "cli-test" });
 });
-afterAll(async () => {
-  await bus?.drain();
-  await nats?.stop();
-});
+afterAll(() => rig?.stop());
 
 /**
  * Runs the CLI in-process against the test's NATS, with files from `files`. The fleet's nodes
@@ -43,7 +39,7 @@ async function zml(
       if (text === undefined) throw new Error(`ENOENT: no such file ${path}`);
       return new TextEncoder().encode(text);
     },
-    env: { ...nats.serviceEnv("admin"), ...env },
+    env: { ...rig.nats.serviceEnv("admin"), ...env },
     now: () => new Date("2026-01-01T00:00:00Z"),
   });
   return { code, stdout, stderr };
@@ -158,7 +154,7 @@ describe("zml apply", () => {
     expect(dry.stdout).toContain("~ policies/interactive updated (latency_target_ms)");
     expect(dry.stdout).toContain("+ policies/batch-cheap created");
     expect(dry.stdout).toContain("2 entries would change");
-    const kv = await openKv(bus, KV_BUCKETS.policies);
+    const kv = await openKv(rig.bus, KV_BUCKETS.policies);
     expect((await kv.get("interactive"))!.json()).toMatchObject({ latency_target_ms: 2000 });
     const real = await zml(["apply", "-f", "fleet.yaml"], files);
     expect(real.stdout).toContain("2 entries changed");
@@ -193,29 +189,13 @@ describe("zml apply", () => {
 
 describe("zml get", () => {
   it("joins nodes with their live state", async () => {
-    const state: NodeState = {
-      type: "node.state.v1",
-      node_id: "h100-a",
-      status: "Active",
-      probe_pending: false,
+    const state = activeNodeState("h100-a", 1, {
       queue_depth: 3,
       running: 2,
       waiting: 1,
-      kv_cache_usage: null,
       health_score: 97,
-      consecutive_failures: 0,
-      last_error: null,
-      checked_at: 1,
-      last_ok_at: 1,
-      free_memory_gib: null,
-      last_inference_at: null,
-      tokens_per_second: null,
-      request_tokens_per_second: null,
-      latency_ewma_ms: null,
-      ttft_ewma_ms: null,
-      instance_id: null,
-    };
-    await (await openKv(bus, KV_BUCKETS.nodeState)).put("h100-a", JSON.stringify(state));
+    });
+    await (await openKv(rig.bus, KV_BUCKETS.nodeState)).put("h100-a", JSON.stringify(state));
     const res = await zml(["get", "nodes"]);
     expect(res.code).toBe(0);
     const lines = res.stdout.trim().split("\n");
@@ -261,7 +241,7 @@ describe("zml revoke", () => {
     ]);
     expect(res.stderr).toBe("");
     expect(res.stdout).toBe("revoked sa-00837\n");
-    const stored = (await (await openKv(bus, KV_BUCKETS.revocations)).get("sa-00837"))!.json();
+    const stored = (await (await openKv(rig.bus, KV_BUCKETS.revocations)).get("sa-00837"))!.json();
     expect(stored).toEqual({
       id: "sa-00837",
       reason: "TDX module advisory",

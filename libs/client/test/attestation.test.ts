@@ -1,18 +1,14 @@
 import { startSimNode } from "@zml/node-sim";
 import type { SimNode } from "@zml/node-sim";
-import { createTestCollateral, createTestPki } from "@zml/tdx/testing";
+import { createTestTee, TEST_MRTD } from "@zml/tdx/testing";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fetchTlsKeySha256, verifyNodeAttestation } from "../src/index.ts";
 import type { NodeAttestation } from "../src/index.ts";
 
-const pki = createTestPki();
-const collateral = createTestCollateral({
-  pki,
-  issueDate: new Date(Date.now() - 3_600_000),
-  nextUpdate: new Date(Date.now() + 86_400_000),
-});
-const MRTD = "a1".repeat(48);
+const testTee = createTestTee();
+const { pki, collateral } = testTee;
+const MRTD = TEST_MRTD;
 // The sims' certificates are self-signed: the quote, not a CA, vouches for their keys.
 const insecure = new Agent({ connect: { rejectUnauthorized: false } });
 let tee: SimNode;
@@ -23,11 +19,7 @@ beforeAll(async () => {
     nodeId: "tee-a",
     flavour: "vllm",
     models: ["m"],
-    tee: {
-      signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key },
-      mrtd: MRTD,
-      collateral: { ...collateral },
-    },
+    tee: testTee.nodeTee(),
   });
   relay = await startSimNode({ nodeId: "relay", flavour: "vllm", models: ["m"], tls: true });
   relay.setFault({ kind: "relay", target: tee.url });

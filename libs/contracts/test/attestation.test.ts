@@ -13,38 +13,31 @@ import {
   revocationMatches,
 } from "../src/index.ts";
 import type { AttestationResult, Revocation } from "../src/index.ts";
+import { attestationResult } from "../src/testing/index.ts";
 
 const NOW = 1_700_000_000_000;
 const MRTD = "ab".repeat(48);
 
-const result: AttestationResult = AttestationResultSchema.parse({
-  type: "attestation.result.v1",
-  node_id: "tee-a",
-  tier: 3,
-  ok: true,
-  reason_code: null,
-  reason: null,
-  measurement: {
-    mrtd: MRTD.toUpperCase(),
-    rtmr0: "00".repeat(48),
-    rtmr1: "00".repeat(48),
-    rtmr2: "00".repeat(48),
-    rtmr3: "00".repeat(48),
-  },
-  approved_models: ["m"],
-  tcb_status: "UpToDate",
-  advisory_ids: ["INTEL-SA-00837"],
-  pck_serial: "00f1e2",
-  fmspc: "30606a000000",
-  verified_at: NOW - 1000,
-  expires_at: NOW + 1000,
-  quote_b64: "AAAA",
-  nonce_hex: "11".repeat(32),
-  checks: [{ name: "pck_chain", ok: true, detail: "pinned" }],
-  revocation: null,
-  endpoint: "https://tee-a.example:8443",
-  tls_key_sha256: "c0".repeat(32),
-});
+const result: AttestationResult = AttestationResultSchema.parse(
+  attestationResult({
+    measurement: {
+      mrtd: MRTD.toUpperCase(),
+      rtmr0: "00".repeat(48),
+      rtmr1: "00".repeat(48),
+      rtmr2: "00".repeat(48),
+      rtmr3: "00".repeat(48),
+    },
+    advisory_ids: ["INTEL-SA-00837"],
+    pck_serial: "00f1e2",
+    fmspc: "30606a000000",
+    verified_at: NOW - 1000,
+    expires_at: NOW + 1000,
+    quote_b64: "AAAA",
+    nonce_hex: "11".repeat(32),
+    checks: [{ name: "pck_chain", ok: true, detail: "pinned" }],
+    tls_key_sha256: "c0".repeat(32),
+  }),
+);
 
 const revoke = (fields: Record<string, string>): Revocation =>
   RevocationSchema.parse({ id: "r1", reason: "advisory", revoked_at: NOW, ...fields });

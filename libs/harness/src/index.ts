@@ -19,6 +19,7 @@ export {
   serviceRuntimeEnv,
   warmCompileCache,
 } from "./service-flags.ts";
+export { pourResponse } from "./pour-response.ts";
 export { createTestCertificate } from "./tls-cert.ts";
 export type { TestCertificate } from "./tls-cert.ts";
 export { HARNESS_IDENTITY, UnknownHarnessIdentityError } from "./bus-security.ts";

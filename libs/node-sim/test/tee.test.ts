@@ -10,34 +10,23 @@ import { NodeQuoteResponseSchema } from "@zml/contracts";
 import type { NodeQuoteResponse } from "@zml/contracts";
 import { INTEL_SGX_ROOT_CA_PEM, reportDataFor, spkiSha256, verifyQuote } from "@zml/tdx";
 import type { Collateral } from "@zml/tdx";
-import { createTestCollateral, createTestPki } from "@zml/tdx/testing";
+import { createTestTee, TEST_MRTD, TEST_RTMR3 } from "@zml/tdx/testing";
 import { describe, expect, it } from "vitest";
 import { loadTestTeeMaterial, SimInputError, startSimNode } from "../src/index.ts";
 import type { SimNodeOptions, SimTeeOptions } from "../src/index.ts";
 import { CHAT_BODY, tlsRequest } from "./helpers.ts";
 
-const pki = createTestPki();
-const now = new Date();
-const collateral = createTestCollateral({
-  pki,
-  issueDate: new Date(now.getTime() - 3_600_000),
-  nextUpdate: new Date(now.getTime() + 86_400_000),
-});
-const MRTD = "a1".repeat(48);
-const RTMR3 = "b3".repeat(48);
+const testTee = createTestTee();
+const { pki } = testTee;
+const MRTD = TEST_MRTD;
+const RTMR3 = TEST_RTMR3;
 
 function teeNode(tee: Partial<SimTeeOptions> = {}, extra: Partial<SimNodeOptions> = {}) {
   return startSimNode({
     nodeId: "tee-a",
     flavour: "vllm",
     models: ["llama-3-8b"],
-    tee: {
-      signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key },
-      mrtd: MRTD,
-      rtmr3: RTMR3,
-      collateral: { ...collateral },
-      ...tee,
-    },
+    tee: testTee.nodeTee({ rtmr3: RTMR3, ...tee }),
     ...extra,
   });
 }

@@ -3,6 +3,7 @@
 // the whole fleet, and a mixed fleet where each node serves 2 of 8 models on tier 1 or 2.
 // Run with `npm run bench -w @zml/routing`.
 import type { NodeSpec, PolicySpec } from "@zml/contracts";
+import { activeNodeState, chainPolicy, nodeSpec } from "@zml/contracts/testing";
 import {
   buildSnapshot,
   compilePolicy,
@@ -12,41 +13,26 @@ import {
   type QualityScore,
   type RouteRequest,
 } from "../src/index.ts";
+import { seeded } from "../test/fixtures.ts";
 
 const FAMILIES = ["H100", "MI300X", "A100", "L40S"];
 const MODEL = "llama-3.1-70b";
 const NOW = 1_750_000_000_000;
-
-/** Small seeded PRNG (mulberry32) so every run measures the same fleet. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const MODELS = [MODEL, ...Array.from({ length: 7 }, (_, i) => `model-${i + 1}`)];
 
 function fleet(size: number, rnd: () => number, mixed: boolean) {
   const nodes: NodeSpec[] = [];
   for (let i = 0; i < size; i++) {
-    nodes.push({
-      id: `node-${i}`,
-      endpoint: `http://10.0.${i >> 8}.${i & 255}:8000`,
-      framework: "vllm",
-      accelerator_family: FAMILIES[i % FAMILIES.length]!,
-      tier: mixed ? 1 + ((i >> 3) & 1) : 1,
-      models: mixed ? [MODELS[i % 8]!, MODELS[(i + 3) % 8]!] : [MODEL, "mistral-7b"],
-      apis: ["chat", "completions"],
-      max_concurrency: 16,
-      health_path: "/health",
-      metrics_path: "/metrics",
-      registered_at: i,
-    });
+    nodes.push(
+      nodeSpec(`node-${i}`, {
+        endpoint: `http://10.0.${i >> 8}.${i & 255}:8000`,
+        accelerator_family: FAMILIES[i % FAMILIES.length]!,
+        tier: mixed ? 1 + ((i >> 3) & 1) : 1,
+        models: mixed ? [MODELS[i % 8]!, MODELS[(i + 3) % 8]!] : [MODEL, "mistral-7b"],
+        registered_at: i,
+      }),
+    );
   }
   const costs: CostEntry[] = [
     { kind: "on_prem", family: "A100", usd_per_gpu_hour: 1.1, gpus_per_node: 8 },
@@ -72,42 +58,29 @@ function fleet(size: number, rnd: () => number, mixed: boolean) {
   const live = createLiveTable(snapshot);
   for (const node of nodes) {
     const roll = rnd();
-    live.applyState({
-      type: "node.state.v1",
-      node_id: node.id,
-      status: roll < 0.1 ? "Degraded" : "Active",
-      probe_pending: false,
-      queue_depth: roll > 0.9 ? 16 : Math.floor(rnd() * 12),
-      running: 0,
-      waiting: 0,
-      kv_cache_usage: null,
-      health_score: 50 + Math.floor(rnd() * 50),
-      consecutive_failures: 0,
-      last_error: null,
-      checked_at: NOW,
-      last_ok_at: NOW,
-      free_memory_gib: null,
-      last_inference_at: null,
-      tokens_per_second: 500 + rnd() * 2500,
-      request_tokens_per_second: null,
-      latency_ewma_ms: rnd() < 0.5 ? 500 + rnd() * 4000 : null,
-      ttft_ewma_ms: null,
-      instance_id: null,
-    });
+    // The overrides are read in the order the full record listed them, so the seeded
+    // source is drawn in the same order and every run still measures the same fleet.
+    live.applyState(
+      activeNodeState(node.id, NOW, {
+        status: roll < 0.1 ? "Degraded" : "Active",
+        queue_depth: roll > 0.9 ? 16 : Math.floor(rnd() * 12),
+        health_score: 50 + Math.floor(rnd() * 50),
+        tokens_per_second: 500 + rnd() * 2500,
+        latency_ewma_ms: rnd() < 0.5 ? 500 + rnd() * 4000 : null,
+      }),
+    );
     if (roll > 0.85 && roll <= 0.9) live.coolDown(node.id, NOW + 30_000);
   }
   return { snapshot, live };
 }
 
 function policy(costPriority: PolicySpec["cost_priority"]) {
-  return compilePolicy({
-    name: `bench-${costPriority}`,
-    accelerator_preference: FAMILIES.map((family, i) => ({ family, priority: i + 1 })),
-    latency_target_ms: 4000,
-    cost_priority: costPriority,
-    queue_on_saturation: false,
-    max_queue_ms: 0,
-  });
+  return compilePolicy(
+    chainPolicy(`bench-${costPriority}`, FAMILIES, {
+      latency_target_ms: 4000,
+      cost_priority: costPriority,
+    }),
+  );
 }
 
 function measure(

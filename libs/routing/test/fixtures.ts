@@ -1,4 +1,5 @@
 import type { NodeSpec, NodeState, PolicySpec } from "@zml/contracts";
+import { activeNodeState, chainPolicy, nodeSpec } from "@zml/contracts/testing";
 import {
   buildSnapshot,
   compilePolicy,
@@ -14,61 +15,20 @@ export const NOW = 1_750_000_000_000;
 export const MODEL = "llama-3.1-70b";
 
 export function node(id: string, overrides: Partial<NodeSpec> = {}): NodeSpec {
-  return {
-    id,
-    endpoint: `http://${id}.internal:8000`,
-    framework: "vllm",
-    accelerator_family: "H100",
-    tier: 1,
-    models: [MODEL],
-    apis: ["chat", "completions"],
-    max_concurrency: 16,
-    health_path: "/health",
-    metrics_path: "/metrics",
-    registered_at: 0,
-    ...overrides,
-  };
+  return nodeSpec(id, { models: [MODEL], ...overrides });
 }
 
+/** Active and idle at {@link NOW}, at 1000 tok/s. */
 export function state(nodeId: string, overrides: Partial<NodeState> = {}): NodeState {
-  return {
-    type: "node.state.v1",
-    node_id: nodeId,
-    status: "Active",
-    probe_pending: false,
-    queue_depth: 0,
-    running: 0,
-    waiting: 0,
-    kv_cache_usage: null,
-    health_score: 100,
-    consecutive_failures: 0,
-    last_error: null,
-    checked_at: NOW,
-    last_ok_at: NOW,
-    free_memory_gib: null,
-    last_inference_at: null,
-    tokens_per_second: 1000,
-    request_tokens_per_second: null,
-    latency_ewma_ms: null,
-    ttft_ewma_ms: null,
-    instance_id: null,
-    ...overrides,
-  };
+  return activeNodeState(nodeId, NOW, { tokens_per_second: 1000, ...overrides });
 }
 
 export function policySpec(overrides: Partial<PolicySpec> = {}): PolicySpec {
-  return {
-    name: "test",
-    accelerator_preference: [
-      { family: "H100", priority: 1 },
-      { family: "MI300X", priority: 2 },
-    ],
+  return chainPolicy("test", ["H100", "MI300X"], {
     latency_target_ms: 5000,
     cost_priority: "balanced",
-    queue_on_saturation: false,
-    max_queue_ms: 0,
     ...overrides,
-  };
+  });
 }
 
 export const policy = (overrides: Partial<PolicySpec> = {}) => compilePolicy(policySpec(overrides));

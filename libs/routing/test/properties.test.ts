@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { NODE_APIS } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
+import { nodeSpec } from "@zml/contracts/testing";
 import {
   buildSnapshot,
   compilePolicy,
@@ -96,19 +97,17 @@ function build(
   world: World,
   opts: { withCosts?: boolean; withQuality?: boolean; noise?: boolean } = {},
 ): Built {
-  const specs = world.nodes.map((n, i): NodeSpec => ({
-    id: `n${i}`,
-    endpoint: `http://n${i}:8000`,
-    framework: "vllm",
-    accelerator_family: n.family,
-    tier: n.tier,
-    models: n.models,
-    apis: n.apis,
-    max_concurrency: n.maxConcurrency,
-    health_path: "/health",
-    metrics_path: "/metrics",
-    registered_at: n.registeredAt,
-  }));
+  const specs = world.nodes.map((n, i): NodeSpec =>
+    nodeSpec(`n${i}`, {
+      endpoint: `http://n${i}:8000`,
+      accelerator_family: n.family,
+      tier: n.tier,
+      models: n.models,
+      apis: n.apis,
+      max_concurrency: n.maxConcurrency,
+      registered_at: n.registeredAt,
+    }),
+  );
   const costs: CostEntry[] = [];
   const quality: QualityScore[] = [];
   if (opts.withCosts !== false) {

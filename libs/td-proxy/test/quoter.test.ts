@@ -5,16 +5,12 @@
 import { join } from "node:path";
 import { createReportDataQuoter } from "@zml/node-sim";
 import { parseQuote } from "@zml/tdx";
-import { createTestPki } from "@zml/tdx/testing";
+import { createTestTee, TEST_MRTD } from "@zml/tdx/testing";
 import { describe, expect, it } from "vitest";
 import { configfsTsmQuoter, QuoteUnavailableError } from "../src/index.ts";
 import type { TsmFileSystem } from "../src/index.ts";
 
-const pki = createTestPki();
-const sign = createReportDataQuoter({
-  signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key },
-  mrtd: "a1".repeat(48),
-});
+const sign = createReportDataQuoter({ signer: createTestTee().signer, mrtd: TEST_MRTD });
 const ROOT = "/sys/kernel/config/tsm/report";
 
 function fakeKernel(options: { provider?: string; otherWriter?: boolean } = {}) {

@@ -10,19 +10,14 @@ import type { SimNode } from "@zml/node-sim";
 import { sealRequest } from "@zml/seal";
 import type { SealRequestInput } from "@zml/seal";
 import { reportDataFor, spkiSha256, verifyQuote } from "@zml/tdx";
-import { createTestCollateral, createTestPki } from "@zml/tdx/testing";
+import { createTestTee, TEST_MRTD } from "@zml/tdx/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { simulatedQuoter, startTdProxy } from "../src/index.ts";
 import type { TdProxy } from "../src/index.ts";
 
-const pki = createTestPki();
-const now = new Date();
-const collateral = createTestCollateral({
-  pki,
-  issueDate: new Date(now.getTime() - 3_600_000),
-  nextUpdate: new Date(now.getTime() + 86_400_000),
-});
-const MRTD = "a1".repeat(48);
+const testTee = createTestTee();
+const { pki, collateral } = testTee;
+const MRTD = TEST_MRTD;
 const MODEL = "llama-3-8b";
 const PATH = "/v1/chat/completions";
 const SESSION = `ses-${"12".repeat(16)}`;
@@ -125,13 +120,7 @@ beforeAll(async () => {
   proxy = await startTdProxy({
     backend: sim.url,
     host: "127.0.0.1",
-    quoter: simulatedQuoter(
-      createReportDataQuoter({
-        signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key },
-        mrtd: MRTD,
-        collateral: { ...collateral },
-      }),
-    ),
+    quoter: simulatedQuoter(createReportDataQuoter(testTee.nodeTee())),
     log: silent,
     clock: () => clock,
   });

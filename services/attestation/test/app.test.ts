@@ -9,12 +9,13 @@ import {
   connectBus,
   decodeJson,
   encodeJson,
-  ensureBusResources,
   openKv,
   requestJson,
   subscribeJson,
 } from "@zml/bus";
 import type { Bus, Subscription } from "@zml/bus";
+import { startBusRig } from "@zml/bus/testing";
+import type { BusRig } from "@zml/bus/testing";
 import {
   ApprovedMeasurementSchema,
   ATTESTATION_RESULT_ALL,
@@ -27,13 +28,13 @@ import {
   ZmlError,
 } from "@zml/contracts";
 import type { AttestationResult, AttestationVerifyReply } from "@zml/contracts";
-import { pollUntil, startNatsServer } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
+import { nodeSpec } from "@zml/contracts/testing";
+import { pollUntil } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
 import type { SimNode } from "@zml/node-sim";
 import { createLogger, Registry } from "@zml/telemetry";
 import { parseQuote, reportDataFor } from "@zml/tdx";
-import { createTestCollateral, createTestPki } from "@zml/tdx/testing";
+import { createTestTee, TEST_MRTD, TEST_RTMR3 } from "@zml/tdx/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startAttestation } from "../src/app.ts";
 import type { AttestationApp } from "../src/app.ts";
@@ -42,24 +43,19 @@ import { fetchNodeQuote } from "../src/quote-fetch.ts";
 import { loadTrust } from "../src/trust.ts";
 
 const MODEL = "llama-3.1-8b-instruct";
-const MRTD = "a1".repeat(48);
-const RTMR3 = "b3".repeat(48);
+const MRTD = TEST_MRTD;
+const RTMR3 = TEST_RTMR3;
 const ROGUE_MRTD = "ee".repeat(48);
 const FMSPC = "30606a000000";
 /** Never read from disk: `readText` below answers for this path only. */
 const ROOT_PEM_FILE = "/etc/zml/test-tee-root.pem";
 const quietLog = { info() {}, warn() {}, error() {} };
 
-const pki = createTestPki({ fmspc: FMSPC });
-const collateral = createTestCollateral({
-  pki,
-  fmspc: FMSPC,
-  issueDate: new Date(Date.now() - 3_600_000),
-  nextUpdate: new Date(Date.now() + 86_400_000),
-});
+const testTee = createTestTee({ fmspc: FMSPC });
+const { pki } = testTee;
 
-let nats: NatsServerHandle;
-/** The test's own connection, on the harness identity (allowed everything). */
+let rig: BusRig;
+/** The test's own connection, on the harness identity (allowed everything): `rig.bus`. */
 let bus: Bus;
 /** The app's connection, on the attestation service's identity, as main.ts makes it. */
 let appBus: Bus;
@@ -76,26 +72,15 @@ async function startTeeNode(nodeId: string, mrtd: string): Promise<SimNode> {
     nodeId,
     flavour: "vllm",
     models: [MODEL],
-    tee: {
-      signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key },
-      mrtd,
-      rtmr3: RTMR3,
-      collateral: { ...collateral },
-    },
+    tee: testTee.nodeTee({ mrtd, rtmr3: RTMR3 }),
   });
 }
 
 async function registerNode(sim: SimNode, nodeId: string, order: number): Promise<void> {
   const nodes = await openKv(bus, KV_BUCKETS.nodes);
-  const spec = NodeSpecSchema.parse({
-    id: nodeId,
-    endpoint: sim.url,
-    framework: "vllm",
-    accelerator_family: "H100",
-    tier: 3,
-    models: [MODEL],
-    registered_at: order,
-  });
+  const spec = NodeSpecSchema.parse(
+    nodeSpec(nodeId, { endpoint: sim.url, tier: 3, models: [MODEL], registered_at: order }),
+  );
   await nodes.put(nodeId, encodeJson(nodeId, NodeSpecSchema, spec));
 }
 
@@ -157,11 +142,10 @@ function resultOf(reply: AttestationVerifyReply): AttestationResult {
 }
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  bus = await connectBus({ ...nats.client(), name: "attestation-app-test", log: quietLog });
   // What `zml apply` does as admin when a bus is set up: the service may only bind to the
   // buckets it reads, never create them.
-  await ensureBusResources(bus);
+  rig = await startBusRig({ name: "attestation-app-test", createResources: true });
+  bus = rig.bus;
 
   good = await startTeeNode("tee-good", MRTD);
   rogue = await startTeeNode("tee-rogue", ROGUE_MRTD);
@@ -184,7 +168,7 @@ beforeAll(async () => {
 
   // As main.ts: config from the environment, trust read once, the real fetch.
   const config = loadConfig({
-    ...nats.serviceEnv("attestation"),
+    ...rig.nats.serviceEnv("attestation"),
     ATTESTATION_TRUST_ROOT_PEM_FILE: ROOT_PEM_FILE,
   });
   const trust = await loadTrust(config, (path) =>
@@ -215,9 +199,8 @@ afterAll(async () => {
   broadcasts?.unsubscribe();
   if (!appStopped) await app?.stop();
   await appBus?.drain().catch(() => undefined);
-  await bus?.drain().catch(() => undefined);
   await Promise.allSettled([good?.close(), rogue?.close()]);
-  await nats?.stop();
+  await rig?.stop();
 });
 
 describe("startAttestation", () => {

@@ -2,21 +2,20 @@
 import { ApprovedMeasurementSchema, RevocationSchema } from "@zml/contracts";
 import { reportDataFor } from "@zml/tdx";
 import type { ApprovedMeasurement, NodeQuoteResponse, Revocation } from "@zml/contracts";
-import { buildTestQuoteV4, createTestCollateral, createTestPki } from "@zml/tdx/testing";
+import { buildTestQuoteV4, createTestTee, TEST_MRTD, TEST_RTMR3 } from "@zml/tdx/testing";
 import type { TestQuoteOptions } from "@zml/tdx/testing";
 import type { TeeNode, TrustPolicy } from "../src/evaluate.ts";
 
-export const pki = createTestPki({ fmspc: "30606a000000" });
 export const NOW = Date.parse("2026-03-01T12:00:00Z");
 export const COLLATERAL_NEXT_UPDATE = NOW + 3_600_000;
-export const collateral = createTestCollateral({
-  pki,
+export const testTee = createTestTee({
   fmspc: "30606a000000",
   issueDate: new Date(NOW - 86_400_000),
   nextUpdate: new Date(COLLATERAL_NEXT_UPDATE),
 });
-export const MRTD = "a1".repeat(48);
-export const RTMR3 = "b3".repeat(48);
+export const { pki, collateral } = testTee;
+export const MRTD = TEST_MRTD;
+export const RTMR3 = TEST_RTMR3;
 export const OTHER_MRTD = "c4".repeat(48);
 export const NONCE = "5a".repeat(32);
 export const MODEL = "llama-3.1-8b-instruct";
@@ -70,8 +69,7 @@ export function quote(
     mrtd: MRTD,
     rtmr3: RTMR3,
     reportData: boundReportData(),
-    pckChainPem: pki.pckChainPem,
-    pckKey: pki.pck.key,
+    ...testTee.signer,
     ...extra,
   });
   return {

@@ -8,7 +8,7 @@ import { spkiSha256 } from "@zml/tdx";
 import { createSelfSignedCertificate } from "@zml/tdx/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { fetchNodeQuote, QuoteFetchError, quoteUrl } from "../src/quote-fetch.ts";
-import { collateral, MRTD, NONCE, pki } from "./fixtures.ts";
+import { collateral, MRTD, NONCE, testTee } from "./fixtures.ts";
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -38,11 +38,7 @@ describe("fetchNodeQuote", () => {
       nodeId: "tee-a",
       flavour: "vllm",
       models: ["m"],
-      tee: {
-        signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key },
-        mrtd: MRTD,
-        collateral: { ...collateral },
-      },
+      tee: testTee.nodeTee(),
     });
     closers.push(() => node.close());
     const { answer, tlsKeySha256 } = await fetchNodeQuote(`${node.url}/`, NONCE, 5_000);
@@ -64,7 +60,7 @@ describe("fetchNodeQuote", () => {
       nodeId: "tee-a",
       flavour: "vllm",
       models: ["m"],
-      tee: { signer: { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key }, mrtd: MRTD },
+      tee: { signer: testTee.signer, mrtd: MRTD },
     });
     closers.push(() => node.close());
     expect(

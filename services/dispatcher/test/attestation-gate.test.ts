@@ -1,5 +1,6 @@
 import { AttestationResultSchema, NodeSpecSchema } from "@zml/contracts";
 import type { AttestationResult, NodeSpec, Revocation } from "@zml/contracts";
+import { attestationResult, nodeSpec } from "@zml/contracts/testing";
 import { describe, expect, it } from "vitest";
 import { createRoutingState } from "../src/fleet/routing-state.ts";
 import { createAttestationGate } from "../src/node/attestation-gate.ts";
@@ -8,39 +9,17 @@ const NOW = Date.parse("2026-06-01T12:00:00Z");
 const KEY = "7e".repeat(32);
 
 const spec = (endpoint = "https://tee-a.example:8443"): NodeSpec =>
-  NodeSpecSchema.parse({
-    id: "tee-a",
-    endpoint,
-    framework: "vllm",
-    accelerator_family: "H100",
-    tier: 3,
-    models: ["m"],
-  });
+  NodeSpecSchema.parse(nodeSpec("tee-a", { endpoint, tier: 3 }));
 
 const result = (extra: Partial<AttestationResult> = {}): AttestationResult =>
-  AttestationResultSchema.parse({
-    type: "attestation.result.v1",
-    node_id: "tee-a",
-    tier: 3,
-    ok: true,
-    reason_code: null,
-    reason: null,
-    measurement: null,
-    approved_models: ["m"],
-    tcb_status: "UpToDate",
-    advisory_ids: [],
-    pck_serial: null,
-    fmspc: null,
-    verified_at: NOW - 1000,
-    expires_at: NOW + 60_000,
-    quote_b64: null,
-    nonce_hex: null,
-    checks: [],
-    revocation: null,
-    endpoint: "https://tee-a.example:8443",
-    tls_key_sha256: KEY,
-    ...extra,
-  });
+  AttestationResultSchema.parse(
+    attestationResult({
+      verified_at: NOW - 1000,
+      expires_at: NOW + 60_000,
+      tls_key_sha256: KEY,
+      ...extra,
+    }),
+  );
 
 function gate() {
   const nodes = new Map([["tee-a", spec()]]);

@@ -1,10 +1,10 @@
 // callNode against real HTTP servers through a real undici pool: how large, capped and
 // deadline-cut answers reach the reply writer.
 import { createServer } from "node:http";
-import type { Server, ServerResponse } from "node:http";
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { ReplyWriter } from "@zml/bus";
-import { pollUntil } from "@zml/harness";
+import { pollUntil, pourResponse } from "@zml/harness";
 import { Pool } from "undici";
 import type { Dispatcher } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
@@ -35,19 +35,6 @@ async function node(handler: Parameters<typeof createServer>[1]): Promise<Pool> 
 
 const token = (t: string) =>
   `data: {"choices":[{"index":0,"delta":{"content":"${t}"},"finish_reason":null}]}\n\n`;
-
-/** Writes `block` until `totalBytes` are out or the connection closes, honouring drain. */
-function pour(res: ServerResponse, block: Buffer, totalBytes: number): void {
-  let sent = 0;
-  const more = () => {
-    while (sent < totalBytes && !res.destroyed) {
-      sent += block.length;
-      if (!res.write(block)) return void res.once("drain", more);
-    }
-    if (!res.destroyed) res.end();
-  };
-  more();
-}
 
 /** A collecting writer that also records the order of the frames written. */
 function frames() {
@@ -431,7 +418,7 @@ describe("callNode holds a stream's head until its first event", () => {
   it("refuses keep-alives without end: more than an event's worth of comments", async () => {
     const chatty = await node((_req, res) => {
       res.writeHead(200, { "content-type": "text/event-stream" });
-      pour(res, Buffer.from(`: ${"z".repeat(1000)}\n\n`), 4 * MiB);
+      pourResponse(res, Buffer.from(`: ${"z".repeat(1000)}\n\n`), 4 * MiB);
     });
     const f = frames();
     expect(await call(chatty, f.writer, { stream: true })).toMatchObject({

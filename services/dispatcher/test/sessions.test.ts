@@ -1,9 +1,9 @@
-import { connectBus, openKv, watchKvIntoMap } from "@zml/bus";
-import type { Bus } from "@zml/bus";
+import { openKv, watchKvIntoMap } from "@zml/bus";
+import { startBusRig } from "@zml/bus/testing";
+import type { BusRig } from "@zml/bus/testing";
 import { SESSIONS_BUCKET, SessionSchema } from "@zml/contracts";
 import type { AttestationVerdict, NodeSpec, Session } from "@zml/contracts";
-import { pollUntil, startNatsServer } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
+import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkSession } from "../src/session/session-check.ts";
 import type { SessionNodeView } from "../src/session/session-check.ts";
@@ -111,20 +111,15 @@ describe("checkSession", () => {
 });
 
 describe("session store", () => {
-  let nats: NatsServerHandle;
-  let bus: Bus;
+  let rig: BusRig;
   beforeAll(async () => {
-    nats = await startNatsServer();
-    bus = await connectBus({ ...nats.client(), name: "sessions-test", log });
+    rig = await startBusRig({ name: "sessions-test" });
   });
-  afterAll(async () => {
-    await bus?.drain();
-    await nats?.stop();
-  });
+  afterAll(() => rig?.stop());
 
   async function replica() {
-    const kv = await openKv(bus, SESSIONS_BUCKET);
-    const watched = await watchKvIntoMap(bus, kv, { schema: SessionSchema, log });
+    const kv = await openKv(rig.bus, SESSIONS_BUCKET);
+    const watched = await watchKvIntoMap(rig.bus, kv, { schema: SessionSchema, log });
     return { store: createSessionStore(kv, watched), watched };
   }
 

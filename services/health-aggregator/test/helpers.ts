@@ -1,19 +1,9 @@
 import type { NodeSpec } from "@zml/contracts";
+import { nodeSpec } from "@zml/contracts/testing";
 import type { MetricsReading, ProbeResult } from "@zml/health";
 
-export const spec = (id: string, maxConcurrency = 8): NodeSpec => ({
-  id,
-  endpoint: "http://127.0.0.1:1",
-  framework: "vllm",
-  accelerator_family: "H100",
-  tier: 1,
-  models: ["m"],
-  apis: ["chat", "completions"],
-  max_concurrency: maxConcurrency,
-  health_path: "/health",
-  metrics_path: "/metrics",
-  registered_at: 0,
-});
+export const spec = (id: string, maxConcurrency = 8): NodeSpec =>
+  nodeSpec(id, { endpoint: "http://127.0.0.1:1", max_concurrency: maxConcurrency });
 
 export function reading(overrides: Partial<MetricsReading> = {}): MetricsReading {
   return {

@@ -1,38 +1,36 @@
 import { connectBus, natsConnectionOf, openKv, openOwnedKv } from "@zml/bus";
 import type { Bus, KV } from "@zml/bus";
+import { startBusRig } from "@zml/bus/testing";
+import type { BusRig } from "@zml/bus/testing";
 import { KV_BUCKETS } from "@zml/contracts";
-import { pollUntil, startNatsCluster, startNatsServer } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
+import { pollUntil, startNatsCluster } from "@zml/harness";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { joinReplicaSet } from "../src/membership.ts";
 import type { Membership } from "../src/membership.ts";
 
 const log = { info() {}, warn() {}, error() {} };
-let nats: NatsServerHandle;
-let bus: Bus;
+let rig: BusRig;
 let kv: KV;
 const members: Membership[] = [];
 const buses: Bus[] = [];
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  bus = await connectBus({ ...nats.client(), name: "membership-test", log });
+  rig = await startBusRig({ name: "membership-test" });
 }, 30_000);
 afterAll(async () => {
   await Promise.all(members.map((m) => m.leave()));
   await Promise.all(buses.map((b) => b.drain().catch(() => undefined)));
-  await bus?.drain();
-  await nats?.stop();
+  await rig?.stop();
 });
 beforeEach(async () => {
   await Promise.all(members.splice(0).map((m) => m.leave()));
-  kv = await openKv(bus, KV_BUCKETS.aggregators);
+  kv = await openKv(rig.bus, KV_BUCKETS.aggregators);
   for await (const key of await kv.keys()) await kv.delete(key);
 });
 
 /** Joins as `self` over its own connection, so that closing it looks like a crash. */
 async function join(self: string, ttlMs: number) {
-  const own = await connectBus({ ...nats.client(), name: self, log });
+  const own = await connectBus({ ...rig.nats.client(), name: self, log });
   buses.push(own);
   const changes: string[][] = [];
   const member = await joinReplicaSet({

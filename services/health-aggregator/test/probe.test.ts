@@ -8,6 +8,7 @@ import { Agent } from "undici";
 import { afterAll, describe, expect, it } from "vitest";
 import { createNodeAddressPolicy } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
+import { nodeSpec } from "@zml/contracts/testing";
 import type { HostResolver } from "@zml/runtime";
 import { createNodeProber, probeNode } from "../src/probe.ts";
 
@@ -24,19 +25,7 @@ async function listen(server: Server): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-const spec = (endpoint: string): NodeSpec => ({
-  id: "n",
-  endpoint,
-  framework: "vllm",
-  accelerator_family: "H100",
-  tier: 1,
-  models: ["m"],
-  apis: ["chat", "completions"],
-  max_concurrency: 4,
-  health_path: "/health",
-  metrics_path: "/metrics",
-  registered_at: 0,
-});
+const spec = (endpoint: string): NodeSpec => nodeSpec("n", { endpoint, max_concurrency: 4 });
 
 const limits = { timeoutMs: 500, maxBodyBytes: 64 * 1024 };
 

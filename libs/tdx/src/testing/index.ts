@@ -15,3 +15,5 @@ export type {
   TestPkiOptions,
   TestCollateralOptions,
 } from "./test-ca.ts";
+export { createTestTee, TEST_MRTD, TEST_RTMR3 } from "./test-tee.ts";
+export type { TestTee, TestTeeOptions, TestNodeTee, TestQuoteSigner } from "./test-tee.ts";

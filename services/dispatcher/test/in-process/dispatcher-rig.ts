@@ -2,15 +2,9 @@
 // sockets (libs/node-sim), the configuration in real KV buckets, and the dispatcher started
 // in this process with `startDispatcher`. Requests go over the bus exactly as intake sends
 // them: a `route.request` with routing headers, answered as reply frames.
-import {
-  connectBus,
-  createHeaders,
-  createReplyMux,
-  errorOfFrame,
-  openKv,
-  publishBytes,
-} from "@zml/bus";
+import { createHeaders, createReplyMux, errorOfFrame, openKv, publishBytes } from "@zml/bus";
 import type { Bus, PendingReply, ReplyMux, RouteFrame } from "@zml/bus";
+import { startBusRig } from "@zml/bus/testing";
 import {
   ATTESTATION_RESULTS_BUCKET,
   HEADERS,
@@ -30,11 +24,10 @@ import type {
   RoutingInfo,
   Session,
 } from "@zml/contracts";
-import { startNatsServer } from "@zml/harness";
-import type { NatsServerHandle } from "@zml/harness";
+import { activeNodeState, attestationResult, nodeSpec } from "@zml/contracts/testing";
 import { startSimNode } from "@zml/node-sim";
 import type { SimNode, SimNodeOptions, SimTeeSigner } from "@zml/node-sim";
-import { createTestPki } from "@zml/tdx/testing";
+import { createTestTee, TEST_MRTD } from "@zml/tdx/testing";
 import type { HostResolver } from "@zml/runtime";
 import { createLogger, Registry } from "@zml/telemetry";
 import { startDispatcher } from "../../src/app.ts";
@@ -43,7 +36,6 @@ import { loadConfig } from "../../src/config.ts";
 
 export const MODEL = "m-main";
 export const FALLBACK_MODEL = "m-fallback";
-const quietLog = { info() {}, warn() {}, error() {} };
 
 export interface RigNode {
   id: string;
@@ -121,44 +113,37 @@ export interface Rig {
 }
 
 export async function startRig(options: RigOptions): Promise<Rig> {
-  const nats: NatsServerHandle = await startNatsServer();
+  // The harness identity: this tier drives the dispatcher's code, not the bus permissions
+  // (the e2e stacks run each service on its own identity).
+  const busRig = await startBusRig({ name: "dispatcher-rig" });
+  const { bus, nats } = busRig;
   const sims = new Map<string, SimNode>();
-  let bus: Bus | undefined;
   let dispatcher: Dispatcher | undefined;
   let mux: ReplyMux | undefined;
   const stop = async () => {
     mux?.close();
     await dispatcher?.stop({ deadline: Date.now() + 5_000 });
-    await bus?.drain().catch(() => undefined);
     await Promise.allSettled([...sims.values()].map((s) => s.close()));
-    await nats.stop();
+    await busRig.stop();
   };
   try {
-    // The harness identity: this tier drives the dispatcher's code, not the bus permissions
-    // (the e2e stacks run each service on its own identity).
-    bus = await connectBus({ ...nats.client(), name: "dispatcher-rig", log: quietLog });
     const now = Date.now();
     const nodes = await openKv(bus, KV_BUCKETS.nodes);
     const states = await openKv(bus, KV_BUCKETS.nodeState);
     const attestations = await openKv(bus, ATTESTATION_RESULTS_BUCKET);
     for (const [i, n] of options.nodes.entries()) {
       const models = n.models ?? [MODEL];
-      const tee = (n.tier ?? 1) >= 3 ? { tee: { signer: teeSigner(), mrtd: "a1".repeat(48) } } : {};
+      const tee = (n.tier ?? 1) >= 3 ? { tee: { signer: teeSigner(), mrtd: TEST_MRTD } } : {};
       const sim = await startSimNode({ nodeId: n.id, flavour: "vllm", models, ...tee, ...n.sim });
       sims.set(n.id, sim);
-      const spec: NodeSpec = {
-        id: n.id,
+      const spec = nodeSpec(n.id, {
         endpoint: n.host === undefined ? sim.url : withHost(sim.url, n.host),
-        framework: "vllm",
         accelerator_family: n.family,
         tier: n.tier ?? 1,
         models,
-        apis: ["chat", "completions"],
         max_concurrency: n.maxConcurrency ?? 16,
-        health_path: "/health",
-        metrics_path: "/metrics",
         registered_at: i,
-      };
+      });
       await nodes.put(n.id, JSON.stringify(spec));
       await states.put(n.id, JSON.stringify(activeState(n, sim.instanceId, now)));
       if ((n.tier ?? 1) >= 3) {
@@ -199,7 +184,6 @@ export async function startRig(options: RigOptions): Promise<Rig> {
     });
     mux = createReplyMux(bus);
     const client = mux;
-    const clientBus = bus;
     return {
       bus,
       sims,
@@ -208,7 +192,7 @@ export async function startRig(options: RigOptions): Promise<Rig> {
       cancel: (pending) => {
         const h = createHeaders();
         h.set(HEADERS.cancelInbox, pending.inbox);
-        publishBytes(clientBus, ROUTE_CANCEL_SUBJECT, new Uint8Array(0), h);
+        publishBytes(bus, ROUTE_CANCEL_SUBJECT, new Uint8Array(0), h);
       },
       payloads: () =>
         Object.fromEntries([...sims].map(([id, sim]) => [id, sim.stats().payloads_received])),
@@ -229,37 +213,16 @@ function withHost(url: string, host: string): string {
 }
 
 export function activeState(n: RigNode, instanceId: string, now: number): NodeState {
-  return {
-    type: "node.state.v1",
-    node_id: n.id,
-    status: "Active",
-    probe_pending: false,
-    queue_depth: 0,
-    running: 0,
-    waiting: 0,
-    kv_cache_usage: null,
-    health_score: 100,
-    consecutive_failures: 0,
-    last_error: null,
-    checked_at: now,
-    last_ok_at: now,
-    free_memory_gib: null,
-    last_inference_at: null,
+  return activeNodeState(n.id, now, {
     tokens_per_second: n.tokensPerSecond ?? null,
-    request_tokens_per_second: null,
-    latency_ewma_ms: null,
-    ttft_ewma_ms: null,
     instance_id: instanceId,
-  };
+  });
 }
 
 let signer: SimTeeSigner | undefined;
 /** One test PKI per test file: the PCK that signs the TEE sims' quotes. */
 function teeSigner(): SimTeeSigner {
-  if (!signer) {
-    const pki = createTestPki();
-    signer = { pckChainPem: pki.pckChainPem, pckKey: pki.pck.key };
-  }
+  signer ??= createTestTee().signer;
   return signer;
 }
 
@@ -268,29 +231,15 @@ function teeSigner(): SimTeeSigner {
  * approved for all its models.
  */
 function attested(spec: NodeSpec, tlsKeySha256: string | null, now: number): AttestationResult {
-  return {
-    type: "attestation.result.v1",
+  return attestationResult({
     node_id: spec.id,
     tier: spec.tier as 3 | 4,
-    ok: true,
-    reason_code: null,
-    reason: null,
-    measurement: null,
     approved_models: spec.models,
-    tcb_status: "UpToDate",
-    advisory_ids: [],
-    pck_serial: null,
-    fmspc: null,
     verified_at: now,
     expires_at: now + 3_600_000,
-    quote_b64: null,
-    nonce_hex: null,
-    checks: [],
-    revocation: null,
-    session_public_key: null,
     endpoint: spec.endpoint,
     tls_key_sha256: tlsKeySha256,
-  };
+  });
 }
 
 function send(mux: ReplyMux, o: SendOptions): Promise<RouteAnswer> {

@@ -2,6 +2,7 @@
 // real nats-server, real sockets to simulated nodes, no child processes.
 import { pollUntil } from "@zml/harness";
 import type { PolicySpec } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { FALLBACK_MODEL, MODEL, startRig } from "./dispatcher-rig.ts";
 import type { Rig, RigOptions } from "./dispatcher-rig.ts";
@@ -13,18 +14,8 @@ afterEach(async () => {
 });
 const start = async (options: RigOptions) => (rig = await startRig(options));
 
-const policy = (name: string, extra: Partial<PolicySpec> = {}): PolicySpec => ({
-  name,
-  accelerator_preference: [
-    { family: "H100", priority: 1 },
-    { family: "MI300X", priority: 2 },
-  ],
-  latency_target_ms: 60_000,
-  cost_priority: "latency",
-  queue_on_saturation: false,
-  max_queue_ms: 0,
-  ...extra,
-});
+const policy = (name: string, extra: Partial<PolicySpec> = {}): PolicySpec =>
+  chainPolicy(name, ["H100", "MI300X"], extra);
 const ordered = policy("ordered");
 /** One node per family: the chain decides which is first. */
 const twoFamilies: RigOptions = {

@@ -3,6 +3,7 @@
 import { openKv, publishJson } from "@zml/bus";
 import { KV_BUCKETS, NodeStateSchema, nodeStateSubject } from "@zml/contracts";
 import type { NodeState } from "@zml/contracts";
+import { chainPolicy } from "@zml/contracts/testing";
 import { pollUntil } from "@zml/harness";
 import { afterEach, describe, expect, it } from "vitest";
 import { createNodeStateFeed } from "../../src/fleet/node-state-feed.ts";
@@ -15,17 +16,7 @@ afterEach(async () => {
   rig = undefined;
 });
 
-const ordered = {
-  name: "ordered",
-  accelerator_preference: [
-    { family: "H100", priority: 1 },
-    { family: "MI300X", priority: 2 },
-  ],
-  latency_target_ms: 60_000,
-  cost_priority: "latency" as const,
-  queue_on_saturation: false,
-  max_queue_ms: 0,
-};
+const ordered = chainPolicy("ordered", ["H100", "MI300X"]);
 
 function stateOf(
   rigNode: { id: string; family: string },
