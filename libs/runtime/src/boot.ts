@@ -49,6 +49,11 @@ export interface ServiceParts<C> {
   bus: Bus;
   /** A registry for this start attempt only: a failed attempt's metrics are dropped. */
   registry: Registry;
+  /**
+   * The process's registry, with Node's own metrics, that `/metrics` serves: for a service
+   * that serves `/metrics` itself and registers its metrics only once its start cannot fail.
+   */
+  servedRegistry: Registry;
   /** The replica id (`""` for a service without one). */
   replica: string;
   /** True from the first stop signal on. */
@@ -142,6 +147,7 @@ export function bootService<C extends BootConfig>(
               log,
               bus,
               registry: attempt,
+              servedRegistry: registry,
               replica,
               isStopping: () => shutdown.stopping,
             }),

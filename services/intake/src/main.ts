@@ -31,6 +31,9 @@ await boot.serve(
   (parts) =>
     startIntake({
       ...parts,
+      // Intake serves /metrics itself, and registers its metrics after its last step that can
+      // fail and be retried.
+      registry: parts.servedRegistry,
       ...(adminBus ? { adminBus } : {}),
       tls,
       clock: Date.now,
