@@ -152,6 +152,7 @@ const ADMIN_KINDS = [
   "policies",
   "accounts",
   "costs",
+  "cloud-accounts",
   "quality-scores",
   "measurements",
   "revocations",
@@ -555,6 +556,15 @@ describe("every error status, provoked on the live gateway", () => {
 });
 
 describe("the served /openapi.json", () => {
+  it("has no admin resource this test leaves out", () => {
+    const served = new Set(
+      Object.keys(doc.paths)
+        .map((path) => /^\/admin\/v1\/([a-z-]+)$/.exec(path)?.[1])
+        .filter((kind) => kind !== undefined),
+    );
+    expect([...served].sort()).toEqual([...ADMIN_KINDS].sort());
+  });
+
   it("documents every status answered, for its method and path, with the code answered", () => {
     const undocumented: string[] = [];
     for (const [op, byStatus] of seen) {
