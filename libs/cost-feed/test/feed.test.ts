@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { startAzurePricesFake, startEc2Fake } from "@zml/cloud-sim";
 import { NodeSpecSchema } from "@zml/contracts";
 import type { CloudAccountSpec, CloudSpotCost, NodeSpec } from "@zml/contracts";
+import { nodeSpec } from "@zml/contracts/testing";
 import {
   createAwsSpotSource,
   createAzureSpotSource,
@@ -51,15 +52,7 @@ function recordingMetrics() {
 }
 
 function cloudNode(id: string, cloud: Record<string, unknown>): NodeSpec {
-  return NodeSpecSchema.parse({
-    id,
-    endpoint: `http://${id}.internal:8000`,
-    framework: "vllm",
-    accelerator_family: "H100",
-    tier: 1,
-    models: ["m"],
-    cloud: { gpus_per_instance: 8, ...cloud },
-  });
+  return NodeSpecSchema.parse({ ...nodeSpec(id), cloud: { gpus_per_instance: 8, ...cloud } });
 }
 
 async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
