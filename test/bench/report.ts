@@ -201,7 +201,7 @@ function sealingSection(summary: BenchSummary): string[] {
       ]),
     ),
     "",
-    "Goals of the tier-4 issue (reported, never failing the run):",
+    "Goals for sealing (reported, never failing the run):",
     "",
     targetTable(summary.sealingGoals),
     "",

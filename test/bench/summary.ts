@@ -208,7 +208,7 @@ function target(
   return { name, value: v, limit, comparison, pass };
 }
 
-/** The acceptance targets of the benchmark issue, judged on this run's figures. */
+/** The gateway's speed targets (docs/performance.md), judged on this run's figures. */
 export function judgeTargets(scenarios: ScenarioSummary[], routing: RoutingFigures): Target[] {
   const by = (key: string) => scenarios.find((s) => s.key === key);
   const decision256 = routing.available
@@ -234,7 +234,7 @@ export function judgeTargets(scenarios: ScenarioSummary[], routing: RoutingFigur
 }
 
 /**
- * The goals of issue "tier 4 end to end": sealing adds at most 0.3 ms per request (judged on
+ * The goals for tier-4 sealing: it adds at most 0.3 ms per request (judged on
  * the added time to first token, p50, one stream at a time) and costs at most 5 % of the
  * throughput at concurrency 16. Only the rows that ran are judged.
  */
