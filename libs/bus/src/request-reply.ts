@@ -27,7 +27,7 @@ export async function requestJson<Req extends z.ZodType, Rep extends z.ZodType>(
   options: RequestJsonOptions,
 ): Promise<z.output<Rep>> {
   if (!bus.isConnected()) {
-    throw new ZmlError("bus_unavailable", "gateway is reconnecting to its message bus", null, {
+    throw new ZmlError("bus_unavailable", "gateway is reconnecting to its message bus", {
       retryAfterS: 1,
     });
   }
@@ -44,7 +44,7 @@ export async function requestJson<Req extends z.ZodType, Rep extends z.ZodType>(
       throw new ZmlError("gateway_timeout", `${options.service} did not answer in time`);
     }
     const why = e.isNoResponders?.() === true ? "is not running" : "could not be reached";
-    throw new ZmlError("bus_unavailable", `${options.service} ${why}`, null, { retryAfterS: 1 });
+    throw new ZmlError("bus_unavailable", `${options.service} ${why}`, { retryAfterS: 1 });
   }
   return decodeJson(endpoint.subject, endpoint.reply, reply.data);
 }

@@ -180,10 +180,7 @@ describe("route reply frames", () => {
     // The accept frame is not an answer frame: nothing was delivered yet.
     expect(frames.a).toEqual([]);
     expect(
-      mux.failServedBy(
-        "replica-a",
-        new ZmlError("dispatcher_lost", "gone", null, { retryAfterS: 1 }),
-      ),
+      mux.failServedBy("replica-a", new ZmlError("dispatcher_lost", "gone", { retryAfterS: 1 })),
     ).toBe(1);
     expect(frames.a).toHaveLength(1);
     expect(errorOfFrame(frames.a![0]!).code).toBe("dispatcher_lost");
@@ -219,10 +216,7 @@ describe("route reply frames", () => {
     expect(accepted).toEqual(["replica-q"]);
     // The head frame alone told the mux who serves the stream: its loss ends the request.
     expect(
-      mux.failServedBy(
-        "replica-q",
-        new ZmlError("dispatcher_lost", "gone", null, { retryAfterS: 1 }),
-      ),
+      mux.failServedBy("replica-q", new ZmlError("dispatcher_lost", "gone", { retryAfterS: 1 })),
     ).toBe(1);
     expect(errorOfFrame(frames[1]!).code).toBe("dispatcher_lost");
     await nc().flush();
@@ -254,7 +248,7 @@ describe("route reply frames", () => {
       });
     }
     await pollUntil(() => accepted.length === 1);
-    const lost = new ZmlError("dispatcher_lost", "never accepted", null, { retryAfterS: 1 });
+    const lost = new ZmlError("dispatcher_lost", "never accepted", { retryAfterS: 1 });
     // Within the bound nothing is failed, accepted or not.
     expect(mux.failUnaccepted(60_000, lost)).toBe(0);
     await new Promise((r) => setTimeout(r, 50));

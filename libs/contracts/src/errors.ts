@@ -116,9 +116,13 @@ export const ErrorBodySchema = z.object({
 export type ErrorBody = z.infer<typeof ErrorBodySchema>;
 
 /** An error that knows its code, offending field and HTTP mapping. */
-/** What an error may add for a caller that should retry. */
+/** What an error may say besides its code and message. */
 export interface ZmlErrorDetails {
+  /** The offending field (`null`, the default, when the error is not about one). */
+  param?: string | null | undefined;
+  /** For answers that say when to come back. */
   retryAfterS?: number | undefined;
+  /** How full the fleet was, for a request no node could take. */
   saturation?: SaturationDetail | undefined;
 }
 
@@ -129,15 +133,10 @@ export class ZmlError extends Error {
   readonly param: string | null;
   readonly retryAfterS: number | undefined;
   readonly saturation: SaturationDetail | undefined;
-  /**
-   * `param` names the offending field (`null` when none); `retryAfterS` and `saturation` are
-   * for answers that say when to come back and how full the fleet was.
-   */
   constructor(
     code: ErrorCode,
     message: string,
-    param: string | null = null,
-    { retryAfterS, saturation }: ZmlErrorDetails = {},
+    { param = null, retryAfterS, saturation }: ZmlErrorDetails = {},
   ) {
     super(message);
     this.saturation = saturation;
@@ -157,7 +156,8 @@ export class ZmlError extends Error {
   }
 
   static fromBody(body: ErrorBody): ZmlError {
-    return new ZmlError(body.code, body.message, body.param, {
+    return new ZmlError(body.code, body.message, {
+      param: body.param,
       retryAfterS: body.retry_after_s,
       saturation: body.saturation,
     });

@@ -3,18 +3,16 @@ import { ERROR_CODES, ZmlError, openAiErrorType, toOpenAiError } from "../src/in
 
 describe("error codes", () => {
   it("carry their HTTP status, retryability and offending field", () => {
-    const e = new ZmlError("invalid_request", "missing required field 'model'", "model");
+    const e = new ZmlError("invalid_request", "missing required field 'model'", { param: "model" });
     expect(e.status).toBe(400);
     expect(e.retryable).toBe(false);
     expect(e.toBody()).toEqual({ code: "invalid_request", message: e.message, param: "model" });
-    expect(new ZmlError("saturated", "busy", null, { retryAfterS: 2 }).toBody().retry_after_s).toBe(
-      2,
-    );
+    expect(new ZmlError("saturated", "busy", { retryAfterS: 2 }).toBody().retry_after_s).toBe(2);
   });
 
   it("round-trip through the bus body", () => {
     const e = ZmlError.fromBody(
-      new ZmlError("no_node_available", "none", "model", { retryAfterS: 5 }).toBody(),
+      new ZmlError("no_node_available", "none", { param: "model", retryAfterS: 5 }).toBody(),
     );
     expect([e.code, e.status, e.param, e.retryAfterS]).toEqual([
       "no_node_available",
@@ -26,7 +24,7 @@ describe("error codes", () => {
 
   it("map to the OpenAI error envelope the SDKs understand", () => {
     expect(
-      toOpenAiError(new ZmlError("unauthorized", "bad key", "authorization").toBody()),
+      toOpenAiError(new ZmlError("unauthorized", "bad key", { param: "authorization" }).toBody()),
     ).toEqual({
       error: {
         message: "bad key",

@@ -38,14 +38,14 @@ export async function handleSealedCall(
     throw new ZmlError(
       "session_key_unknown",
       "this TD holds no such session key: the session ended or expired; open a new one",
-      "key_id",
+      { param: "key_id" },
     );
   }
   if (!key.replay.take(envelope.seq)) {
     throw new ZmlError(
       "sealed_request_replayed",
       `seq ${envelope.seq} was opened before, or is too far behind`,
-      "seq",
+      { param: "seq" },
     );
   }
   let opened;
@@ -71,14 +71,16 @@ function parseEnvelope(raw: Buffer): SealedRequestEnvelope {
   try {
     data = JSON.parse(raw.toString("utf8"));
   } catch {
-    throw new ZmlError("sealed_request_invalid", "the sealed request is not JSON", "body");
+    throw new ZmlError("sealed_request_invalid", "the sealed request is not JSON", {
+      param: "body",
+    });
   }
   const parsed = SealedRequestSchema.safeParse(data);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const param =
       issue.path.join(".") || (issue.code === "unrecognized_keys" ? issue.keys.join(",") : "body");
-    throw new ZmlError("sealed_request_invalid", `${param}: ${issue.message}`, param);
+    throw new ZmlError("sealed_request_invalid", `${param}: ${issue.message}`, { param });
   }
   return parsed.data;
 }
@@ -90,7 +92,7 @@ function asZmlError(error: unknown): ZmlError {
         ? "sealed_request_rejected"
         : "sealed_request_invalid",
       error.message,
-      error.param,
+      { param: error.param },
     );
   }
   throw error;
@@ -105,21 +107,25 @@ function innerMismatch(body: Buffer, envelope: SealedRequestEnvelope): ZmlError 
   try {
     inner = JSON.parse(body.toString("utf8"));
   } catch {
-    return new ZmlError("sealed_request_invalid", "the sealed body is not JSON", "ciphertext");
+    return new ZmlError("sealed_request_invalid", "the sealed body is not JSON", {
+      param: "ciphertext",
+    });
   }
   if (typeof inner !== "object" || inner === null || Array.isArray(inner)) {
-    return new ZmlError(
-      "sealed_request_invalid",
-      "the sealed body is not a JSON object",
-      "ciphertext",
-    );
+    return new ZmlError("sealed_request_invalid", "the sealed body is not a JSON object", {
+      param: "ciphertext",
+    });
   }
   const fields = inner as { model?: unknown; stream?: unknown };
   if (fields.model !== envelope.model) {
-    return new ZmlError("sealed_request_invalid", "the sealed body names another model", "model");
+    return new ZmlError("sealed_request_invalid", "the sealed body names another model", {
+      param: "model",
+    });
   }
   if ((fields.stream ?? false) !== envelope.stream) {
-    return new ZmlError("sealed_request_invalid", "the sealed body's stream differs", "stream");
+    return new ZmlError("sealed_request_invalid", "the sealed body's stream differs", {
+      param: "stream",
+    });
   }
   return undefined;
 }
@@ -156,7 +162,7 @@ async function callServer(
   } catch (error) {
     if (abort.signal.aborted) return;
     deps.log.warn({ err: String(error), path }, "the TD's server could not be reached");
-    throw new ZmlError("upstream_unavailable", "the TD's inference server did not answer", null);
+    throw new ZmlError("upstream_unavailable", "the TD's inference server did not answer");
   }
   const status = answer.statusCode;
   const contentType = String(answer.headers["content-type"] ?? "application/json");

@@ -92,7 +92,7 @@ export async function startTdProxy(options: TdProxyOptions): Promise<TdProxy> {
     const url = new URL(req.url ?? "/", "https://td");
     const path = url.pathname;
     if (path === NODE_QUOTE_PATH) {
-      if (req.method !== "GET") throw new ZmlError("invalid_request", "use GET", null);
+      if (req.method !== "GET") throw new ZmlError("invalid_request", "use GET");
       return sendJson(res, 200, await quote(url.searchParams));
     }
     if (path.startsWith(`${NODE_SESSION_KEYS_PATH}/`) && req.method === "DELETE") {
@@ -111,26 +111,26 @@ export async function startTdProxy(options: TdProxyOptions): Promise<TdProxy> {
         throw new ZmlError(
           "sealed_body_required",
           `this TD serves sealed requests only (${SEALED_REQUEST_MEDIA_TYPE})`,
-          "content-type",
+          { param: "content-type" },
         );
       }
       counters.plaintext++;
       return forward(req, res, path, body);
     }
     if (passthrough.has(path) && req.method === "GET") return forward(req, res, path, undefined);
-    throw new ZmlError("not_found", `no ${req.method ?? "GET"} ${path} here`, null);
+    throw new ZmlError("not_found", `no ${req.method ?? "GET"} ${path} here`);
   };
 
   async function quote(query: URLSearchParams): Promise<NodeQuoteResponse> {
     const nonce = query.get("nonce")?.toLowerCase();
     if (!NonceHexSchema.safeParse(nonce).success) {
-      throw new ZmlError("invalid_request", "nonce: expected 32 bytes of hex", "nonce");
+      throw new ZmlError("invalid_request", "nonce: expected 32 bytes of hex", { param: "nonce" });
     }
     const wantsKey = query.get("session_key") === "1" || query.get("session_key") === "true";
     const maxTtlS = SESSION_MAX_TTL_S + SESSION_KEY_GRACE_S;
     const ttlS = Number(query.get("ttl_s") ?? maxTtlS);
     if (!(Number.isInteger(ttlS) && ttlS >= 1 && ttlS <= maxTtlS)) {
-      throw new ZmlError("invalid_request", `ttl_s: 1 to ${maxTtlS} seconds`, "ttl_s");
+      throw new ZmlError("invalid_request", `ttl_s: 1 to ${maxTtlS} seconds`, { param: "ttl_s" });
     }
     const sessionKey = wantsKey ? await keys.create(ttlS * 1000) : undefined;
     const reportData = reportDataFor({
@@ -144,7 +144,7 @@ export async function startTdProxy(options: TdProxyOptions): Promise<TdProxy> {
     } catch (error) {
       if (sessionKey) keys.delete(sessionKey.keyId);
       log.error({ err: String(error), quoter: options.quoter.kind }, "no quote");
-      throw new ZmlError("upstream_unavailable", "the TD could not produce a quote", null);
+      throw new ZmlError("upstream_unavailable", "the TD could not produce a quote");
     }
     counters.quotes++;
     if (sessionKey) {
@@ -185,11 +185,7 @@ export async function startTdProxy(options: TdProxyOptions): Promise<TdProxy> {
       })
       .catch((error: unknown) => {
         log.warn({ err: String(error), path }, "the TD's server could not be reached");
-        throw new ZmlError(
-          "upstream_unavailable",
-          "the TD's inference server did not answer",
-          null,
-        );
+        throw new ZmlError("upstream_unavailable", "the TD's inference server did not answer");
       });
     const type = answer.headers["content-type"];
     res.writeHead(answer.statusCode, typeof type === "string" ? { "content-type": type } : {});
@@ -205,8 +201,8 @@ export async function startTdProxy(options: TdProxyOptions): Promise<TdProxy> {
           error instanceof ZmlError
             ? error
             : error instanceof TooManySessionKeysError
-              ? new ZmlError("saturated", error.message, null, { retryAfterS: 5 })
-              : new ZmlError("internal_error", "the TD proxy failed", null);
+              ? new ZmlError("saturated", error.message, { retryAfterS: 5 })
+              : new ZmlError("internal_error", "the TD proxy failed");
         if (!(error instanceof ZmlError || error instanceof TooManySessionKeysError)) {
           log.error({ err: String(error) }, "request failed");
         }
@@ -268,7 +264,9 @@ function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
       size += chunk.length;
       if (size > max) {
         req.destroy();
-        reject(new ZmlError("payload_too_large", `body larger than ${max} bytes`, "body"));
+        reject(
+          new ZmlError("payload_too_large", `body larger than ${max} bytes`, { param: "body" }),
+        );
         return;
       }
       chunks.push(chunk);

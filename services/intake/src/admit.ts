@@ -15,7 +15,7 @@ export function admit(
   const account = deps.auth.authenticate(authorization, now);
   const decision = deps.rateLimiter.take(account.id, account.rate_limit, now);
   if (!decision.ok) {
-    throw new ZmlError("rate_limited", "rate limit exceeded for this account", null, {
+    throw new ZmlError("rate_limited", "rate limit exceeded for this account", {
       retryAfterS: decision.retryAfterS,
     });
   }

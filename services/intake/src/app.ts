@@ -166,7 +166,7 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
       const message = "too many failed authentications from this address; retry later";
       sendError(
         reply,
-        new ZmlError("auth_throttled", message, "authorization", { retryAfterS: wait }),
+        new ZmlError("auth_throttled", message, { param: "authorization", retryAfterS: wait }),
       );
       return;
     }
@@ -179,7 +179,7 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
       if (!isHttp2(req)) reply.header("connection", "close");
       if (authenticated) {
         const message = "this gateway replica is stopping; retry";
-        sendError(reply, new ZmlError("shutting_down", message, null, { retryAfterS: 1 }));
+        sendError(reply, new ZmlError("shutting_down", message, { retryAfterS: 1 }));
         return;
       }
     }
@@ -204,7 +204,10 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
     return sendError(reply, error);
   });
   app.setNotFoundHandler((req, reply) =>
-    sendError(reply, new ZmlError("not_found", `no route for ${req.method} ${req.url}`, "path")),
+    sendError(
+      reply,
+      new ZmlError("not_found", `no route for ${req.method} ${req.url}`, { param: "path" }),
+    ),
   );
 
   await app.register(
@@ -323,7 +326,6 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
       const lost = new ZmlError(
         "dispatcher_lost",
         "the dispatcher serving this request stopped before answering; retry",
-        null,
         { retryAfterS: 1 },
       );
       const failed = mux.failServedBy(replica, lost);
@@ -335,12 +337,9 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
     // loss bound never reached a live one (lost with a killed nats-server or dispatcher), and
     // is re-routed or answered dispatcher_lost like a request whose dispatcher died.
     onSweep: () => {
-      const lost = new ZmlError(
-        "dispatcher_lost",
-        "no dispatcher accepted this request; retry",
-        null,
-        { retryAfterS: 1 },
-      );
+      const lost = new ZmlError("dispatcher_lost", "no dispatcher accepted this request; retry", {
+        retryAfterS: 1,
+      });
       const failed = mux.failUnaccepted(config.ZML_DISPATCHER_LOSS_MS, lost);
       if (failed > 0) deps.log.warn({ requests: failed }, "route requests never accepted");
     },
@@ -348,7 +347,7 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
   const unlisten = bus.onConnectionChange((connected) => {
     if (!connected) {
       mux.failAll(
-        new ZmlError("bus_unavailable", "message bus connection lost", null, { retryAfterS: 1 }),
+        new ZmlError("bus_unavailable", "message bus connection lost", { retryAfterS: 1 }),
       );
     }
   });
@@ -392,9 +391,7 @@ export async function startIntake(deps: StartIntakeDeps): Promise<Intake> {
         // Each gets a retryable answer with a body (or an error event mid-stream), never
         // a bare cut.
         mux.failAll(
-          new ZmlError("shutting_down", "this gateway replica is stopping", null, {
-            retryAfterS: 1,
-          }),
+          new ZmlError("shutting_down", "this gateway replica is stopping", { retryAfterS: 1 }),
         );
         await waitUntil(() => inFlight.count() === 0, deps.clock() + 1_000, deps.clock);
       }

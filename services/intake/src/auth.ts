@@ -42,13 +42,12 @@ export function createAuthenticator(keyStore: KeyStoreStatus): Authenticator {
         throw new ZmlError(
           "key_store_unavailable",
           "API keys cannot be checked right now; retry shortly",
-          null,
           { retryAfterS: 1 },
         );
       }
       const entry = byHash.get(digest.toString("hex"));
       if (!entry || !timingSafeEqual(entry.hash, digest)) {
-        throw new ZmlError("unauthorized", "invalid API key", "authorization");
+        throw new ZmlError("unauthorized", "invalid API key", { param: "authorization" });
       }
       return entry.account;
     },
@@ -65,7 +64,7 @@ export function createAdminAuthenticator(
   const expected = sha256(token);
   return (authorization) => {
     if (!timingSafeEqual(sha256(bearerToken(authorization)), expected)) {
-      throw new ZmlError("unauthorized", "invalid admin token", "authorization");
+      throw new ZmlError("unauthorized", "invalid admin token", { param: "authorization" });
     }
   };
 }
@@ -77,19 +76,15 @@ function sha256(value: string): Buffer {
 
 function bearerToken(authorization: string | undefined): string {
   if (!authorization) {
-    throw new ZmlError(
-      "unauthorized",
-      "missing API key: send 'Authorization: Bearer <key>'",
-      "authorization",
-    );
+    throw new ZmlError("unauthorized", "missing API key: send 'Authorization: Bearer <key>'", {
+      param: "authorization",
+    });
   }
   const match = /^Bearer +([\x21-\x7e]{1,512}) *$/i.exec(authorization);
   if (!match) {
-    throw new ZmlError(
-      "unauthorized",
-      "malformed Authorization header; expected 'Bearer <key>'",
-      "authorization",
-    );
+    throw new ZmlError("unauthorized", "malformed Authorization header; expected 'Bearer <key>'", {
+      param: "authorization",
+    });
   }
   return match[1]!;
 }

@@ -22,34 +22,38 @@ export class BodyTimeoutError extends Error {
 export function toZmlError(err: unknown): ZmlError {
   if (err instanceof ZmlError) return err;
   if (err instanceof BodyTimeoutError) {
-    return new ZmlError("request_timeout", "request body was not received in time", "body");
+    return new ZmlError("request_timeout", "request body was not received in time", {
+      param: "body",
+    });
   }
   const code = (err as { code?: string }).code;
   switch (code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return new ZmlError("payload_too_large", "request body is larger than the limit", "body");
+      return new ZmlError("payload_too_large", "request body is larger than the limit", {
+        param: "body",
+      });
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return new ZmlError("unsupported_media_type", "unsupported content type", "content-type");
+      return new ZmlError("unsupported_media_type", "unsupported content type", {
+        param: "content-type",
+      });
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
-      return new ZmlError(
-        "invalid_request",
-        "request body length does not match Content-Length",
-        "content-length",
-      );
+      return new ZmlError("invalid_request", "request body length does not match Content-Length", {
+        param: "content-length",
+      });
     case "FST_ERR_BAD_URL":
-      return new ZmlError("invalid_request", "malformed URL", "path");
+      return new ZmlError("invalid_request", "malformed URL", { param: "path" });
     case "FST_ERR_MAX_PARAM_LENGTH":
       return new ZmlError(
         "invalid_request",
         `a path parameter is longer than ${MAX_PATH_PARAM_CHARS} characters`,
-        "path",
+        { param: "path" },
       );
     default:
       break;
   }
   const status = (err as { statusCode?: number }).statusCode;
   if (status !== undefined && status >= 400 && status < 500) {
-    return new ZmlError("invalid_request", (err as Error).message, null);
+    return new ZmlError("invalid_request", (err as Error).message);
   }
   return new ZmlError("internal_error", "internal error");
 }

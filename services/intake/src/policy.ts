@@ -22,7 +22,7 @@ export function policyNameFor(
     account,
   );
   if (!resolved.ok) {
-    throw new ZmlError(resolved.code, `unknown policy '${requested}'`, "policy");
+    throw new ZmlError(resolved.code, `unknown policy '${requested}'`, { param: "policy" });
   }
   return resolved.policy.name;
 }

@@ -86,7 +86,7 @@ export function refuseClearTier4(fields: RouteFields): RouteFields {
       `tier-4 requests are sealed to their session's attested key ` +
         `(content-type ${SEALED_REQUEST_MEDIA_TYPE}; the SDKs and \`zml seal-proxy\` do it): ` +
         "a clear body would be readable in the gateway",
-      fields.sessionId !== undefined ? "session_id" : "tier",
+      { param: fields.sessionId !== undefined ? "session_id" : "tier" },
     );
   }
   return fields;

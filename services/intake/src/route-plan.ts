@@ -28,17 +28,23 @@ export function planRoute(
 ): RoutePlan {
   const model = models.get(fields.model);
   if (!model) {
-    throw new ZmlError("unknown_model", `model '${fields.model}' does not exist`, "model");
+    throw new ZmlError("unknown_model", `model '${fields.model}' does not exist`, {
+      param: "model",
+    });
   }
   const fallbackModels: string[] = [];
   fields.fallbackModels.forEach((id, i) => {
     if (!models.has(id)) {
-      throw new ZmlError("unknown_model", `model '${id}' does not exist`, `${fallbackField}.${i}`);
+      throw new ZmlError("unknown_model", `model '${id}' does not exist`, {
+        param: `${fallbackField}.${i}`,
+      });
     }
     if (id !== fields.model && !fallbackModels.includes(id)) fallbackModels.push(id);
   });
   if (!account.allowed_tiers.includes(fields.tier)) {
-    throw new ZmlError("tier_not_allowed", `account may not use tier ${fields.tier}`, "tier");
+    throw new ZmlError("tier_not_allowed", `account may not use tier ${fields.tier}`, {
+      param: "tier",
+    });
   }
   return {
     model: model.id,

@@ -8,21 +8,23 @@ import { findDuplicateKey, isValidUtf8 } from "./json-guard.ts";
  */
 export function parseJsonObject(raw: Buffer): object {
   if (!isValidUtf8(raw)) {
-    throw new ZmlError("invalid_json", "request body is not valid UTF-8", "body");
+    throw new ZmlError("invalid_json", "request body is not valid UTF-8", { param: "body" });
   }
   const text = raw.toString("utf8");
   let body: unknown;
   try {
     body = JSON.parse(text);
   } catch {
-    throw new ZmlError("invalid_json", "request body is not valid JSON", "body");
+    throw new ZmlError("invalid_json", "request body is not valid JSON", { param: "body" });
   }
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    throw new ZmlError("invalid_request", "request body must be a JSON object", "body");
+    throw new ZmlError("invalid_request", "request body must be a JSON object", { param: "body" });
   }
   const duplicate = findDuplicateKey(text);
   if (duplicate !== undefined) {
-    throw new ZmlError("duplicate_field", `field '${duplicate}' appears more than once`, duplicate);
+    throw new ZmlError("duplicate_field", `field '${duplicate}' appears more than once`, {
+      param: duplicate,
+    });
   }
   return body;
 }
@@ -42,9 +44,9 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown): z.outp
 export function zodError(error: z.ZodError, input: unknown, all = false): ZmlError {
   const first = describe(error.issues[0]!, input);
   if (!all || error.issues.length === 1)
-    return new ZmlError("invalid_request", first.message, first.param);
+    return new ZmlError("invalid_request", first.message, { param: first.param });
   const message = error.issues.map((i) => describe(i, input).message).join("; ");
-  return new ZmlError("invalid_request", message, first.param);
+  return new ZmlError("invalid_request", message, { param: first.param });
 }
 
 /** The value at `path` in `root`, or undefined when it (or a parent) is absent. */

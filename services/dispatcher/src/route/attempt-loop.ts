@@ -95,22 +95,18 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
       // Defence in depth: the decision already required a usable attestation.
       const verdict = deps.attestation.verdict(node.id, model, now);
       if (!verdict.usable) {
-        const error = new ZmlError(
-          "no_usable_node",
-          `attestation not usable: ${verdict.detail}`,
-          "model",
-          {
-            retryAfterS: deps.routing.current().snapshot.options.noNodeRetryAfterS,
-            saturation: {
-              considered: 1,
-              full: 0,
-              cooling: 0,
-              inactive: 0,
-              unattested: 1,
-              failed: 0,
-            },
+        const error = new ZmlError("no_usable_node", `attestation not usable: ${verdict.detail}`, {
+          param: "model",
+          retryAfterS: deps.routing.current().snapshot.options.noNodeRetryAfterS,
+          saturation: {
+            considered: 1,
+            full: 0,
+            cooling: 0,
+            inactive: 0,
+            unattested: 1,
+            failed: 0,
           },
-        );
+        });
         log.error({ node: node.id, reason: verdict.reason }, "attestation gate refused a dispatch");
         writer.error(error.toBody());
         return { kind: "failed", error, attempts: failures.length };

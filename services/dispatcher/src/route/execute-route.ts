@@ -48,7 +48,7 @@ async function runRoute(
     const error = new ZmlError(
       "sealed_body_required",
       "tier-4 requests belong to a session and are sealed to its key",
-      "session_id",
+      { param: "session_id" },
     );
     report.outcome(error.code);
     exec.writer.error(error.toBody());

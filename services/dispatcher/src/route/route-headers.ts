@@ -53,37 +53,36 @@ export function readRouteHeaders(
   const get = (name: string) => headerOf(h, name);
   const type = get(HEADERS.type);
   if (type !== expectedType) {
-    throw new ZmlError("invalid_request", `unsupported message type '${type}'`, HEADERS.type);
+    throw new ZmlError("invalid_request", `unsupported message type '${type}'`, {
+      param: HEADERS.type,
+    });
   }
   const model = get(HEADERS.model);
-  if (!model) throw new ZmlError("invalid_request", "model header missing", HEADERS.model);
+  if (!model)
+    throw new ZmlError("invalid_request", "model header missing", { param: HEADERS.model });
   // Only the inference paths the contracts name ever reach a node: a forged request must not
   // turn the operator's node credential into a key for the provider's other APIs.
   const path = get(HEADERS.path);
   if (!isInferencePath(path)) {
-    throw new ZmlError("invalid_request", "not an inference path", HEADERS.path);
+    throw new ZmlError("invalid_request", "not an inference path", { param: HEADERS.path });
   }
   const tier = Number(get(HEADERS.tier) || "1");
   if (!Number.isInteger(tier) || tier < 1 || tier > 4) {
-    throw new ZmlError("invalid_request", "tier must be 1-4", HEADERS.tier);
+    throw new ZmlError("invalid_request", "tier must be 1-4", { param: HEADERS.tier });
   }
   const deadlineHeader = Number(get(HEADERS.deadline));
   const sort = get(HEADERS.sort);
   if (sort && sort !== "quality" && sort !== "price" && sort !== "latency") {
-    throw new ZmlError(
-      "invalid_request",
-      "provider.sort must be quality, price or latency",
-      HEADERS.sort,
-    );
+    throw new ZmlError("invalid_request", "provider.sort must be quality, price or latency", {
+      param: HEADERS.sort,
+    });
   }
   const maxTokensHeader = get(HEADERS.maxTokens);
   const maxTokens = maxTokensHeader ? Number(maxTokensHeader) : undefined;
   if (maxTokens !== undefined && !(Number.isInteger(maxTokens) && maxTokens > 0)) {
-    throw new ZmlError(
-      "invalid_request",
-      "max tokens must be a positive integer",
-      HEADERS.maxTokens,
-    );
+    throw new ZmlError("invalid_request", "max tokens must be a positive integer", {
+      param: HEADERS.maxTokens,
+    });
   }
   return {
     requestId: get(HEADERS.requestId),

@@ -110,7 +110,8 @@ export function createRouteReport(deps: ReportDeps, decisionId: string, log: Log
       const param = rejection.reason === "unknown_policy" ? "policy" : "model";
       // A 503 tells the caller why (the counts) and when to come back.
       const unavailable = ERROR_CODES[rejection.code].status === 503;
-      const error = new ZmlError(rejection.code, rejection.detail, param, {
+      const error = new ZmlError(rejection.code, rejection.detail, {
+        param,
         retryAfterS: rejection.retryAfterS,
         saturation: unavailable ? rejection.saturation : undefined,
       });

@@ -45,7 +45,10 @@ export function checkSession(
     session.model !== request.model ||
     session.ended?.reason_code === "deleted"
   ) {
-    return { ok: false, error: new ZmlError("session_not_found", `no session ${id}`, PARAM) };
+    return {
+      ok: false,
+      error: new ZmlError("session_not_found", `no session ${id}`, { param: PARAM }),
+    };
   }
   if (session.ended !== null) {
     const ended = new Date(session.ended.at).toISOString();
@@ -60,7 +63,7 @@ export function checkSession(
     return {
       ok: false,
       session,
-      error: new ZmlError("session_expired", `session ${id} expired at ${at}`, PARAM),
+      error: new ZmlError("session_expired", `session ${id} expired at ${at}`, { param: PARAM }),
     };
   }
   if (request.tier !== session.tier) {
@@ -70,7 +73,7 @@ export function checkSession(
       error: new ZmlError(
         "invalid_request",
         `session ${id} is a tier ${session.tier} session; send tier ${session.tier} with session_id`,
-        "tier",
+        { param: "tier" },
       ),
     };
   }
@@ -107,7 +110,9 @@ function nodeProblem(session: Session, view: SessionNodeView, now: number): stri
 }
 
 function unavailable(message: string): ZmlError {
-  return new ZmlError("session_node_unavailable", `${message}; open a new session`, PARAM);
+  return new ZmlError("session_node_unavailable", `${message}; open a new session`, {
+    param: PARAM,
+  });
 }
 
 /** The dispatcher's in-memory view of nodes, as {@link checkSession} reads it. */

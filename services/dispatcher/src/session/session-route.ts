@@ -84,7 +84,7 @@ export const runSessionRoute: RoutePath = async (deps, exec, decisionId, report)
   const error = new ZmlError(
     "session_node_unavailable",
     `session ${sessionId} ended: node ${node.id} failed (${outcome.error}); open a new session`,
-    "session_id",
+    { param: "session_id" },
   );
   report.outcome(error.code);
   writer.error(error.toBody(), routing);
@@ -98,17 +98,15 @@ export const runSessionRoute: RoutePath = async (deps, exec, decisionId, report)
  */
 function sealingProblem(keyId: string | undefined, session: Session): ZmlError | undefined {
   if (keyId === undefined) {
-    return new ZmlError(
-      "sealed_body_required",
-      "a session's requests are sealed to its key",
-      "session_id",
-    );
+    return new ZmlError("sealed_body_required", "a session's requests are sealed to its key", {
+      param: "session_id",
+    });
   }
   if (keyId !== sessionKeyIdOf(session)) {
     return new ZmlError(
       "sealed_key_mismatch",
       `the request is sealed to another key than session ${session.session_id}'s`,
-      "key_id",
+      { param: "key_id" },
     );
   }
   return undefined;

@@ -88,13 +88,16 @@ export function createSessionService(deps: SessionServiceDeps): SessionService {
     async create(request) {
       const account = deps.accounts.get(request.account);
       if (!account?.allowed_tiers.includes(SESSION_TIER)) {
-        return fail(new ZmlError("tier_not_allowed", "account may not use tier 4", "tier"));
+        return fail(
+          new ZmlError("tier_not_allowed", "account may not use tier 4", { param: "tier" }),
+        );
       }
       // Intake resolved the policy; naming it here is a lookup (or the same resolution,
       // for a request that names none).
       const { snapshot } = deps.routing.current();
       const resolved = resolvePolicy(snapshot, request, account);
-      if (!resolved.ok) return fail(new ZmlError(resolved.code, resolved.detail, "policy"));
+      if (!resolved.ok)
+        return fail(new ZmlError(resolved.code, resolved.detail, { param: "policy" }));
 
       const ttlS = request.ttl_s ?? SESSION_DEFAULT_TTL_S;
       const deadline = deps.clock() + SESSION_CREATE_BUDGET_MS;
@@ -161,8 +164,7 @@ export function createSessionService(deps: SessionServiceDeps): SessionService {
         new ZmlError(
           "no_node_available",
           `no tier-4 node could be attested for a session: ${problems.join("; ") || "out of time"}`,
-          "model",
-          { retryAfterS: 5 },
+          { param: "model", retryAfterS: 5 },
         ),
       );
     },
@@ -174,11 +176,9 @@ export function createSessionService(deps: SessionServiceDeps): SessionService {
         session.account !== request.account ||
         session.ended?.reason_code === "deleted"
       ) {
-        const error = new ZmlError(
-          "session_not_found",
-          `no session ${request.session_id}`,
-          "session_id",
-        );
+        const error = new ZmlError("session_not_found", `no session ${request.session_id}`, {
+          param: "session_id",
+        });
         return { type: DELETED, error: error.toBody() };
       }
       await deps.store.end(session, "deleted", "deleted by its owner", deps.clock());
@@ -219,7 +219,8 @@ function pickNode(
   if (!decision.ok) {
     return {
       ok: false,
-      error: new ZmlError(decision.code, decision.detail, "model", {
+      error: new ZmlError(decision.code, decision.detail, {
+        param: "model",
         retryAfterS: decision.retryAfterS,
       }),
     };

@@ -64,7 +64,7 @@ async function checkDefaultPolicy(doc: Record<string, unknown>, ctx: ResourceCon
   const name = doc.default_policy;
   if (typeof name !== "string" || name === "balanced") return;
   if (!(await ctx.store.get(KV_BUCKETS.policies, name))) {
-    throw new ZmlError("unknown_policy", `unknown policy '${name}'`, "default_policy");
+    throw new ZmlError("unknown_policy", `unknown policy '${name}'`, { param: "default_policy" });
   }
 }
 
@@ -98,7 +98,7 @@ function checkNodeEndpoint(doc: Record<string, unknown>, ctx: ResourceContext): 
   const problem = endpointProblem(String(doc.endpoint), ctx.nodeAddresses);
   if (problem === undefined) return Promise.resolve();
   return Promise.reject(
-    new ZmlError(problem.code, `invalid 'endpoint': ${problem.message}`, "endpoint"),
+    new ZmlError(problem.code, `invalid 'endpoint': ${problem.message}`, { param: "endpoint" }),
   );
 }
 
@@ -177,7 +177,9 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     idField: "id",
     check: async (doc, ctx) => {
       if (!(await ctx.store.get(KV_BUCKETS.models, String(doc.model)))) {
-        throw new ZmlError("unknown_model", `model '${String(doc.model)}' does not exist`, "model");
+        throw new ZmlError("unknown_model", `model '${String(doc.model)}' does not exist`, {
+          param: "model",
+        });
       }
     },
     answers: ["unknown_model"],

@@ -91,9 +91,7 @@ export function createKvConfigStore(bus: Bus): ConfigStore {
 }
 
 function unavailable(): ZmlError {
-  return new ZmlError("bus_unavailable", "configuration store is unreachable", null, {
-    retryAfterS: 1,
-  });
+  return new ZmlError("bus_unavailable", "configuration store is unreachable", { retryAfterS: 1 });
 }
 
 /** JetStream's "wrong last sequence" (a concurrent write won). */

@@ -94,7 +94,7 @@ async function putDocument(
       throw new ZmlError(
         "invalid_request",
         `'${resource.idField}' must match the key in the path ('${key}')`,
-        resource.idField,
+        { param: resource.idField },
       );
     }
   }
@@ -117,7 +117,7 @@ async function putDocument(
 async function addApiKey(store: ConfigStore, id: string) {
   for (let attempt = 0; attempt < 5; attempt++) {
     const doc = await store.get(KV_BUCKETS.accounts, id);
-    if (!doc) throw new ZmlError("not_found", `no accounts/${id}`, "key");
+    if (!doc) throw new ZmlError("not_found", `no accounts/${id}`, { param: "key" });
     const account = AccountSpecSchema.parse(JSON.parse(doc.value));
     const apiKey = `zml_${randomBytes(32).toString("base64url")}`;
     const sha256 = createHash("sha256").update(apiKey).digest("hex");
@@ -131,7 +131,7 @@ async function addApiKey(store: ConfigStore, id: string) {
 
 function resourceOf(kind: string): AdminResource {
   const resource = findResource(kind);
-  if (!resource) throw new ZmlError("not_found", `no admin resource '${kind}'`, "kind");
+  if (!resource) throw new ZmlError("not_found", `no admin resource '${kind}'`, { param: "kind" });
   return resource;
 }
 
@@ -141,7 +141,7 @@ function keyOf(resource: AdminResource, raw: string): string {
     throw new ZmlError(
       "invalid_request",
       `invalid ${resource.kind} key: ${parsed.error.issues[0]!.message}`,
-      "key",
+      { param: "key" },
     );
   }
   return parsed.data;
@@ -149,13 +149,13 @@ function keyOf(resource: AdminResource, raw: string): string {
 
 function bodyOf(req: FastifyRequest): Record<string, unknown> {
   if (!Buffer.isBuffer(req.body) || req.body.length === 0) {
-    throw new ZmlError("invalid_request", "request body is required", "body");
+    throw new ZmlError("invalid_request", "request body is required", { param: "body" });
   }
   return parseJsonObject(req.body) as Record<string, unknown>;
 }
 
 function notFound(resource: AdminResource, key: string): ZmlError {
-  return new ZmlError("not_found", `no ${resource.kind}/${key}`, "key");
+  return new ZmlError("not_found", `no ${resource.kind}/${key}`, { param: "key" });
 }
 
 function present(doc: StoredDoc, resource: AdminResource, now: number) {

@@ -66,14 +66,17 @@ export function attestationRoutes(deps: AttestationRouteDeps) {
         const nodeId = req.params.node_id;
         const nonce = req.query.nonce;
         if (nonce !== undefined && (typeof nonce !== "string" || !NONCE.test(nonce))) {
-          throw new ZmlError("invalid_request", "nonce must be 32 bytes of hex", "nonce");
+          throw new ZmlError("invalid_request", "nonce must be 32 bytes of hex", {
+            param: "nonce",
+          });
         }
         if (!NODE_ID_PATTERN.test(nodeId)) throw unknownNode(nodeId);
         if (nonce !== undefined) {
           const decision = nonceLimiter.take(account.id, nonceLimit, deps.clock());
           if (!decision.ok) {
             const message = `at most ${nonceLimit.requests_per_minute} fresh-nonce attestations a minute per account`;
-            throw new ZmlError("rate_limited", message, "nonce", {
+            throw new ZmlError("rate_limited", message, {
+              param: "nonce",
               retryAfterS: decision.retryAfterS,
             });
           }
@@ -96,12 +99,12 @@ export function attestationRoutes(deps: AttestationRouteDeps) {
               throw new ZmlError(
                 "not_found",
                 `node ${nodeId} is not a tier 3/4 node: it has no attestation`,
-                "node_id",
+                { param: "node_id" },
               );
             case "invalid_request":
-              throw new ZmlError("invalid_request", reply.error.message, null);
+              throw new ZmlError("invalid_request", reply.error.message);
             default:
-              throw new ZmlError("bus_unavailable", reply.error.message, null, { retryAfterS: 1 });
+              throw new ZmlError("bus_unavailable", reply.error.message, { retryAfterS: 1 });
           }
         }
         return present(reply.result);
@@ -111,7 +114,7 @@ export function attestationRoutes(deps: AttestationRouteDeps) {
 }
 
 function unknownNode(nodeId: string): ZmlError {
-  return new ZmlError("not_found", `no node ${nodeId}`, "node_id");
+  return new ZmlError("not_found", `no node ${nodeId}`, { param: "node_id" });
 }
 
 function present(r: AttestationResult): AttestationView {

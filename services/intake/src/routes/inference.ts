@@ -81,7 +81,7 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
           "invalid_request",
           "/v1/infer rewrites the body it forwards, so it cannot carry a sealed one: " +
             "send sealed requests to the OpenAI path they are for (e.g. /v1/chat/completions)",
-          "content-type",
+          { param: "content-type" },
         );
       }
       const call = parseNativeCall(requireBody(req));
@@ -101,7 +101,7 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
 
 function requireBody(req: FastifyRequest): Buffer {
   if (!Buffer.isBuffer(req.body) || req.body.length === 0) {
-    throw new ZmlError("invalid_request", "request body is required", "body");
+    throw new ZmlError("invalid_request", "request body is required", { param: "body" });
   }
   return req.body;
 }
@@ -139,7 +139,7 @@ function forward(
     // a request arriving meanwhile waits for it rather than failing.
     return deps.bus.waitConnected(RECONNECT_GRACE_MS).then((up) => {
       if (!up) {
-        throw new ZmlError("bus_unavailable", "gateway is reconnecting to its message bus", null, {
+        throw new ZmlError("bus_unavailable", "gateway is reconnecting to its message bus", {
           retryAfterS: 1,
         });
       }
@@ -227,7 +227,7 @@ function checkFitsBus(bus: Bus, bodyBytes: number): void {
       "payload_too_large",
       `request body of ${bodyBytes} bytes is larger than this gateway's message bus carries ` +
         `(${max - HEADER_ROOM_BYTES} bytes)`,
-      "body",
+      { param: "body" },
     );
   }
 }

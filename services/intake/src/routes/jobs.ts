@@ -112,15 +112,13 @@ export function jobRoutes(deps: JobRouteDeps) {
         throw new ZmlError(
           "sealed_body_required",
           "tier 4 is end to end and batch jobs are not sealed: use a tier-4 session",
-          "request.tier",
+          { param: "request.tier" },
         );
       }
       if (fields.stream || fields.sessionId) {
-        throw new ZmlError(
-          "invalid_request",
-          "batch jobs cannot stream or use a session",
-          "request.stream",
-        );
+        throw new ZmlError("invalid_request", "batch jobs cannot stream or use a session", {
+          param: "request.stream",
+        });
       }
       const plan = planRoute(fields, account, deps.models, deps.policies, "models");
       const jobId = job.job_id ?? `job-${randomUUID().replaceAll("-", "")}`;
@@ -132,7 +130,7 @@ export function jobRoutes(deps: JobRouteDeps) {
     app.get("/v1/jobs/:id", async (req) => {
       const account = admit(deps, req.headers.authorization, deps.clock());
       const id = (req.params as { id: string }).id;
-      const notFound = new ZmlError("not_found", `no job '${id}'`, "id");
+      const notFound = new ZmlError("not_found", `no job '${id}'`, { param: "id" });
       if (!JOB_ID_PATTERN.test(id)) throw notFound;
       const { status: statusKv } = await setup();
       const entry = await jobStore(statusKv.get(jobKey(account.id, id)));
@@ -206,7 +204,6 @@ function storeDown(): ZmlError {
   return new ZmlError(
     "bus_unavailable",
     "the job store (JetStream) is briefly unavailable; retry with the same job_id",
-    null,
     { retryAfterS: JOB_STORE_RETRY_AFTER_S },
   );
 }
@@ -282,7 +279,7 @@ function safeRouting(header: string) {
 
 function bodyOf(req: FastifyRequest): Buffer {
   if (!Buffer.isBuffer(req.body) || req.body.length === 0) {
-    throw new ZmlError("invalid_request", "request body is required", "body");
+    throw new ZmlError("invalid_request", "request body is required", { param: "body" });
   }
   return req.body;
 }

@@ -46,7 +46,8 @@ export function modelRoutes(deps: ModelRouteDeps) {
       deps.auth.authenticate(req.headers.authorization, deps.clock());
       const id = (req.params as { "*": string })["*"];
       const spec = deps.models.get(id);
-      if (!spec) throw new ZmlError("unknown_model", `model '${id}' does not exist`, "model");
+      if (!spec)
+        throw new ZmlError("unknown_model", `model '${id}' does not exist`, { param: "model" });
       return toModel(spec);
     });
   };

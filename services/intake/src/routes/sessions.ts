@@ -64,11 +64,13 @@ export function sessionRoutes(deps: SessionRouteDeps) {
       const account = admit(deps, req.headers.authorization, deps.clock());
       const body = validate(SessionBodySchema, parseJsonObject(bodyOf(req)));
       if (!account.allowed_tiers.includes(SESSION_TIER)) {
-        throw new ZmlError("tier_not_allowed", "account may not use tier 4", "tier");
+        throw new ZmlError("tier_not_allowed", "account may not use tier 4", { param: "tier" });
       }
       const model = deps.models.get(body.model);
       if (!model)
-        throw new ZmlError("unknown_model", `model '${body.model}' does not exist`, "model");
+        throw new ZmlError("unknown_model", `model '${body.model}' does not exist`, {
+          param: "model",
+        });
       const policy = policyNameFor(body.policy, model.id, account, deps);
       const answer = await requestJson(
         deps.bus,
@@ -90,7 +92,8 @@ export function sessionRoutes(deps: SessionRouteDeps) {
     app.delete<{ Params: { id: string } }>("/v1/sessions/:id", async (req, reply) => {
       const account = admit(deps, req.headers.authorization, deps.clock());
       const id = req.params.id;
-      if (id.length > 128) throw new ZmlError("session_not_found", "no such session", "id");
+      if (id.length > 128)
+        throw new ZmlError("session_not_found", "no such session", { param: "id" });
       const answer = await requestJson(
         deps.bus,
         SESSION_DELETE_ENDPOINT,
@@ -109,7 +112,7 @@ export function sessionRoutes(deps: SessionRouteDeps) {
 
 function bodyOf(req: FastifyRequest): Buffer {
   if (!Buffer.isBuffer(req.body) || req.body.length === 0) {
-    throw new ZmlError("invalid_request", "request body is required", "body");
+    throw new ZmlError("invalid_request", "request body is required", { param: "body" });
   }
   return req.body;
 }
