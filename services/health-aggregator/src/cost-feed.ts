@@ -7,11 +7,32 @@ import { watchBucket } from "@zml/bus";
 import type { Bus, KV } from "@zml/bus";
 import { CloudAccountSpecSchema, CloudSpotCostSchema, KV_BUCKETS } from "@zml/contracts";
 import type { CloudAccountSpec, NodeSpec } from "@zml/contracts";
-import { createCostFeed } from "@zml/cost-feed";
+import {
+  createAwsSpotSource,
+  createAzureSpotSource,
+  createCostFeed,
+  createGcpSpotSource,
+} from "@zml/cost-feed";
 import type { CostFeedMetrics, PriceSource } from "@zml/cost-feed";
 import type { CloudProvider } from "@zml/contracts";
 import type { Logger } from "@zml/telemetry";
+import type { AggregatorConfig } from "./config.ts";
 import { rendezvousOwner } from "./rendezvous.ts";
+
+/** The real price clients, at the configured endpoints; none when the feed is off. */
+export function priceSourcesOf(
+  config: AggregatorConfig,
+): Readonly<Record<CloudProvider, PriceSource>> | undefined {
+  if (!config.COST_FEED_ENABLED) return undefined;
+  return {
+    aws: createAwsSpotSource({
+      endpoint: config.COST_FEED_AWS_ENDPOINT,
+      maxAttempts: config.COST_FEED_AWS_MAX_ATTEMPTS,
+    }),
+    azure: createAzureSpotSource({ baseUrl: config.COST_FEED_AZURE_URL }),
+    gcp: createGcpSpotSource({ baseUrl: config.COST_FEED_GCP_URL }),
+  };
+}
 
 export interface CostFeedHomeDeps {
   bus: Bus;

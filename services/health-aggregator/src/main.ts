@@ -2,10 +2,10 @@
 // has: the real probe (HTTP through keep-alive agents, refusing addresses nodes may not have)
 // and the cloud price sources of the spot-price feed.
 import { nodeAddressPolicyOf } from "@zml/contracts";
-import { createAwsSpotSource, createAzureSpotSource, createGcpSpotSource } from "@zml/cost-feed";
 import { bootService } from "@zml/runtime";
 import { startHealthAggregator } from "./app.ts";
 import { loadConfig } from "./config.ts";
+import { priceSourcesOf } from "./cost-feed.ts";
 import { createNodeProber } from "./probe.ts";
 
 const boot = bootService("health-aggregator", process.env, loadConfig, {
@@ -19,16 +19,6 @@ const prober = createNodeProber({
   maxBodyBytes: config.PROBE_MAX_BODY_BYTES,
   nodeAddresses: nodeAddressPolicyOf(config),
 });
-const priceSources = config.COST_FEED_ENABLED
-  ? {
-      aws: createAwsSpotSource({
-        endpoint: config.COST_FEED_AWS_ENDPOINT,
-        maxAttempts: config.COST_FEED_AWS_MAX_ATTEMPTS,
-      }),
-      azure: createAzureSpotSource({ baseUrl: config.COST_FEED_AZURE_URL }),
-      gcp: createGcpSpotSource({ baseUrl: config.COST_FEED_GCP_URL }),
-    }
-  : undefined;
 await boot.serve(
   (parts) =>
     startHealthAggregator({
@@ -37,7 +27,7 @@ await boot.serve(
       probe: prober.probe,
       clock: Date.now,
       random: Math.random,
-      priceSources,
+      priceSources: priceSourcesOf(config),
     }),
   { readyFields: (aggregator) => aggregator.summary(), afterStop: () => prober.close() },
 );

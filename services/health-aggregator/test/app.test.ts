@@ -28,12 +28,7 @@ import {
   spotCostKey,
 } from "@zml/contracts";
 import type { NodeSpec, NodeState } from "@zml/contracts";
-import {
-  AZURE_SOURCE,
-  createAwsSpotSource,
-  createAzureSpotSource,
-  createGcpSpotSource,
-} from "@zml/cost-feed";
+import { AZURE_SOURCE } from "@zml/cost-feed";
 import { pollUntil, startNatsServer } from "@zml/harness";
 import type { NatsServerHandle } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
@@ -43,6 +38,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHealthAggregator } from "../src/app.ts";
 import type { HealthAggregator } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
+import { priceSourcesOf } from "../src/cost-feed.ts";
 import { createNodeProber } from "../src/probe.ts";
 
 const MODEL = "llama-3.1-8b-instruct";
@@ -121,16 +117,7 @@ async function startReplica(self: string): Promise<Replica> {
     registry: new Registry(),
     clock: Date.now,
     random: Math.random,
-    priceSources: config.COST_FEED_ENABLED
-      ? {
-          aws: createAwsSpotSource({
-            endpoint: config.COST_FEED_AWS_ENDPOINT,
-            maxAttempts: config.COST_FEED_AWS_MAX_ATTEMPTS,
-          }),
-          azure: createAzureSpotSource({ baseUrl: config.COST_FEED_AZURE_URL }),
-          gcp: createGcpSpotSource({ baseUrl: config.COST_FEED_GCP_URL }),
-        }
-      : undefined,
+    priceSources: priceSourcesOf(config),
   });
   const handle: Replica = {
     self: replica,
