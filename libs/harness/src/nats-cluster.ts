@@ -92,6 +92,19 @@ async function jetStreamHealthy(httpPort: number): Promise<boolean> {
   }
 }
 
+/** Whether the server at `httpPort` has a route to each of its `peers` other members. */
+async function routedToAll(httpPort: number, peers: number): Promise<boolean> {
+  try {
+    const res = await fetch(`http://${HOST}:${httpPort}/routez`, {
+      signal: AbortSignal.timeout(2000),
+    });
+    const routez = (await res.json()) as { num_routes?: number };
+    return routez.num_routes === peers;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Starts a cluster of `nats-server` children with clustered JetStream on loopback, secured as
  * {@link startNatsServer} secures one server: an nkey identity per service with its
@@ -101,7 +114,8 @@ async function jetStreamHealthy(httpPort: number): Promise<boolean> {
  * a test can take one server away and bring it back.
  *
  * Resolves once every member reports JetStream healthy (a meta leader elected and the
- * server current with it). Needs `nats-server` installed: a cluster is never a container or
+ * server current with it) and routes to every other member: a meta leader needs only a
+ * quorum, and a route still forming would make a test's "one server down" two. Needs `nats-server` installed: a cluster is never a container or
  * `NATS_URL`.
  */
 export async function startNatsCluster(
@@ -218,6 +232,15 @@ export async function startNatsCluster(
     }
     // Started together: a member waits for its peers before JetStream elects a meta leader.
     await Promise.all(members.map((m) => m.start()));
+    await Promise.all(
+      members.map((m) =>
+        pollUntil(() => routedToAll(Number(new URL(m.monitorUrl).port), size - 1), {
+          timeoutMs: readyTimeoutMs,
+          intervalMs: 100,
+          message: `nats-server ${m.name} to route to its ${size - 1} peers`,
+        }),
+      ),
+    );
   } catch (error) {
     await Promise.all([...running.values()].map((p) => p.kill()));
     await rm(workDir, { recursive: true, force: true });
