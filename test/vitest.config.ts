@@ -4,7 +4,7 @@ import { defineConfig } from "vitest/config";
 // machine they run one file at a time.
 export default defineConfig({
   test: {
-    include: ["e2e/**/*.test.ts", "lint/**/*.test.ts"],
+    include: ["e2e/**/*.test.ts", "lint/**/*.test.ts", "bench/**/*.test.ts"],
     fileParallelism: false,
     testTimeout: 60_000,
     hookTimeout: 60_000,

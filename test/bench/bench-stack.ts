@@ -31,6 +31,9 @@ import type {
 } from "@zml/harness";
 import { loadTestTeeMaterial } from "@zml/node-sim";
 import { request } from "undici";
+import { startFloor } from "./floor/start.ts";
+import type { Floor } from "./floor/start.ts";
+import { FLOOR_IDENTITIES, floorPath } from "./floor/protocol.ts";
 import { childPidByName } from "./proc.ts";
 
 export const BENCH_API_KEY = "bench-key-0123456789abcdef";
@@ -83,7 +86,18 @@ export interface BenchStack {
   caPem?: string;
   /** The `tee` node's TD proxy, when there is one. */
   tee?: BenchTee;
+  /** The floor (`floor/`) in front of every HTTP/1.1 node but the `tee` one. */
+  floor: BenchFloor;
   stop(): Promise<void>;
+}
+
+/** The floor's processes, and the path that reaches one model's node through it. */
+export interface BenchFloor {
+  url: string;
+  intakePid: number | undefined;
+  workerPid: number | undefined;
+  /** The path of `model`'s node, or undefined when the floor does not serve it. */
+  pathOf(model: string): string | undefined;
 }
 
 export interface BenchStackOptions {
@@ -113,6 +127,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   // Always a fresh server of our own, never a shared one from NATS_URL.
   const nats: NatsServerHandle = await startNatsServer({
     env: { ...process.env, NATS_URL: undefined },
+    extraIdentities: FLOOR_IDENTITIES,
   });
   const nodes = new Map<string, BenchNode>();
   const services = new Map<string, ManagedProcess>();
@@ -124,9 +139,11 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     ? mkdtempSync(join(tmpdir(), "zml-bench-tee-"))
     : undefined;
   let tee: BenchTee | undefined;
+  let floor: Floor | undefined;
   const stop = async () => {
     // SIGTERM and a long grace: profiled services write their profile on a clean exit.
     await Promise.allSettled([...services.values()].map((s) => s.stop("SIGTERM", 10_000)));
+    await floor?.stop();
     await tee?.proxy.stop("SIGTERM", 3_000).catch(() => undefined);
     await Promise.allSettled([...nodes.values()].map((n) => n.process.stop("SIGTERM", 3_000)));
     await bus?.drain().catch(() => undefined);
@@ -246,6 +263,16 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       }),
     );
     const intakeUrl = `http://127.0.0.1:${intakePort}`;
+    // The floor reaches the same nodes over HTTP/1.1 as the gateway: not the HTTP/2 ones
+    // (their rows compare protocols) nor the `tee` one (its rows compare sealing).
+    const floorModels = options.nodes
+      .filter((n) => n.protocol === undefined && !n.tee)
+      .map((n) => n.model);
+    floor = await startFloor(
+      nats,
+      floorModels.map((m) => nodes.get(m)!.url),
+      compileCache,
+    );
     try {
       // A `tee` model is routable in clear at tier 3 once the attestation service has
       // attested its TD proxy; its tier-4 entry is checked when a session is opened.
@@ -268,6 +295,15 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       natsDriver: nats.client(),
       ...(tls ? { caPem: tls.cert.toString("utf8") } : {}),
       ...(tee ? { tee } : {}),
+      floor: {
+        url: floor.url,
+        intakePid: floor.intake.pid,
+        workerPid: floor.worker.pid,
+        pathOf: (model) => {
+          const i = floorModels.indexOf(model);
+          return i === -1 ? undefined : floorPath(i);
+        },
+      },
       stop,
     };
   } catch (error) {

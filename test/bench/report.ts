@@ -102,14 +102,58 @@ function streamTable(scenarios: ScenarioSummary[]): string {
   );
 }
 
+/**
+ * ZML against the floor (`floor/`): the same rows, the floor's lean build of ZML's shape
+ * measured in the same run, interleaved. What the floor leaves out: docs/performance.md.
+ */
+function floorTable(scenarios: ScenarioSummary[]): string {
+  return table(
+    [
+      "scenario",
+      "floor ÷ direct",
+      "floor req/s",
+      "ZML req/s",
+      "ZML ÷ floor",
+      "floor p50",
+      "ZML p50",
+      "ZML − floor p50",
+      "ZML − floor p99",
+      "ZML − floor TTFT p50",
+    ],
+    scenarios.map((s) => [
+      s.title,
+      ratio(s.vsFloor?.floorRps),
+      num(s.floor?.rps, 0),
+      num(s.gateway.rps, 0),
+      ratio(s.vsFloor?.rps),
+      ms(s.floor?.p50Ms),
+      ms(s.gateway.p50Ms),
+      signed(s.vsFloor?.addedP50),
+      signed(s.vsFloor?.addedP99),
+      signed(s.vsFloor?.addedTtftP50),
+    ]),
+  );
+}
+
 function cpuTable(scenarios: ScenarioSummary[]): string {
-  const names = ["load", "intake", "dispatcher", "nats-server", "health-aggregator", "node"];
+  const names = [
+    "load",
+    "intake",
+    "dispatcher",
+    "nats-server",
+    "health-aggregator",
+    "node",
+    "floor-intake",
+    "floor-worker",
+  ];
   const rows: string[][] = [];
   for (const s of scenarios) {
-    for (const [label, cpu] of [
+    const sides = [
       ["direct", s.cpuUsPerRequest.direct],
+      ...(s.cpuUsPerRequest.floor ? [["floor", s.cpuUsPerRequest.floor] as const] : []),
       ["ZML", s.cpuUsPerRequest.gateway],
-    ] as const) {
+    ] as const;
+    for (const [label, cpu] of sides) {
       const total = names.reduce((n, k) => n + (Number.isFinite(cpu[k]) ? cpu[k]! : 0), 0);
       rows.push([`${s.key} ${label}`, ...names.map((k) => num(cpu[k], 0)), num(total, 0)]);
     }
@@ -321,6 +365,25 @@ export function renderReport(summary: BenchSummary, command: string): string {
   if (plain.length > 0)
     out.push("## Latency and throughput, direct vs through ZML", "", latencyTable(plain), "");
   if (streams.length > 0) out.push("## Streaming", "", streamTable(streams), "");
+  const floored = compared.filter((s) => s.vsFloor !== undefined);
+  if (floored.length > 0) {
+    out.push(
+      "## Against the floor: ZML's own secured shape, lean",
+      "",
+      "The floor is a bare node:http intake → the same TLS, nkey-authenticated bus → a " +
+        "queue subscriber that calls the node with undici → the answer back as bus messages, " +
+        "measured in the same rounds. It has no auth, validation, routing, tracing, metrics " +
+        "or fail-over: what ZML adds over it is what those cost. Ratios and added times are " +
+        "medians over rounds, ZML against the floor's round beside it.",
+      "",
+      floorTable(floored),
+      "",
+      "Goals against the floor (reported, never failing the run):",
+      "",
+      targetTable(summary.floorGoals),
+      "",
+    );
+  }
   out.push(...sealingSection(summary));
   out.push("## Routing decision alone (libs/routing, one decision, in-process)", "");
   if (summary.routing.available) {

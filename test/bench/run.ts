@@ -1,10 +1,12 @@
 // `npm run bench`: starts its own nats-server, the four services and simulated nodes, measures
 // the gateway against direct calls to the same nodes, and prints the figures (markdown
-// tables; `--json` for one JSON document). Writes bench-results/latest.md and latest.json.
-// Exits 1 when any request failed, 2 when the harness itself broke.
-import { mkdirSync, writeFileSync } from "node:fs";
+// tables; `--json` for one JSON document). Writes latest.md and latest.json to bench-results/
+// (or `--out`).
+// Exits 1 when any request failed, 2 when the harness itself broke, 3 when a row fell more
+// than 15 % against the floor since the last run of the same build (compare.ts).
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { arch, availableParallelism, cpus, loadavg, release, type } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { repoRoot } from "@zml/harness";
@@ -15,6 +17,8 @@ import type { BenchNodeSpec, BenchStack } from "./bench-stack.ts";
 import { startLoadGenerator } from "./load-client.ts";
 import type { LoadGenerator } from "./load-client.ts";
 import { measureBatch } from "./batch-bench.ts";
+import { buildIdOf } from "./build.ts";
+import { compareAgainstFloor, renderComparison } from "./compare.ts";
 import type { BatchFigures } from "./batch-bench.ts";
 import { FEATURE_VARIANTS, measureFeatures } from "./features.ts";
 import { measureMemory } from "./memory.ts";
@@ -24,13 +28,14 @@ import { runRoutingBench } from "./routing-bench.ts";
 import type { RoutingFigures } from "./routing-bench.ts";
 import { SCENARIOS, runScenario } from "./scenarios.ts";
 import type { RunSettings } from "./scenarios.ts";
-import { judgeSealingGoals, judgeTargets, summariseScenario } from "./summary.ts";
+import { judgeFloorGoals, judgeSealingGoals, judgeTargets, summariseScenario } from "./summary.ts";
 import type { BenchSummary, FeatureRow, ScenarioSummary } from "./summary.ts";
 
 const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
   [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher,td-proxy,load]
   [--alloc intake,dispatcher]
   [--features | --features-only] [--variants default,tracing-off,...] [--settle-ms 10000]
+  [--out bench-results]
 scenarios: ${SCENARIOS.map((s) => (s.onRequest ? `${s.key} (with --only)` : s.key)).join(", ")}
 `;
 
@@ -51,6 +56,7 @@ function options() {
       "features-only": { type: "boolean", default: false },
       variants: { type: "string" },
       "settle-ms": { type: "string" },
+      out: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -85,6 +91,7 @@ function options() {
         ? SCENARIOS.filter((s) => only.includes(s.key))
         : SCENARIOS.filter((s) => s.onRequest !== true),
     settleMs: values["settle-ms"] === undefined ? 10_000 : Number(values["settle-ms"]),
+    out: values.out,
     settings,
   };
 }
@@ -108,6 +115,8 @@ async function measure(
       "nats-server": stack.natsPid,
       "health-aggregator": stack.services.get("health-aggregator")?.pid,
       node: node?.process.pid,
+      "floor-intake": stack.floor.intakePid,
+      "floor-worker": stack.floor.workerPid,
       // A tier-4 row's node is behind the TD proxy: its CPU is accounted on its own.
       ...(scenario.node.tee ? { "td-proxy": stack.tee?.proxy.pid } : {}),
     };
@@ -142,7 +151,7 @@ async function main(): Promise<number> {
   const startedAt = performance.now();
   const loadAtStart = loadavg();
   const root = repoRoot();
-  const outDir = join(root, "bench-results");
+  const outDir = opts.out === undefined ? join(root, "bench-results") : resolve(opts.out);
   const nodeSpecs = new Map<string, BenchNodeSpec>();
   for (const s of opts.scenarios) nodeSpecs.set(s.node.model, s.node);
 
@@ -207,6 +216,7 @@ async function main(): Promise<number> {
     (batch?.failed ?? 0);
   const summary: BenchSummary = {
     date: new Date().toISOString(),
+    build: buildIdOf(root),
     machine: {
       cpus: availableParallelism(),
       cpuModel: cpus()[0]?.model.trim() ?? "unknown",
@@ -223,18 +233,47 @@ async function main(): Promise<number> {
     features,
     batch,
     targets: judgeTargets(scenarios, routing),
+    floorGoals: judgeFloorGoals(scenarios, memory),
     sealingGoals: judgeSealingGoals(scenarios),
     requests: { completed, failed },
     elapsedS: (performance.now() - startedAt) / 1000,
   };
   const command = `node test/bench/run.ts ${process.argv.slice(2).join(" ")}`.trim();
   const report = renderReport(summary, command);
+  const latest = join(outDir, "latest.json");
+  const previous = existsSync(latest)
+    ? (JSON.parse(readFileSync(latest, "utf8")) as Partial<BenchSummary>)
+    : undefined;
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, "latest.md"), report);
-  writeFileSync(join(outDir, "latest.json"), `${JSON.stringify(summary, null, 2)}\n`);
+  writeFileSync(latest, `${JSON.stringify(summary, null, 2)}\n`);
   process.stdout.write(opts.json ? `${JSON.stringify(summary)}\n` : report);
   if (failed > 0) progress(`${failed} request(s) failed`);
-  return failed > 0 ? 1 : 0;
+  const regressed = checkAgainstPrevious(previous, summary, outDir);
+  return failed > 0 ? 1 : regressed ? 3 : 0;
+}
+
+/**
+ * Compares this run with the last one in bench-results/ when both measured the same build
+ * (compare.ts), prints the outcome and keeps the earlier run as previous.json. True when a
+ * row fell more than the tolerance against the floor.
+ */
+function checkAgainstPrevious(
+  previous: Partial<BenchSummary> | undefined,
+  summary: BenchSummary,
+  outDir: string,
+): boolean {
+  if (previous === undefined) return false;
+  if (previous.build !== summary.build || previous.scenarios === undefined) {
+    progress("the last run in bench-results/ measured another build: not compared with it");
+    return false;
+  }
+  writeFileSync(join(outDir, "previous.json"), `${JSON.stringify(previous, null, 2)}\n`);
+  const changes = compareAgainstFloor({ scenarios: previous.scenarios }, summary);
+  process.stderr.write(
+    `${renderComparison(changes, `since the last run of this build (${previous.date})`)}\n`,
+  );
+  return changes.some((c) => c.regressed);
 }
 
 process.once("SIGINT", () => process.exit(130));

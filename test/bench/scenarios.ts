@@ -90,6 +90,16 @@ export const SCENARIOS: Scenario[] = [
     promptBytes: 100 * 1024,
   },
   {
+    key: "prompt1m",
+    title: "1 MB prompt, concurrency 16",
+    node: NODES.instant,
+    concurrency: 16,
+    stream: false,
+    promptBytes: 1024 * 1024,
+    // Each round moves ~1 GB through each process: fewer pairs keep the run short.
+    maxRounds: 3,
+  },
+  {
     key: "slow64",
     title: "20 ms node, concurrency 64",
     node: NODES.slow,
@@ -193,6 +203,8 @@ export interface ScenarioRun {
   scenario: Scenario;
   direct: Round[];
   gateway: Round[];
+  /** The floor's rounds (`floor/`), interleaved with the other two; empty for rows without. */
+  floor: Round[];
   /** Requests that failed in the warm-up rounds (their timings are discarded). */
   warmupFailed: number;
   warmupFailures: string[];
@@ -227,7 +239,8 @@ export async function runScenario(
   if (scenario.sealing) {
     const tier4 = await sealingPlans(stack, scenario, chatBody);
     try {
-      return await runPairs(load, scenario, settings, pids, tier4.plain, tier4.sealed, undefined);
+      const sides = { direct: tier4.plain, gateway: tier4.sealed };
+      return await runRounds(load, scenario, settings, pids, sides, undefined);
     } finally {
       await tier4.close();
     }
@@ -256,42 +269,57 @@ export async function runScenario(
     origin: stack.intakeUrl,
     headers: { "content-type": "application/json", authorization: `Bearer ${BENCH_API_KEY}` },
   };
-  const run = await runPairs(load, scenario, settings, pids, direct, gateway, allocation);
+  const floorPath = stack.floor.pathOf(scenario.node.model);
+  const floor =
+    floorPath === undefined
+      ? undefined
+      : {
+          ...common,
+          origin: stack.floor.url,
+          path: floorPath,
+          headers: { "content-type": "application/json" },
+        };
+  const sides = { direct, gateway, ...(floor ? { floor } : {}) };
+  const run = await runRounds(load, scenario, settings, pids, sides, allocation);
   if (node.protocol !== undefined) await checkServedOver(node, stack.caPem);
   return run;
 }
 
+type SidePlan = Omit<LoadPlan, "id" | "durationMs">;
+type SideName = "direct" | "floor" | "gateway";
+
 /**
- * The warm-up of both sides (discarded), then `rounds` measured pairs, alternating which side
- * goes first. `allocation` is read around the second side's rounds only.
+ * The warm-up of every side (discarded), then `rounds` measured rounds of each side in turn,
+ * the order rotated each round so that no side always goes first. `allocation` is read
+ * around the gateway's rounds only: the other sides never reach a service.
  */
-async function runPairs(
+async function runRounds(
   load: LoadGenerator,
   scenario: Scenario,
   settings: RunSettings,
   pids: CpuPids,
-  direct: Omit<LoadPlan, "id" | "durationMs">,
-  gateway: Omit<LoadPlan, "id" | "durationMs">,
+  plans: { direct: SidePlan; gateway: SidePlan; floor?: SidePlan },
   allocation: AllocationMeter | undefined,
 ): Promise<ScenarioRun> {
   const run: ScenarioRun = {
     scenario,
     direct: [],
     gateway: [],
+    floor: [],
     warmupFailed: 0,
     warmupFailures: [],
   };
-  for (const plan of [direct, gateway]) {
-    const warm = await load.run({ ...plan, durationMs: settings.warmupMs });
+  const sides = (["direct", "floor", "gateway"] as const).filter((s) => plans[s] !== undefined);
+  for (const side of sides) {
+    const warm = await load.run({ ...plans[side]!, durationMs: settings.warmupMs });
     run.warmupFailed += warm.failed;
     run.warmupFailures.push(...warm.failures);
   }
-  const measured = async (plan: typeof direct): Promise<Round> => {
-    // Allocation is only counted through the gateway: the direct side never reaches a service.
-    const meter = plan === gateway ? allocation : undefined;
+  const measured = async (side: SideName): Promise<Round> => {
+    const meter = side === "gateway" ? allocation : undefined;
     await meter?.start();
     const before = cpuSnapshot(pids);
-    const result = await load.run({ ...plan, durationMs: settings.durationMs });
+    const result = await load.run({ ...plans[side]!, durationMs: settings.durationMs });
     const after = cpuSnapshot(pids);
     const allocBytes = await meter?.stop();
     const cpuMs: Record<string, number> = {};
@@ -300,12 +328,9 @@ async function runPairs(
   };
   const rounds = Math.min(settings.rounds, scenario.maxRounds ?? settings.rounds);
   for (let i = 0; i < rounds; i++) {
-    if (i % 2 === 0) {
-      run.direct.push(await measured(direct));
-      run.gateway.push(await measured(gateway));
-    } else {
-      run.gateway.push(await measured(gateway));
-      run.direct.push(await measured(direct));
+    for (let k = 0; k < sides.length; k++) {
+      const side = sides[(i + k) % sides.length]!;
+      run[side].push(await measured(side));
     }
   }
   return run;

@@ -43,7 +43,21 @@ export interface ScenarioSummary {
   ratio: { p50: number; p99: number; rps: number; ttftP50?: number; gapP99?: number };
   /** gateway − direct, in ms. */
   addedMs: { p50: number; p99: number; ttftP50?: number; ttftP99?: number; gapP99?: number };
-  /** Measured requests that succeeded, both sides. */
+  /** The floor's figures (`floor/`), for the rows it runs in. */
+  floor?: Side;
+  /**
+   * ZML against the floor, paired by round: throughput ZML ÷ floor, the floor's own
+   * throughput ÷ direct, and the milliseconds ZML adds over the floor.
+   */
+  vsFloor?: {
+    rps: number;
+    floorRps: number;
+    addedP50: number;
+    addedP99: number;
+    addedTtftP50?: number;
+    addedTtftP99?: number;
+  };
+  /** Measured requests that succeeded, every side. */
   completed: number;
   /** Requests that failed, warm-up included. */
   failed: number;
@@ -51,7 +65,11 @@ export interface ScenarioSummary {
   /** Streams with lost, garbled or truncated events (counted in `failed` too). */
   brokenStreams?: number;
   /** CPU time per completed request, µs, per process (median over rounds). */
-  cpuUsPerRequest: { direct: Record<string, number>; gateway: Record<string, number> };
+  cpuUsPerRequest: {
+    direct: Record<string, number>;
+    gateway: Record<string, number>;
+    floor?: Record<string, number>;
+  };
   /**
    * KiB each probed service allocated per request through the gateway (all gateway rounds'
    * bytes over their completed requests); absent without `--alloc`.
@@ -69,6 +87,8 @@ export interface Target {
 
 export interface BenchSummary {
   date: string;
+  /** The code measured: the commit, plus a hash of uncommitted changes (`build.ts`). */
+  build: string;
   machine: {
     cpus: number;
     cpuModel: string;
@@ -89,6 +109,8 @@ export interface BenchSummary {
   /** Batch jobs per second through an instant node; null when skipped. */
   batch: BatchFigures | null;
   targets: Target[];
+  /** The goals against the floor (`judgeFloorGoals`), judged on the rows that ran. */
+  floorGoals: Target[];
   /** The goals for sealing (at most +0.3 ms to the first token, ≥ 0.95× throughput), judged when its rows ran (never fail the run). */
   sealingGoals: Target[];
   requests: { completed: number; failed: number };
@@ -123,6 +145,32 @@ function paired(run: ScenarioRun, f: (d: Round, g: Round) => number): number {
   return median(run.direct.map((d, i) => f(d, run.gateway[i]!)));
 }
 
+/** ZML against the floor, round by round (`f(floor, gateway)`), as `paired` does for direct. */
+function againstFloor(run: ScenarioRun, f: (floor: Round, g: Round) => number): number {
+  return median(run.floor.map((fl, i) => f(fl, run.gateway[i]!)));
+}
+
+function vsFloorOf(run: ScenarioRun): ScenarioSummary["vsFloor"] {
+  const lat = (r: Round) => r.result.latency;
+  const ttft = (r: Round) => r.result.stream?.ttft;
+  const figures: NonNullable<ScenarioSummary["vsFloor"]> = {
+    rps: againstFloor(run, (f, g) => g.result.rps / f.result.rps),
+    floorRps: median(run.floor.map((f, i) => f.result.rps / run.direct[i]!.result.rps)),
+    addedP50: againstFloor(run, (f, g) => lat(g).p50 - lat(f).p50),
+    addedP99: againstFloor(run, (f, g) => lat(g).p99 - lat(f).p99),
+  };
+  if (run.scenario.stream) {
+    const added = (pick: "p50" | "p99") =>
+      againstFloor(
+        run,
+        (f, g) => (ttft(g)?.[pick] ?? Number.NaN) - (ttft(f)?.[pick] ?? Number.NaN),
+      );
+    figures.addedTtftP50 = added("p50");
+    figures.addedTtftP99 = added("p99");
+  }
+  return figures;
+}
+
 function allocPerRequest(rounds: Round[]): Record<string, number> | undefined {
   const completed = rounds.reduce((n, r) => n + r.result.completed, 0);
   const names = Object.keys(rounds[0]?.allocBytes ?? {});
@@ -152,7 +200,7 @@ function cpuPerRequest(rounds: Round[]): Record<string, number> {
 export function summariseScenario(run: ScenarioRun): ScenarioSummary {
   const { scenario } = run;
   const lat = (r: Round) => r.result.latency;
-  const all = [...run.direct, ...run.gateway];
+  const all = [...run.direct, ...run.floor, ...run.gateway];
   const summary: ScenarioSummary = {
     key: scenario.key,
     title: scenario.title,
@@ -174,8 +222,16 @@ export function summariseScenario(run: ScenarioRun): ScenarioSummary {
     completed: all.reduce((n, r) => n + r.result.completed, 0),
     failed: run.warmupFailed + all.reduce((n, r) => n + r.result.failed, 0),
     failures: [...run.warmupFailures, ...all.flatMap((r) => r.result.failures)].slice(0, 5),
-    cpuUsPerRequest: { direct: cpuPerRequest(run.direct), gateway: cpuPerRequest(run.gateway) },
+    cpuUsPerRequest: {
+      direct: cpuPerRequest(run.direct),
+      gateway: cpuPerRequest(run.gateway),
+      ...(run.floor.length > 0 ? { floor: cpuPerRequest(run.floor) } : {}),
+    },
   };
+  if (run.floor.length > 0) {
+    summary.floor = side(run.floor);
+    summary.vsFloor = vsFloorOf(run);
+  }
   const alloc = allocPerRequest(run.gateway);
   if (alloc) summary.allocKiBPerRequest = alloc;
   if (scenario.stream) {
@@ -223,13 +279,66 @@ export function judgeTargets(scenarios: ScenarioSummary[], routing: RoutingFigur
       "<=",
       1.1,
     ),
-    target(
-      "added time to first token, ms (p50, 128 streams)",
-      by("stream128")?.addedMs.ttftP50,
-      "<=",
-      1,
-    ),
     target("decision p99 for 256 nodes, µs (worst variant)", decision256, "<=", 10),
+  ];
+}
+
+/** The four services (nats-server is not ours to size). */
+const SERVICES = ["intake", "dispatcher", "health-aggregator", "attestation"];
+
+/**
+ * The goals against the floor, the lean build of ZML's own shape (`floor/`): how near ZML is
+ * to what its shape allows on this machine. Spread-start TTFT is judged against direct, the
+ * figure a client sees; RSS is the largest service's right after the load.
+ */
+export function judgeFloorGoals(
+  scenarios: ScenarioSummary[],
+  memory: Record<string, ServiceMemory>,
+): Target[] {
+  const goal = (
+    key: string,
+    name: string,
+    value: (s: ScenarioSummary) => number | undefined,
+    comparison: "<=" | ">=",
+    limit: number,
+  ) => {
+    const row = scenarios.find((s) => s.key === key);
+    return row === undefined ? [] : [target(name, value(row), comparison, limit)];
+  };
+  const rss = SERVICES.map((name) => memory[name]?.rssMiB ?? Number.NaN);
+  return [
+    ...goal("c16", "throughput at concurrency 16, ZML ÷ floor", (s) => s.vsFloor?.rps, ">=", 0.75),
+    ...goal(
+      "prompt100k",
+      "throughput with a 100 KB prompt (c16), ZML ÷ floor",
+      (s) => s.vsFloor?.rps,
+      ">=",
+      0.85,
+    ),
+    ...goal(
+      "sequential",
+      "sequential p50, ms ZML adds over the floor",
+      (s) => s.vsFloor?.addedP50,
+      "<=",
+      0.25,
+    ),
+    ...goal(
+      "slow64",
+      "throughput, 20 ms node at c64, ZML ÷ floor",
+      (s) => s.vsFloor?.rps,
+      ">=",
+      0.95,
+    ),
+    ...goal(
+      "stream128spread",
+      "added time to first token, ms (p50, 128 streams, starts spread)",
+      (s) => s.addedMs.ttftP50,
+      "<=",
+      5,
+    ),
+    ...(scenarios.length > 0
+      ? [target("largest service RSS after the load, MiB", Math.max(...rss), "<=", 150)]
+      : []),
   ];
 }
 

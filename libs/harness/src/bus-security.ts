@@ -7,7 +7,7 @@ import {
   renderAuthorization,
   renderClientTls,
 } from "@zml/bus-auth";
-import type { AuthorizedUser, BusIdentity } from "@zml/bus-auth";
+import type { AuthorizedUser, BusIdentity, BusPermissions } from "@zml/bus-auth";
 import { SERVICE_IDENTITIES, batchIdentity, inboxPrefixOf } from "@zml/contracts";
 
 /**
@@ -33,12 +33,14 @@ export interface BusSecurity {
 }
 
 /**
- * Generates a key for every service identity, each `batch-<account>`, and the harness's own,
- * their authorization block, and a local CA with a certificate for 127.0.0.1.
+ * Generates a key for every service identity, each `batch-<account>`, each of `extra` (a
+ * harness-only identity with the permissions given, e.g. the benchmark's floor) and the
+ * harness's own, their authorization block, and a local CA with a certificate for 127.0.0.1.
  */
 export async function createBusSecurity(
   dir: string,
   batchAccounts: readonly string[],
+  extra: Readonly<Record<string, BusPermissions>> = {},
 ): Promise<BusSecurity> {
   const ca = await createLocalCa(join(dir, "tls"), { hosts: ["127.0.0.1", "localhost"] });
   const names = [...SERVICE_IDENTITIES, ...batchAccounts.map(batchIdentity)];
@@ -51,6 +53,9 @@ export async function createBusSecurity(
     users.push({ identity: identity.identity, publicKey: identity.publicKey, permissions });
   };
   for (const name of names) await add(generateIdentity(name), permissionsFor(name));
+  for (const [name, permissions] of Object.entries(extra)) {
+    await add(generateIdentity(name), permissions);
+  }
   await add(generateIdentity(HARNESS_IDENTITY), {
     publish: [">"],
     subscribe: [">"],

@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
+import type { BusPermissions } from "@zml/bus-auth";
 import {
   clientOptionsFor,
   createBusSecurity,
@@ -35,6 +36,11 @@ export interface StartNatsServerOptions {
   security?: "secure" | "open";
   /** Accounts that get a `batch-<account>` producer identity; default `["e2e"]`. */
   batchAccounts?: string[];
+  /**
+   * Identities beyond the services' (`"secure"` only), each with exactly the permissions
+   * given: a test's own least-privilege client, such as the benchmark's floor.
+   */
+  extraIdentities?: Readonly<Record<string, BusPermissions>>;
 }
 
 export interface NatsServerHandle {
@@ -221,7 +227,11 @@ async function localServer(
   try {
     await mkdir(storeDir, { recursive: true });
     if ((options.security ?? "secure") === "secure") {
-      security = await createBusSecurity(join(workDir, "auth"), options.batchAccounts ?? ["e2e"]);
+      security = await createBusSecurity(
+        join(workDir, "auth"),
+        options.batchAccounts ?? ["e2e"],
+        options.extraIdentities,
+      );
     }
     // -1: nats-server binds a free port itself, so no other process can grab it meanwhile.
     current = await launch(options.port ?? -1);
