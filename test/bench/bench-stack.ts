@@ -104,7 +104,7 @@ export interface BenchStackOptions {
   nodes: BenchNodeSpec[];
   /**
    * Services run with `--cpu-prof`, each writing its profile under `profileDir/<service>`
-   * (`td-proxy` too: a `tee` node's TD proxy).
+   * (`td-proxy` too: a `tee` node's TD proxy; `floor-intake` and `floor-worker`: the floor).
    */
   profile?: { services: string[]; dir: string };
   /**
@@ -272,6 +272,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       nats,
       floorModels.map((m) => nodes.get(m)!.url),
       compileCache,
+      (identity) => probeEnv(options, identity),
     );
     try {
       // A `tee` model is routable in clear at tier 3 once the attestation service has

@@ -11,18 +11,27 @@ export interface Floor {
   stop(): Promise<void>;
 }
 
-/** Starts the floor on `nats` in front of `nodeUrls` (request paths name them by index). */
+/**
+ * Starts the floor on `nats` in front of `nodeUrls` (request paths name them by index).
+ * `envOf(identity)` adds to a process's environment (the bench's `--profile floor-intake`).
+ */
 export async function startFloor(
   nats: NatsServerHandle,
   nodeUrls: readonly string[],
   compileCacheDir: string,
+  envOf: (identity: string) => Record<string, string>,
 ): Promise<Floor> {
   const start = (name: string, identity: string, extra: Record<string, string>) =>
     startProcess({
-      name,
+      name: identity,
       command: process.execPath,
       args: [...SERVICE_NODE_FLAGS, join(import.meta.dirname, `${name}.ts`)],
-      env: { ...serviceRuntimeEnv(compileCacheDir), ...nats.serviceEnv(identity), ...extra },
+      env: {
+        ...serviceRuntimeEnv(compileCacheDir),
+        ...nats.serviceEnv(identity),
+        ...extra,
+        ...envOf(identity),
+      },
       readyLine: /"event":"ready"/,
     });
   const worker = await start("worker", FLOOR_WORKER, { FLOOR_NODES: JSON.stringify(nodeUrls) });
