@@ -114,6 +114,11 @@ export interface BenchStackOptions {
   alloc?: { services: string[]; dir: string };
   /** Extra environment for the four services (an optional feature's settings). */
   serviceEnv?: Record<string, string>;
+  /**
+   * Every service and the floor write a perf map (`/tmp/perf-<pid>.map`), so that `perf`
+   * names their JavaScript frames (`on-cpu.ts`).
+   */
+  perfMaps?: boolean;
 }
 
 const quietLog = { info() {}, warn() {}, error() {} };
@@ -315,7 +320,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
 
 /** The Node options that load the CPU profiler or the allocation probe into a service. */
 function probeEnv(options: BenchStackOptions, service: string): Record<string, string> {
-  const nodeOptions: string[] = [];
+  const nodeOptions: string[] = options.perfMaps ? ["--perf-basic-prof-only-functions"] : [];
   const env: Record<string, string> = {};
   if (options.profile?.services.includes(service)) {
     const dir = join(options.profile.dir, service);

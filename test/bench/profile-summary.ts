@@ -4,6 +4,7 @@
 // part of the profile (the service's start-up: module loading, schema construction).
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { costCentreOf } from "./cost-centres.ts";
 
 interface ProfileNode {
   id: number;
@@ -29,61 +30,6 @@ function packageOf(url: string): string {
   return url === "" ? "(native / V8)" : url;
 }
 
-/**
- * The cost centres of docs/performance.md's breakdown. A sample is charged to the first frame,
- * walking from the leaf towards the root, that names one: a native `writev` called from the
- * NATS transport is NATS, called from an HTTP response is HTTP.
- */
-const CATEGORIES: Array<[string, RegExp]> = [
-  [
-    "tracing",
-    /node_modules\/@opentelemetry\/|\/(intake|dispatcher)\/src\/tracing\.ts|\/bus\/src\/trace-context\.ts/,
-  ],
-  [
-    "metrics",
-    /node_modules\/(prom-client|tdigest|bintrees)\/|\/(intake|dispatcher)\/src\/metrics\.ts/,
-  ],
-  [
-    "logging",
-    /node_modules\/(pino|@pinojs|pino-std-serializers|sonic-boom|thread-stream|fast-redact|quick-format-unescaped|on-exit-leak-free|safe-stable-stringify)\/|\/telemetry\/src\/logger\.ts/,
-  ],
-  [
-    "NATS header encoding",
-    /node_modules\/@nats-io\/nats-core\/lib\/headers\.js|\/bus\/src\/route-reply\.ts:(decodeFrame|frame|described)$|\/dispatcher\/src\/route-headers\.ts|\/intake\/src\/route-plan\.ts/,
-  ],
-  ["NATS publish/deliver", /node_modules\/@nats-io\/|\/libs\/bus\//],
-  ["undici (node call)", /node_modules\/undici\//],
-  [
-    "JSON parse and validation",
-    /node_modules\/zod\/|\/intake\/src\/(validation|json-guard|route-fields)\.ts|\/contracts\/src\//,
-  ],
-  ["auth", /\/intake\/src\/(auth|auth-throttle|admit|key-store)\.ts|node:internal\/crypto\//],
-  ["rate limit", /\/intake\/src\/rate-limit\.ts|\/libs\/(ratelimit|rate-limit)\//],
-  ["routing decision", /\/libs\/routing\//],
-  [
-    "framework (fastify)",
-    /node_modules\/(fastify|@fastify|find-my-way|avvio|light-my-request|fast-json-stringify|abstract-logging|process-warning|toad-cache|rfdc|fast-querystring|secure-json-parse)\//,
-  ],
-  [
-    "node http (server/client sockets)",
-    /node:_http|node:internal\/http|node:http|node:net|node:internal\/stream_base_commons|node:internal\/streams\//,
-  ],
-  ["service code", /\/(services|libs)\//],
-];
-
-const NODE_HTTP = "node http (server/client sockets)";
-const SOCKET_OWNERS = new Set([
-  "NATS publish/deliver",
-  "NATS header encoding",
-  "undici (node call)",
-]);
-
-function categoryOf(frame: ProfileNode["callFrame"]): string | undefined {
-  const key = `${frame.url}:${frame.functionName}`;
-  for (const [name, re] of CATEGORIES) if (re.test(key)) return name;
-  return undefined;
-}
-
 /** Busy time per cost centre (idle excluded; GC and native frames with no JS caller apart). */
 function categorise(profile: Profile, sampled: Map<number, number>): Map<string, number> {
   const parent = new Map<number, number>();
@@ -97,17 +43,14 @@ function categorise(profile: Profile, sampled: Map<number, number>): Map<string,
     if (name === "(idle)") continue;
     if (name === "(garbage collector)") category = "GC";
     else if (name === "(program)") category = "V8 / runtime (no JS frame)";
-    // Node's own frames (sockets, streams, http) are charged to the library that called
-    // them when that is the NATS client or undici, else to node http.
-    let inNode = false;
-    for (let at: number | undefined = id; category === undefined && at !== undefined;) {
-      const found = categoryOf(byId.get(at)!.callFrame);
-      if (found === NODE_HTTP) inNode = true;
-      else if (found !== undefined)
-        category = inNode && !SOCKET_OWNERS.has(found) ? NODE_HTTP : found;
-      at = parent.get(at);
+    if (category === undefined) {
+      const keys: string[] = [];
+      for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+        const frame = byId.get(at)!.callFrame;
+        keys.push(`${frame.url}:${frame.functionName}`);
+      }
+      category = costCentreOf(keys);
     }
-    if (category === undefined && inNode) category = NODE_HTTP;
     category ??= "other (event loop, timers, microtasks)";
     out.set(category, (out.get(category) ?? 0) + us);
   }

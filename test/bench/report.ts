@@ -357,7 +357,8 @@ export function renderReport(summary: BenchSummary, command: string): string {
       `at the start, ${machine.loadAverage.end.map((l) => l.toFixed(2)).join(", ")} at the end`,
     `- command: \`${command}\``,
     `- ${settings.rounds} interleaved direct/ZML round pairs per scenario, ${settings.durationMs} ms each ` +
-      `(after a ${settings.warmupMs} ms warm-up per side); medians over rounds; ratios and added ` +
+      `(after a ${settings.warmupMs} ms warm-up per side, and ${settings.stackWarmupMs} ms per side ` +
+      `of c16 before the first row); medians over rounds; ratios and added ` +
       `times are medians over pairs. Latencies in ms.`,
     `- total time: ${summary.elapsedS.toFixed(0)} s`,
     "",

@@ -26,13 +26,13 @@ import type { ServiceMemory } from "./memory.ts";
 import { renderReport } from "./report.ts";
 import { runRoutingBench } from "./routing-bench.ts";
 import type { RoutingFigures } from "./routing-bench.ts";
-import { SCENARIOS, runScenario } from "./scenarios.ts";
+import { SCENARIOS, runScenario, warmStack } from "./scenarios.ts";
 import type { RunSettings } from "./scenarios.ts";
 import { judgeFloorGoals, judgeSealingGoals, judgeTargets, summariseScenario } from "./summary.ts";
 import type { BenchSummary, FeatureRow, ScenarioSummary } from "./summary.ts";
 
 const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
-  [--warmup-ms 400] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher,td-proxy,floor-intake,floor-worker,load]
+  [--warmup-ms 400] [--stack-warmup-ms 4000] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher,td-proxy,floor-intake,floor-worker,load]
   [--alloc intake,dispatcher]
   [--features | --features-only] [--variants default,tracing-off,...] [--settle-ms 10000]
   [--out bench-results]
@@ -47,6 +47,7 @@ function options() {
       rounds: { type: "string" },
       "duration-ms": { type: "string" },
       "warmup-ms": { type: "string" },
+      "stack-warmup-ms": { type: "string" },
       only: { type: "string" },
       "skip-routing": { type: "boolean", default: false },
       "skip-batch": { type: "boolean", default: false },
@@ -70,6 +71,10 @@ function options() {
     rounds: int("rounds", values.rounds, values.quick ? 2 : 5),
     durationMs: int("duration-ms", values["duration-ms"], values.quick ? 500 : 1000),
     warmupMs: int("warmup-ms", values["warmup-ms"], values.quick ? 200 : 400),
+    stackWarmupMs:
+      values["stack-warmup-ms"] === "0"
+        ? 0
+        : int("stack-warmup-ms", values["stack-warmup-ms"], values.quick ? 1000 : 4000),
   };
   const only = values.only?.split(",").map((s) => s.trim());
   const unknown = only?.filter((k) => !SCENARIOS.some((s) => s.key === k)) ?? [];
@@ -97,6 +102,8 @@ function options() {
 }
 
 const progress = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+/** Requests that failed while the stack warmed (counted with the others). */
+let warmupFailed = 0;
 
 async function measure(
   stack: BenchStack,
@@ -105,6 +112,11 @@ async function measure(
   allocation: AllocationMeter | undefined,
 ): Promise<ScenarioSummary[]> {
   const summaries: ScenarioSummary[] = [];
+  const c16 = SCENARIOS.find((s) => s.key === "c16")!;
+  if (opts.settings.stackWarmupMs > 0 && stack.nodes.has(c16.node.model)) {
+    progress(`warming every side with ${c16.key} for ${opts.settings.stackWarmupMs} ms each`);
+    warmupFailed += await warmStack(load, stack, c16, opts.settings.stackWarmupMs);
+  }
   for (const scenario of opts.scenarios) {
     const t0 = performance.now();
     const node = stack.nodes.get(scenario.node.model);
@@ -213,7 +225,8 @@ async function main(): Promise<number> {
   );
   const failed =
     [...scenarios, ...features.map((f) => f.summary)].reduce((n, s) => n + s.failed, 0) +
-    (batch?.failed ?? 0);
+    (batch?.failed ?? 0) +
+    warmupFailed;
   const summary: BenchSummary = {
     date: new Date().toISOString(),
     build: buildIdOf(root),

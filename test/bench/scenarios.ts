@@ -214,6 +214,8 @@ export interface RunSettings {
   rounds: number;
   durationMs: number;
   warmupMs: number;
+  /** Before the first row, each side of the c16 row runs this long (`warmStack`). */
+  stackWarmupMs: number;
 }
 
 const SENTENCE =
@@ -245,6 +247,18 @@ export async function runScenario(
       await tier4.close();
     }
   }
+  const sides = plansOf(stack, scenario);
+  const run = await runRounds(load, scenario, settings, pids, sides, allocation);
+  const node = stack.nodes.get(scenario.node.model)!;
+  if (node.protocol !== undefined) await checkServedOver(node, stack.caPem);
+  return run;
+}
+
+/** A plain (not tier-4) scenario's load plans: direct to its node, through ZML, the floor's. */
+function plansOf(
+  stack: BenchStack,
+  scenario: Scenario,
+): { direct: SidePlan; gateway: SidePlan; floor?: SidePlan } {
   const node = stack.nodes.get(scenario.node.model);
   if (node === undefined) throw new Error(`no node for model ${scenario.node.model}`);
   const body = chatBody(scenario.node.model, scenario.stream, scenario.promptBytes);
@@ -279,10 +293,26 @@ export async function runScenario(
           path: floorPath,
           headers: { "content-type": "application/json" },
         };
-  const sides = { direct, gateway, ...(floor ? { floor } : {}) };
-  const run = await runRounds(load, scenario, settings, pids, sides, allocation);
-  if (node.protocol !== undefined) await checkServedOver(node, stack.caPem);
-  return run;
+  return { direct, gateway, ...(floor ? { floor } : {}) };
+}
+
+/**
+ * Warms every side of the stack before the first measured round: `scenario`'s plans, each
+ * for `ms`. A gateway in service has long since compiled its hot path; without this, the
+ * first rows would measure V8 still optimising ZML's code (the floor has little to compile),
+ * which a few hundred ms of per-row warm-up does not cover.
+ */
+export async function warmStack(
+  load: LoadGenerator,
+  stack: BenchStack,
+  scenario: Scenario,
+  ms: number,
+): Promise<number> {
+  let failed = 0;
+  for (const plan of Object.values(plansOf(stack, scenario))) {
+    failed += (await load.run({ ...plan, durationMs: ms })).failed;
+  }
+  return failed;
 }
 
 type SidePlan = Omit<LoadPlan, "id" | "durationMs">;

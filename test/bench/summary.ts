@@ -97,7 +97,7 @@ export interface BenchSummary {
     /** 1, 5 and 15 minute load averages when the run started and when it ended. */
     loadAverage: { start: number[]; end: number[] };
   };
-  settings: { rounds: number; durationMs: number; warmupMs: number };
+  settings: { rounds: number; durationMs: number; warmupMs: number; stackWarmupMs: number };
   scenarios: ScenarioSummary[];
   routing: RoutingFigures;
   memory: Record<string, ServiceMemory>;

@@ -41,6 +41,7 @@ describe("npm run bench", () => {
     await writeFile(join(out, "latest.json"), JSON.stringify(previous));
     run = await bench([
       ...["--quick", "--rounds", "1", "--duration-ms", "300", "--warmup-ms", "100"],
+      ...["--stack-warmup-ms", "300"],
       ...["--only", "sequential,stream1", "--skip-routing", "--skip-batch", "--settle-ms", "0"],
       ...["--out", out],
     ]);
