@@ -32,7 +32,7 @@ import { judgeFloorGoals, judgeSealingGoals, judgeTargets, summariseScenario } f
 import type { BenchSummary, FeatureRow, ScenarioSummary } from "./summary.ts";
 
 const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
-  [--warmup-ms 400] [--stack-warmup-ms 4000] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher,td-proxy,floor-intake,floor-worker,load]
+  [--warmup-ms 400] [--stack-warmup-ms 12000] [--only sequential,c16,...] [--skip-routing] [--skip-batch] [--profile intake,dispatcher,td-proxy,floor-intake,floor-worker,load]
   [--alloc intake,dispatcher]
   [--features | --features-only] [--variants default,tracing-off,...] [--settle-ms 10000]
   [--out bench-results]
@@ -74,7 +74,7 @@ function options() {
     stackWarmupMs:
       values["stack-warmup-ms"] === "0"
         ? 0
-        : int("stack-warmup-ms", values["stack-warmup-ms"], values.quick ? 1000 : 4000),
+        : int("stack-warmup-ms", values["stack-warmup-ms"], values.quick ? 1000 : 12_000),
   };
   const only = values.only?.split(",").map((s) => s.trim());
   const unknown = only?.filter((k) => !SCENARIOS.some((s) => s.key === k)) ?? [];
