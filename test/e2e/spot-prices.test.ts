@@ -15,6 +15,15 @@ import type { Stack } from "../support/stack.ts";
 // Two equal H100 nodes, one per cloud account (AWS through the EC2 fake, Azure through the
 // Retail Prices fake); a `cost` policy routes on their spot prices as the feed writes them.
 const INTERVAL_S = 5;
+// Equal nodes must also be equally fast: the cost ranking compares a request's cost, the
+// node-hour price times the time the node's measured speed gives it (routing README,
+// "Formulas"). A simulator without a pace answers in microseconds, so the speed measured
+// for each node is timing noise (68 000 against 24 000 tok/s seen under CPU load), which
+// outweighs the 4:3 price gap the test moves on, and a node that lost once gets no traffic
+// to be measured again. Paced, a request's 15 token gaps take 150 ms: a timer less than
+// 50 ms late (a loaded machine) keeps the two speeds within the 4:3 the prices decide by.
+const TOKENS_PER_SECOND = 100;
+const COMPLETION_TOKENS = 16;
 const MAX_AGE_S = 8;
 const AWS_NODE = "aws-p5";
 const AZURE_NODE = "azure-nd";
@@ -85,6 +94,8 @@ describe("cost routing follows live spot prices from each cloud account", () => 
           nodeId: AWS_NODE,
           family: "H100",
           models: ["spot-model"],
+          tokensPerSecond: TOKENS_PER_SECOND,
+          completionTokens: COMPLETION_TOKENS,
           cloud: {
             account: "aws-a",
             region: "us-east-1",
@@ -98,6 +109,8 @@ describe("cost routing follows live spot prices from each cloud account", () => 
           nodeId: AZURE_NODE,
           family: "H100",
           models: ["spot-model"],
+          tokensPerSecond: TOKENS_PER_SECOND,
+          completionTokens: COMPLETION_TOKENS,
           cloud: {
             account: "azure-b",
             region: "eastus",
