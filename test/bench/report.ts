@@ -356,10 +356,11 @@ export function renderReport(summary: BenchSummary, command: string): string {
     `- load average (1, 5, 15 min): ${machine.loadAverage.start.map((l) => l.toFixed(2)).join(", ")} ` +
       `at the start, ${machine.loadAverage.end.map((l) => l.toFixed(2)).join(", ")} at the end`,
     `- command: \`${command}\``,
-    `- ${settings.rounds} interleaved direct/ZML round pairs per scenario, ${settings.durationMs} ms each ` +
-      `(after a ${settings.warmupMs} ms warm-up per side, and ${settings.stackWarmupMs} ms per side ` +
-      `of c16 before the first row); medians over rounds; ratios and added ` +
-      `times are medians over pairs. Latencies in ms.`,
+    `- ${settings.rounds} rounds of each side per scenario (direct, floor and ZML in turn, the order ` +
+      `rotated each round), ${settings.durationMs} ms each, after a ${settings.warmupMs} ms warm-up ` +
+      `per side, and ${settings.stackWarmupMs} ms per side of c16 before the first row; medians ` +
+      `over rounds; ratios and added times are medians over rounds of the round-by-round ` +
+      `comparison. Latencies in ms.`,
     `- total time: ${summary.elapsedS.toFixed(0)} s`,
     "",
   ];
