@@ -9,7 +9,7 @@
 // Needs `perf` (Debian: linux-perf) and the right to attach to the processes (root, or
 // kernel.perf_event_paranoid ≤ 1). Prints µs of CPU per request per process and cost centre.
 import { execFile, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -65,11 +65,11 @@ async function record(
   plan: Omit<LoadPlan, "id" | "durationMs">,
   pids: Record<string, number | undefined>,
   seconds: number,
-  dir: string,
+  side: "zml" | "floor",
 ): Promise<{ requests: number; p50: number; perProcess: Map<string, Map<string, number>> }> {
   await load.run({ ...plan, durationMs: warmupS * 1000 }); // JIT and pools warm
   const recorders = Object.entries(pids).map(([name, pid]) => {
-    const file = `${dir}${name}.data`;
+    const file = join(dir, `${side}-${name}.data`);
     const child = spawn(
       "perf",
       [
@@ -125,6 +125,7 @@ const stack = await startBenchStack({ nodes: [node], perfMaps: true });
 const load = await startLoadGenerator();
 // `--keep <dir>`: the perf recordings stay there, for `perf report -i <dir>/zml-intake.data`.
 const dir = values.keep ?? mkdtempSync(join(tmpdir(), "zml-on-cpu-"));
+mkdirSync(dir, { recursive: true });
 try {
   const common = {
     body: chatBody(node.model, values.stream, promptBytes > 0 ? promptBytes : undefined),
@@ -145,7 +146,7 @@ try {
       "nats-server": stack.natsPid,
     },
     seconds,
-    join(dir, "zml-"),
+    "zml",
   );
   const floor = await record(
     load,
@@ -161,7 +162,7 @@ try {
       "nats-server": stack.natsPid,
     },
     seconds,
-    join(dir, "floor-"),
+    "floor",
   );
   const usPerRequest = (samples: number, requests: number) =>
     ((samples / SAMPLE_HZ) * 1e6) / Math.max(1, requests);
