@@ -8,6 +8,9 @@
 //
 // Needs `perf` (Debian: linux-perf) and the right to attach to the processes (root, or
 // kernel.perf_event_paranoid ≤ 1). Prints µs of CPU per request per process and cost centre.
+// JavaScript frames are named from the perf map each process writes as V8 compiles; code V8
+// moves afterwards can be named wrongly, so a centre's figure is approximate, while each
+// process's total (all its samples) is exact to the sampling.
 import { execFile, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

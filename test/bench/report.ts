@@ -135,17 +135,16 @@ function floorTable(scenarios: ScenarioSummary[]): string {
   );
 }
 
+/** The processes every CPU table names, in this order; each table adds its own. */
+const GATEWAY_PROCESSES = ["load", "intake", "dispatcher", "nats-server", "health-aggregator"];
+
+/** A side's CPU per request summed over `names` (the processes a table shows). */
+function totalCpu(cpu: Record<string, number>, names: readonly string[]): number {
+  return names.reduce((n, k) => n + (Number.isFinite(cpu[k]) ? cpu[k]! : 0), 0);
+}
+
 function cpuTable(scenarios: ScenarioSummary[]): string {
-  const names = [
-    "load",
-    "intake",
-    "dispatcher",
-    "nats-server",
-    "health-aggregator",
-    "node",
-    "floor-intake",
-    "floor-worker",
-  ];
+  const names = [...GATEWAY_PROCESSES, "node", "floor-intake", "floor-worker"];
   const rows: string[][] = [];
   for (const s of scenarios) {
     const sides = [
@@ -154,7 +153,7 @@ function cpuTable(scenarios: ScenarioSummary[]): string {
       ["ZML", s.cpuUsPerRequest.gateway],
     ] as const;
     for (const [label, cpu] of sides) {
-      const total = names.reduce((n, k) => n + (Number.isFinite(cpu[k]) ? cpu[k]! : 0), 0);
+      const total = totalCpu(cpu, names);
       rows.push([`${s.key} ${label}`, ...names.map((k) => num(cpu[k], 0)), num(total, 0)]);
     }
   }
@@ -180,21 +179,12 @@ function targetTable(targets: BenchSummary["targets"]): string {
 function sealingSection(summary: BenchSummary): string[] {
   const rows = summary.scenarios.filter((s) => s.sealing);
   if (rows.length === 0) return [];
-  const names = [
-    "load",
-    "intake",
-    "dispatcher",
-    "nats-server",
-    "health-aggregator",
-    "td-proxy",
-    "node",
-  ];
+  const names = [...GATEWAY_PROCESSES, "td-proxy", "node"];
   const cpu: string[][] = [];
   for (const s of rows) {
     const plain = s.cpuUsPerRequest.direct;
     const sealed = s.cpuUsPerRequest.gateway;
-    const total = (c: Record<string, number>) =>
-      names.reduce((n, k) => n + (Number.isFinite(c[k]) ? c[k]! : 0), 0);
+    const total = (c: Record<string, number>) => totalCpu(c, names);
     cpu.push([`${s.key} unsealed`, ...names.map((k) => num(plain[k], 0)), num(total(plain), 0)]);
     cpu.push([`${s.key} sealed`, ...names.map((k) => num(sealed[k], 0)), num(total(sealed), 0)]);
     cpu.push([

@@ -1,6 +1,5 @@
 // `npm run bench`, as the README names it, in its smallest form: the stack, the floor beside
 // it, the report and the regression check against the last run of the same build.
-import { spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,18 +7,10 @@ import { repoRoot } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildIdOf } from "../bench/build.ts";
 import type { BenchSummary } from "../bench/summary.ts";
+import { runCommand } from "../support/run-command.ts";
 
-function bench(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn("npm", ["run", "bench", "--", ...args], { cwd: repoRoot() });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const bench = (args: string[]) =>
+  runCommand("npm", ["run", "bench", "--", ...args], { cwd: repoRoot() });
 
 describe("npm run bench", () => {
   let out: string;

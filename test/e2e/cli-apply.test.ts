@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +7,7 @@ import { pollUntil, repoRoot } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MODEL, authHeaders, chatBody, startActiveStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
+import { runCommand } from "../support/run-command.ts";
 
 /**
  * Acceptance: `zml apply -f` of a changed fleet file changes routing live, and applying the
@@ -31,20 +31,11 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-function zml(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(repoRoot(), "libs/cli/src/main.ts"), ...args], {
-      // The stack's sims are on 127.0.0.1, allowed as the stack's services allow them.
-      env: { ...process.env, ...stack.nats.serviceEnv("admin"), ZML_NODE_ALLOW_LOOPBACK: "true" },
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
+const zml = (...args: string[]) =>
+  runCommand(process.execPath, [join(repoRoot(), "libs/cli/src/main.ts"), ...args], {
+    // The stack's sims are on 127.0.0.1, allowed as the stack's services allow them.
+    env: { ...process.env, ...stack.nats.serviceEnv("admin"), ZML_NODE_ALLOW_LOOPBACK: "true" },
   });
-}
 
 /**
  * The operator's fleet file, the policy in the walkthrough's YAML shape. The latency target

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +8,7 @@ import { CloudSpotCostSchema, KV_BUCKETS, spotCostKey } from "@zml/contracts";
 import { pollUntil, repoRoot } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chat, postChat } from "../support/http.ts";
+import { runCommand } from "../support/run-command.ts";
 import { adminHeaders, startStack, waitForStatus } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
@@ -29,17 +29,10 @@ const AWS_NODE = "aws-p5";
 const AZURE_NODE = "azure-nd";
 const SIZE = "Standard_ND96isr_H100_v5";
 
-function zml(...args: string[]): Promise<{ code: number | null; stdout: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(repoRoot(), "libs/cli/src/main.ts"), ...args], {
-      env: { ...process.env, ...stack.nats.serviceEnv("admin") },
-    });
-    let stdout = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout }));
+const zml = (...args: string[]) =>
+  runCommand(process.execPath, [join(repoRoot(), "libs/cli/src/main.ts"), ...args], {
+    env: { ...process.env, ...stack.nats.serviceEnv("admin") },
   });
-}
 
 let stack: Stack;
 
