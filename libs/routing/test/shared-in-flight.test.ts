@@ -134,8 +134,12 @@ describe("shared in-flight accounting (model)", () => {
         (seed, replicas, limit, spreadMs) => {
           const { worst, served } = simulate(seed, replicas, limit, 8 * limit, spreadMs);
           expect(worst).toBeLessThanOrEqual(replicas - 1);
-          // The fleet is used, not starved by the shares.
-          expect(served).toBeGreaterThanOrEqual(2 * limit);
+          // The fleet is used, not starved by the shares: a replica may always take its share
+          // of each node, `ceil(limit / replicas)`. Not more: a replica that keeps changing
+          // before its peers' answers arrive keeps only that share until a quiet round trip
+          // (docs/capacity.md, "What it costs"), so a burst shorter than a round trip may
+          // leave slots free (seen: 7 of 8 served, 2 replicas, limit 4, 8 ms burst).
+          expect(served).toBeGreaterThanOrEqual(2 * Math.ceil(limit / replicas));
         },
       ),
       { numRuns: 300 },
