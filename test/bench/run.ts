@@ -61,20 +61,24 @@ function options() {
       help: { type: "boolean", short: "h", default: false },
     },
   });
-  const int = (name: string, value: string | undefined, fallback: number) => {
+  const int = (name: string, value: string | undefined, fallback: number, min = 1) => {
     if (value === undefined) return fallback;
     const n = Number(value);
-    if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name}: expected a positive integer`);
+    if (!Number.isInteger(n) || n < min) {
+      throw new Error(`--${name}: expected an integer of at least ${min}`);
+    }
     return n;
   };
   const settings: RunSettings = {
     rounds: int("rounds", values.rounds, values.quick ? 2 : 5),
     durationMs: int("duration-ms", values["duration-ms"], values.quick ? 500 : 1000),
     warmupMs: int("warmup-ms", values["warmup-ms"], values.quick ? 200 : 400),
-    stackWarmupMs:
-      values["stack-warmup-ms"] === "0"
-        ? 0
-        : int("stack-warmup-ms", values["stack-warmup-ms"], values.quick ? 1000 : 12_000),
+    stackWarmupMs: int(
+      "stack-warmup-ms",
+      values["stack-warmup-ms"],
+      values.quick ? 1000 : 12_000,
+      0,
+    ),
   };
   const only = values.only?.split(",").map((s) => s.trim());
   const unknown = only?.filter((k) => !SCENARIOS.some((s) => s.key === k)) ?? [];
@@ -102,8 +106,18 @@ function options() {
 }
 
 const progress = (line: string) => process.stderr.write(`[bench] ${line}\n`);
-/** Requests that failed while the stack warmed (counted with the others). */
-let warmupFailed = 0;
+
+/** Runs `warmStack` before the first row when the run has the c16 row's node; its failures. */
+async function warmUp(
+  stack: BenchStack,
+  load: LoadGenerator,
+  settings: RunSettings,
+): Promise<number> {
+  const c16 = SCENARIOS.find((s) => s.key === "c16")!;
+  if (settings.stackWarmupMs === 0 || !stack.nodes.has(c16.node.model)) return 0;
+  progress(`warming every side with ${c16.key} for ${settings.stackWarmupMs} ms each`);
+  return warmStack(load, stack, c16, settings.stackWarmupMs);
+}
 
 async function measure(
   stack: BenchStack,
@@ -112,11 +126,6 @@ async function measure(
   allocation: AllocationMeter | undefined,
 ): Promise<ScenarioSummary[]> {
   const summaries: ScenarioSummary[] = [];
-  const c16 = SCENARIOS.find((s) => s.key === "c16")!;
-  if (opts.settings.stackWarmupMs > 0 && stack.nodes.has(c16.node.model)) {
-    progress(`warming every side with ${c16.key} for ${opts.settings.stackWarmupMs} ms each`);
-    warmupFailed += await warmStack(load, stack, c16, opts.settings.stackWarmupMs);
-  }
   for (const scenario of opts.scenarios) {
     const t0 = performance.now();
     const node = stack.nodes.get(scenario.node.model);
@@ -178,6 +187,8 @@ async function main(): Promise<number> {
   let memory: Record<string, ServiceMemory>;
   let settled: Record<string, ServiceMemory> | null = null;
   let batch: BatchFigures | null = null;
+  /** Requests that failed while the stack warmed (counted with the others). */
+  let warmupFailed: number;
   let features: FeatureRow[] = [];
   // `--profile load`: the load generator (the client: the tier-4 rows' sealing) too.
   const loadProfileDir = join(outDir, "profiles", "load");
@@ -188,6 +199,7 @@ async function main(): Promise<number> {
   try {
     try {
       const allocation = opts.alloc ? allocationMeterOf(stack, opts.alloc, allocDir) : undefined;
+      warmupFailed = await warmUp(stack, load, opts.settings);
       scenarios = await measure(stack, load, opts, allocation);
       const instant = [...nodeSpecs.values()].find((n) => n.model === "bench-instant");
       if (instant && !opts.skipBatch) {
