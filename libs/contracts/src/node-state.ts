@@ -40,6 +40,24 @@ export const NodeStateSchema = z.object({
   ttft_ewma_ms: z.number().nonnegative().nullable().default(null),
   /** Identity the node reports; a new one means a new instance with no inherited history. */
   instance_id: z.string().nullable().default(null),
+  /**
+   * Share of prompt tokens the node served from its prefix cache over the last poll interval
+   * (0–1): vLLM `prefix_cache_hits ÷ prefix_cache_queries`, llama.cpp
+   * `prompt_tokens_cached ÷ prompt_tokens`, SGLang `cache_hit_rate`. `null` when the node
+   * reports no such series or saw no prompt in the interval. Cache-aware routing compares it
+   * with the hits it expected, to correct its index of what the node holds.
+   */
+  prefix_cache_hit_rate: z.number().min(0).max(1).nullable().default(null),
+  /**
+   * Prompt tokens the node prefills per second when it is not served from cache (EWMA), from
+   * its prompt-token counters and prefill-time histogram. `null` until measured.
+   */
+  prefill_tokens_per_second: z.number().positive().nullable().default(null),
+  /**
+   * Tokens the node's KV cache holds in all (vLLM `cache_config_info`: `num_gpu_blocks ×
+   * block_size`; llama.cpp: the context of all its slots). `null` when not reported.
+   */
+  kv_cache_capacity_tokens: z.number().int().positive().nullable().default(null),
 });
 export type NodeState = z.infer<typeof NodeStateSchema>;
 

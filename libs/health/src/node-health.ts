@@ -267,6 +267,10 @@ export function toNodeState(health: NodeHealth, now: number): NodeState {
     latency_ewma_ms: h.latencyEwmaMs === null ? null : Math.max(0, h.latencyEwmaMs),
     ttft_ewma_ms: h.ttftEwmaMs === null ? null : Math.max(0, h.ttftEwmaMs),
     instance_id: h.instanceId,
+    // Read from the engines' metrics by the cache-aware reading (not yet wired).
+    prefix_cache_hit_rate: null,
+    prefill_tokens_per_second: null,
+    kv_cache_capacity_tokens: null,
   };
 }
 

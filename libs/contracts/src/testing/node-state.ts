@@ -30,6 +30,9 @@ export function activeNodeState(
     latency_ewma_ms: null,
     ttft_ewma_ms: null,
     instance_id: null,
+    prefix_cache_hit_rate: null,
+    prefill_tokens_per_second: null,
+    kv_cache_capacity_tokens: null,
     ...overrides,
   };
 }
