@@ -103,6 +103,13 @@ export const NodeSpecSchema = z
     protocol: z.enum(NODE_PROTOCOLS).optional(),
     /** Set when the node is a cloud instance whose price the cost feed follows. */
     cloud: NodeCloudPlacementSchema.optional(),
+    /**
+     * Tokens the node's KV cache holds, for prefix-affinity routing, when its engine does not
+     * report it (vLLM and llama.cpp do).
+     */
+    kv_cache_tokens: z.number().int().positive().max(1e10).optional(),
+    /** Prompt tokens the node prefills per second, assumed until its metrics measure it. */
+    prefill_tokens_per_second: z.number().positive().max(1e9).optional(),
     /** Registration order tie-breaker; set by `apply` from the order in the fleet file. */
     registered_at: z.number().int().nonnegative().default(0),
   })
@@ -166,6 +173,11 @@ export const PolicySpecSchema = z.strictObject({
    * `DISPATCH_HEADERS_TIMEOUT_MS` otherwise.
    */
   first_byte_timeout_ms: z.number().int().min(100).max(600_000).optional(),
+  /**
+   * Whether ranking counts what each node is expected to hold of the request's prompt prefix
+   * in its KV cache (cache-aware routing, docs/capacity.md "Prefix affinity"). On when absent.
+   */
+  prefix_affinity: z.boolean().optional(),
 });
 export type PolicySpec = z.infer<typeof PolicySpecSchema>;
 

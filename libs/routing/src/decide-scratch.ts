@@ -143,4 +143,16 @@ export interface Context {
   now: number;
   /** Quality scores measured before this are stale; NaN outside quality mode. */
   staleBefore: number;
+  /**
+   * Set when some node holds enough of the request's prompt prefix to route on (README,
+   * "Prefix affinity"); every estimate then adds the prefill of what the node lacks.
+   */
+  prefix: PrefixContext | undefined;
+}
+
+export interface PrefixContext {
+  /** The prompt's size in tokens. */
+  promptTokens: number;
+  /** Per node index: leading prefix blocks the node is expected to hold. */
+  blocks: Float64Array;
 }

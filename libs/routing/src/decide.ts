@@ -8,7 +8,8 @@ import { expandPassedOver } from "./passed-over.ts";
 import type { ResolvedPolicy } from "./policy.ts";
 import type { RoutingSnapshot } from "./snapshot.ts";
 import { scratchFor } from "./decide-scratch.ts";
-import type { Context } from "./decide-scratch.ts";
+import type { Context, PrefixContext, Scratch } from "./decide-scratch.ts";
+import { PREFIX_BLOCK_CHARS, tokensOfChars } from "./prompt-prefix.ts";
 import { filter } from "./filter.ts";
 import { dropListed, rank, rankingOf } from "./rank.ts";
 import { reject, rejectNone } from "./reject.ts";
@@ -148,11 +149,51 @@ export function decide(
     target: policy.latencyTargetMs,
     now,
     staleBefore: ranking === "quality" ? now - opts.qualityStalenessMs : Number.NaN,
+    prefix: undefined,
   };
   const sc = scratchFor(bucket.size);
   filter(sc, cx);
   const n = sc.viable;
   if (n === 0) return rejectNone(sc, cx, policy);
+  // Tier 4 never: its sessions are pinned, and the gateway never sees their prompts.
+  if (policy.prefixAffinity && tier < 4) {
+    cx.prefix = prefixContext(live, request, opts.prefixMinChars);
+  }
+  const decision = ranked(cx, sc, ranking, request, policy);
+  if (cx.prefix !== undefined) live.prefixes.clearMatch();
+  return decision;
+}
+
+/**
+ * The prefix the decision routes on: set only when the prompt and what some node holds of
+ * it both reach `minChars`; otherwise the decision is exactly the one without a prefix.
+ */
+function prefixContext(
+  live: LiveTable,
+  request: RouteRequest,
+  minChars: number,
+): PrefixContext | undefined {
+  const prefix = request.prefix;
+  if (prefix === undefined || prefix.chars < minChars) return undefined;
+  const match = live.prefixes.match(prefix.digests);
+  if (match.best === 0 || match.best * PREFIX_BLOCK_CHARS < minChars) {
+    live.prefixes.clearMatch();
+    return undefined;
+  }
+  return { promptTokens: tokensOfChars(prefix.chars), blocks: match.blocks };
+}
+
+/** Pass 2 and the result, once some node is viable. */
+function ranked(
+  cx: Context,
+  sc: Scratch,
+  ranking: RankingMode,
+  request: RouteRequest,
+  policy: ResolvedPolicy,
+): Decision {
+  const { snapshot } = cx;
+  const opts = snapshot.options;
+  const n = sc.viable;
 
   // The passed-over codes, one allocation: the filtered nodes, then every viable one, from
   // which the listed candidates are then dropped.
@@ -177,6 +218,7 @@ export function decide(
     const s = sc.top[r]!;
     const entry = snapshot.nodes[sc.idx[s]!]!;
     const quality = Number.isNaN(cx.staleBefore) ? Number.NaN : sc.quality[s]!;
+    const cachedBlocks = cx.prefix === undefined ? 0 : cx.prefix.blocks[entry.index]!;
     candidates[r] = {
       node: entry.spec,
       queueDepth: sc.depth[s]!,
@@ -185,6 +227,8 @@ export function decide(
       price: entry.price,
       quality: Number.isNaN(quality) ? null : quality,
       withinLatencyTarget: sc.overTarget[s] === 0,
+      cachedTokens: tokensOfChars(cachedBlocks * PREFIX_BLOCK_CHARS),
+      cachedBlocks,
     };
   }
   // "Over the latency target" explains a loss only when the chosen node is within it.

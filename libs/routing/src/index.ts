@@ -23,6 +23,18 @@ export type { LiveTable } from "./live-table.ts";
 export { createPeerInFlightTable } from "./peer-in-flight.ts";
 export type { PeerInFlightTable } from "./peer-in-flight.ts";
 export { decide } from "./decide.ts";
+export {
+  promptPrefixOf,
+  encodePromptPrefix,
+  decodePromptPrefix,
+  tokensOfChars,
+  PREFIX_BLOCK_CHARS,
+  PREFIX_MAX_BLOCKS,
+  CHARS_PER_TOKEN,
+} from "./prompt-prefix.ts";
+export type { PromptPrefix } from "./prompt-prefix.ts";
+export { PrefixIndex } from "./prefix-index.ts";
+export type { PrefixMatch } from "./prefix-index.ts";
 export { firstByteTimeoutMs, FIRST_BYTE_FLOOR_MS } from "./first-byte.ts";
 export type { FirstByteInput } from "./first-byte.ts";
 export {

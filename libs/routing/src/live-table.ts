@@ -1,4 +1,6 @@
 import type { NodeState } from "@zml/contracts";
+import { PrefixIndex } from "./prefix-index.ts";
+import type { PromptPrefix } from "./prompt-prefix.ts";
 import type { RoutingSnapshot } from "./snapshot.ts";
 
 /** Values of {@link LiveTable.status}. */
@@ -65,6 +67,13 @@ export interface LiveTable {
    * `MIN_TPS`; NaN when neither is known (the decision then uses the default).
    */
   readonly rate: Float64Array;
+  /**
+   * Prompt tokens per second the node prefills: measured (`prefill_tokens_per_second` of its
+   * state), else declared in its spec; NaN when neither (the decision then uses the default).
+   */
+  readonly prefillRate: Float64Array;
+  /** What each node is expected to hold of the prompts sent to it (prefix-index.ts). */
+  readonly prefixes: PrefixIndex;
 
   /**
    * Records a `node.state` broadcast. Its throughput and latency EWMAs replace the table's
@@ -104,6 +113,12 @@ export interface LiveTable {
   setTokensPerSecond(nodeId: string, tokensPerSecond: number): boolean;
   /** Effective queue depth: polled depth plus requests sent since that poll. */
   queueDepth(nodeId: string): number | undefined;
+  /**
+   * Records that a prompt with this prefix went to the node, which will cache it. `own`
+   * (this replica's dispatches, not a peer's placements): the blocks the decision expected
+   * the node to hold, which its measured hit rate is later compared with.
+   */
+  recordPrefix(nodeId: string, prefix: PromptPrefix, own?: { expectedBlocks: number }): boolean;
   /** Switches to a new snapshot, carrying every known value over by node id. */
   rebind(snapshot: RoutingSnapshot): void;
 }
@@ -123,6 +138,7 @@ const FIELDS = [
   "capacityTps",
   "recentPeak",
   "lastCompletionAt",
+  "measuredPrefill",
 ] as const;
 
 /** Values of {@link LiveTable.gate}. */
@@ -175,14 +191,18 @@ class Table implements LiveTable {
   /** Highest in-flight total just before a completion of the current spell, and the last one's time. */
   recentPeak: Float64Array;
   lastCompletionAt: Float64Array;
+  /** The node's own prefill speed (its state's `prefill_tokens_per_second`); NaN unknown. */
+  measuredPrefill: Float64Array;
   instanceIds: (string | null)[];
   /** Replicas (this one included) as of the last peer message: shares new nodes' allowance. */
   private replicas = 1;
   depth: Float64Array;
   gate: Uint8Array;
   rate: Float64Array;
+  prefillRate: Float64Array;
+  readonly prefixes: PrefixIndex;
 
-  constructor(snapshot: RoutingSnapshot) {
+  constructor(snapshot: RoutingSnapshot, prefixes?: PrefixIndex) {
     const n = snapshot.nodes.length;
     this.snapshot = snapshot;
     this.status = new Uint8Array(n);
@@ -203,6 +223,9 @@ class Table implements LiveTable {
     this.depth = new Float64Array(n);
     this.gate = new Uint8Array(n);
     this.rate = new Float64Array(n);
+    this.measuredPrefill = new Float64Array(n).fill(Number.NaN);
+    this.prefillRate = new Float64Array(n);
+    this.prefixes = prefixes ?? new PrefixIndex(n, snapshot.options.defaultKvCacheTokens);
     this.refreshAll();
   }
 
@@ -221,6 +244,11 @@ class Table implements LiveTable {
     const capacity = this.capacityTps[i]!;
     const tps = capacity > 0 && capacity < Infinity ? capacity : this.tokensPerSecond[i]!;
     this.rate[i] = tps > 0 && tps < Infinity ? Math.max(tps, MIN_TPS) : Number.NaN;
+    const measured = this.measuredPrefill[i]!;
+    this.prefillRate[i] =
+      measured === measured
+        ? measured
+        : (this.snapshot.nodes[i]!.spec.prefill_tokens_per_second ?? Number.NaN);
   }
 
   private refreshAll(): void {
@@ -249,9 +277,12 @@ class Table implements LiveTable {
         this.tokensPerSecond[i] = Number.NaN;
         this.capacityTps[i] = Number.NaN;
         this.latencyEwmaMs[i] = Number.NaN;
+        // A new instance starts with an empty cache.
+        this.prefixes.forget(state.node_id);
       }
       this.instanceIds[i] = state.instance_id;
     }
+    this.applyCacheState(i, state);
     const slots = Math.max(1, this.snapshot.maxConcurrency[i]!);
     const perRequest = state.request_tokens_per_second;
     const tps = state.tokens_per_second;
@@ -279,6 +310,37 @@ class Table implements LiveTable {
       this.latencyEwmaMs[i] = latency;
     }
     this.refresh(i);
+    return true;
+  }
+
+  /** The prefix-cache fields of a state (before `refresh`): what the node holds, how fast it prefills. */
+  private applyCacheState(i: number, state: NodeState): void {
+    const spec = this.snapshot.nodes[i]!.spec;
+    const id = spec.id;
+    // An isolated node may have restarted without our seeing its new instance.
+    if (state.status === "Isolated") this.prefixes.forget(id);
+    this.prefixes.setCapacity(
+      id,
+      i,
+      state.kv_cache_capacity_tokens ?? spec.kv_cache_tokens ?? null,
+    );
+    const prefill = state.prefill_tokens_per_second;
+    if (prefill !== null && prefill > 0 && Number.isFinite(prefill)) {
+      this.measuredPrefill[i] = prefill;
+    }
+    const hitRate = state.prefix_cache_hit_rate;
+    if (hitRate !== null && hitRate >= 0 && hitRate <= 1) this.prefixes.observeHitRate(id, hitRate);
+  }
+
+  recordPrefix(nodeId: string, prefix: PromptPrefix, own?: { expectedBlocks: number }): boolean {
+    const i = this.at(nodeId);
+    if (i < 0) return false;
+    this.prefixes.record(
+      nodeId,
+      i,
+      prefix.digests,
+      own && { expectedBlocks: own.expectedBlocks, promptChars: prefix.chars },
+    );
     return true;
   }
 
@@ -395,7 +457,8 @@ class Table implements LiveTable {
 
   rebind(snapshot: RoutingSnapshot): void {
     if (snapshot === this.snapshot) return;
-    const next = new Table(snapshot);
+    this.prefixes.rebind(snapshot.nodeIndex);
+    const next = new Table(snapshot, this.prefixes);
     const added: number[] = [];
     for (const entry of snapshot.nodes) {
       const old = this.at(entry.spec.id);
@@ -413,6 +476,7 @@ class Table implements LiveTable {
     this.depth = next.depth;
     this.gate = next.gate;
     this.rate = next.rate;
+    this.prefillRate = next.prefillRate;
     // A node new to this replica gets its share at once, not an unlimited allowance until the
     // next peer message: the peers may be filling it too (overshoot 2x the limit, seen in CI).
     for (const i of added) this.burstAllowance[i] = this.fairShare(i);

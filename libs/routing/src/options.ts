@@ -29,6 +29,15 @@ export interface RoutingOptions {
   noNodeRetryAfterS: number;
   /** Upper bound of the `Retry-After` computed for saturation. */
   maxRetryAfterS: number;
+  /**
+   * Shortest shared prefix (characters) worth routing on: a request whose prompt is shorter,
+   * or whose prefix no node holds this much of, is ranked exactly as without prefix affinity.
+   */
+  prefixMinChars: number;
+  /** Prefill speed assumed for a node that neither reports nor declares one (tokens/s). */
+  defaultPrefillTokensPerSecond: number;
+  /** KV-cache size assumed for a node that neither reports nor declares one (tokens). */
+  defaultKvCacheTokens: number;
 }
 
 export const DEFAULT_ROUTING_OPTIONS: Readonly<RoutingOptions> = Object.freeze({
@@ -45,6 +54,9 @@ export const DEFAULT_ROUTING_OPTIONS: Readonly<RoutingOptions> = Object.freeze({
   defaultLatencyTargetMs: 30_000,
   noNodeRetryAfterS: 5,
   maxRetryAfterS: 60,
+  prefixMinChars: 1024,
+  defaultPrefillTokensPerSecond: 5_000,
+  defaultKvCacheTokens: 65_536,
 });
 
 function clamp(value: number | undefined, min: number, max: number, fallback: number): number {
@@ -82,5 +94,13 @@ export function resolveOptions(partial: Partial<RoutingOptions> = {}): Readonly<
     defaultLatencyTargetMs: clamp(partial.defaultLatencyTargetMs, 1, 1e9, d.defaultLatencyTargetMs),
     noNodeRetryAfterS: Math.ceil(clamp(partial.noNodeRetryAfterS, 1, 3600, d.noNodeRetryAfterS)),
     maxRetryAfterS: Math.ceil(clamp(partial.maxRetryAfterS, 1, 3600, d.maxRetryAfterS)),
+    prefixMinChars: clamp(partial.prefixMinChars, 0, 1e9, d.prefixMinChars),
+    defaultPrefillTokensPerSecond: clamp(
+      partial.defaultPrefillTokensPerSecond,
+      1,
+      1e9,
+      d.defaultPrefillTokensPerSecond,
+    ),
+    defaultKvCacheTokens: clamp(partial.defaultKvCacheTokens, 64, 1e10, d.defaultKvCacheTokens),
   });
 }

@@ -13,6 +13,8 @@ export interface ResolvedPolicy {
   readonly maxQueueMs: number;
   /** The policy's explicit `first_byte_timeout_ms`, if any. */
   readonly firstByteTimeoutMs: number | undefined;
+  /** Whether ranking counts what each node holds of the prompt's prefix (`prefix_affinity`). */
+  readonly prefixAffinity: boolean;
   readonly spec: PolicySpec;
 }
 
@@ -43,6 +45,7 @@ export function compilePolicy(spec: PolicySpec): ResolvedPolicy {
     queueOnSaturation: spec.queue_on_saturation,
     maxQueueMs: spec.queue_on_saturation ? spec.max_queue_ms : 0,
     firstByteTimeoutMs: spec.first_byte_timeout_ms,
+    prefixAffinity: spec.prefix_affinity !== false,
     spec,
   });
 }

@@ -1,4 +1,5 @@
-import { costUsdFrom, responseMsFrom } from "./estimate.ts";
+import { costUsdFrom, prefillMsFrom, responseMsFrom } from "./estimate.ts";
+import { PREFIX_BLOCK_CHARS, tokensOfChars } from "./prompt-prefix.ts";
 import { pack, R } from "./passed-over.ts";
 import type { ResolvedPolicy } from "./policy.ts";
 import type { Context, Scratch } from "./decide-scratch.ts";
@@ -50,6 +51,11 @@ export function rank(
   const defaultTps = opts.defaultTokensPerSecond;
   const bias = opts.latencyBias;
   const tokensMs = cx.tokens * 1000;
+  // Prefix affinity: the prefill each node still owes the prompt joins every estimate.
+  const prefix = cx.prefix;
+  const prefillRate = live.prefillRate;
+  const defaultPrefill = opts.defaultPrefillTokensPerSecond;
+  const blockTokens = tokensOfChars(PREFIX_BLOCK_CHARS);
   // Exploration: an idle node never measured is assumed as fast as the best measured one,
   // not the default guess, so it gets traffic and is measured instead of starved. Once it
   // has a queue the default applies again: one request at a time is all it risks.
@@ -93,24 +99,33 @@ export function rank(
       const depth = liveDepth[i]!;
       const latency = latencyEwma[i]!;
       const r = rate[i]!;
+      let prefill = 0;
+      if (prefix !== undefined) {
+        const p = prefillRate[i]!;
+        prefill = prefillMsFrom(
+          prefix.promptTokens,
+          prefix.blocks[i]! * blockTokens,
+          p === p ? p : defaultPrefill,
+        );
+      }
       let ms: number;
       let resp: number;
       let over: number;
       if (r === r) {
         // serviceMs(tokens, tps), inlined: this division is the loop's most expensive step.
         ms = tokensMs / r;
-        resp = responseMsFrom(depth, ms, latency, bias);
+        resp = responseMsFrom(depth, ms, latency, bias, prefill);
         over = resp <= target ? 0 : 1;
       } else {
         ms = tokensMs / defaultTps;
-        resp = responseMsFrom(depth, ms, latency, bias);
+        resp = responseMsFrom(depth, ms, latency, bias, prefill);
         // An idle node never measured (no throughput, no latency) is not judged slow on the
         // default guess: the policy's order decides until observations come in. Otherwise a
         // newly added family would lose to any measured one, whatever the chain says.
         over = resp <= target || (depth === 0 && Number.isNaN(latency)) ? 0 : 1;
         if (explore && depth === 0) {
           ms = tokensMs / bestTps;
-          resp = responseMsFrom(depth, ms, latency, bias);
+          resp = responseMsFrom(depth, ms, latency, bias, prefill);
           if (over === 1 && resp <= target) over = 0;
         }
       }

@@ -1,6 +1,7 @@
 import type { ErrorCode, NodeApi, NodeSpec, SaturationDetail, Tier } from "@zml/contracts";
 import type { CostEntry } from "./schemas.ts";
 import type { NodePrice } from "./price.ts";
+import type { PromptPrefix } from "./prompt-prefix.ts";
 
 /** How candidates are ordered: the policy's `cost_priority`, or the client's `provider.sort`. */
 export type RankingMode = "latency" | "cost" | "balanced" | "quality" | "fastest";
@@ -26,6 +27,12 @@ export interface RouteRequest {
   expectedTokens?: number | undefined;
   /** Nodes already tried and failed during this request. */
   exclude?: ReadonlySet<string> | undefined;
+  /**
+   * The block digests of the request's prompt (intake computes them once,
+   * `promptPrefixOf`): with the policy's `prefix_affinity`, nodes expected to hold the prefix
+   * in their KV cache are estimated without its prefill. Never set for tier 4.
+   */
+  prefix?: PromptPrefix | undefined;
   /**
    * Source of randomness in [0, 1) for tie-breaking among near-equal candidates, called
    * once per decision. Without it the decision is fully deterministic (no jitter).
@@ -70,6 +77,13 @@ export interface RankedCandidate {
   /** Fresh quality score when quality routing is on and one exists, else `null`. */
   quality: number | null;
   withinLatencyTarget: boolean;
+  /**
+   * Prompt tokens the node is expected to hold in its prefix cache (whole blocks of the
+   * prompt's prefix); 0 when prefix affinity did not apply to the decision.
+   */
+  cachedTokens: number;
+  /** Leading prefix blocks behind `cachedTokens`, for the hit-rate check. */
+  cachedBlocks: number;
 }
 
 /** A routing decision: the chosen node first, then its ranked fallbacks. */

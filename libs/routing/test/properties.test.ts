@@ -19,6 +19,8 @@ import {
   type ResolvedPolicy,
   type RouteRequest,
   type RoutingSnapshot,
+  type PromptPrefix,
+  promptPrefixOf,
 } from "../src/index.ts";
 import { NOW, seeded, state } from "./fixtures.ts";
 
@@ -388,6 +390,73 @@ describe("decide properties", () => {
         if (!withQuality.ok && !without.ok) expect(withQuality.reason).toBe(without.reason);
         if (withQuality.ok && without.ok) expect(withQuality.viable).toBe(without.viable);
       }),
+      RUNS,
+    );
+  });
+});
+
+describe("prefix affinity properties", () => {
+  const prompt = (tenant: string, chars: number) =>
+    promptPrefixOf([{ role: "system", content: tenant.padEnd(chars, "-") }])!;
+  /** A decision's whole outcome, with the seeded jitter source restarted for each run. */
+  const outcome = (b: Built, r: RequestIn, p: ResolvedPolicy, prefix?: PromptPrefix) =>
+    JSON.stringify(route(b, { ...toRequest(r), prefix }, p));
+
+  it("with no prefix information the decision is exactly today's", () => {
+    fc.assert(
+      fc.property(
+        worldArb,
+        policyArb,
+        requestArb,
+        fc.boolean(),
+        fc.integer({ min: 0, max: 11 }),
+        (world, p, r, affinityOff, holder) => {
+          const pol = compilePolicy({ ...toPolicy(p).spec, prefix_affinity: !affinityOff });
+          const today = outcome(build(world), r, pol);
+          // Nothing recorded anywhere: the index is empty.
+          expect(outcome(build(world), r, pol, prompt("acme", 8000))).toBe(today);
+          // Another tenant's prompt is held, so no node holds this one.
+          const other = build(world);
+          other.live.recordPrefix(`n${holder}`, prompt("globex", 8000));
+          expect(outcome(other, r, pol, prompt("acme", 8000))).toBe(today);
+          // A prompt shorter than the minimum worth caching, though a node holds it.
+          const short = build(world);
+          short.live.recordPrefix(`n${holder}`, prompt("acme", 600));
+          expect(outcome(short, r, pol, prompt("acme", 600))).toBe(today);
+          // Affinity off: whatever the nodes hold.
+          if (affinityOff) {
+            const held = build(world);
+            held.live.recordPrefix(`n${holder}`, prompt("acme", 8000));
+            expect(outcome(held, r, pol, prompt("acme", 8000))).toBe(today);
+          }
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it("never makes a node viable or unviable, and lists the same nodes", () => {
+    fc.assert(
+      fc.property(
+        worldArb,
+        policyArb,
+        requestArb,
+        fc.integer({ min: 0, max: 11 }),
+        (world, p, r, holder) => {
+          const pol = toPolicy(p);
+          const without = route(build(world), toRequest(r), pol);
+          const held = build(world);
+          held.live.recordPrefix(`n${holder}`, prompt("acme", 8000));
+          const withPrefix = route(held, { ...toRequest(r), prefix: prompt("acme", 8000) }, pol);
+          expect(withPrefix.ok).toBe(without.ok);
+          if (withPrefix.ok && without.ok) {
+            expect(withPrefix.viable).toBe(without.viable);
+            const ids = (d: Decision) =>
+              [...d.candidates.map((c) => c.node.id), ...d.passedOver.map((x) => x.nodeId)].sort();
+            expect(ids(withPrefix)).toEqual(ids(without));
+          }
+        },
+      ),
       RUNS,
     );
   });

@@ -601,6 +601,9 @@ export function referenceDecide(
       price: entry.price,
       quality: Number.isNaN(quality) ? null : quality,
       withinLatencyTarget: sc.overTarget[s] === 0,
+      // The reference knows no prefixes: the oracle of decisions made without one.
+      cachedTokens: 0,
+      cachedBlocks: 0,
     };
   }
   const chosenWithin = sc.overTarget[sc.top[0]!] === 0;
