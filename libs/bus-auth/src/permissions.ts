@@ -6,6 +6,7 @@ import {
   ATTESTATION_VERIFY_SUBJECT,
   BATCH_IDENTITY_PREFIX,
   DISPATCHER_IN_FLIGHT_ALL,
+  DISPATCHER_PLACEMENTS_ALL,
   DISPATCHER_ALIVE_SUBJECT,
   JOB_DEAD_PREFIX,
   JOB_RESULT_PREFIX,
@@ -186,8 +187,10 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
           SESSION_CREATE_SUBJECT,
           SESSION_DELETE_SUBJECT,
           NODE_COOLDOWN_SUBJECT,
-          // Replicas share their per-node in-flight counts with each other only.
+          // Replicas share their per-node in-flight counts and prefix placements with each
+          // other only.
           DISPATCHER_IN_FLIGHT_ALL,
+          DISPATCHER_PLACEMENTS_ALL,
           // The aggregator's state broadcast, beside the node-state bucket's watch.
           NODE_STATE_ALL,
           // The replicas' liveness beats: a batch job held by a live replica is not run twice.
@@ -197,6 +200,7 @@ const SERVICE_GRANTS: Record<(typeof SERVICE_IDENTITIES)[number], GrantSet> = {
         publish: [
           `${inboxPrefixOf("intake")}.>`,
           DISPATCHER_IN_FLIGHT_ALL,
+          DISPATCHER_PLACEMENTS_ALL,
           NODE_OBSERVATION_ALL,
           NODE_COOLDOWN_SUBJECT,
           ATTESTATION_VERIFY_SUBJECT,

@@ -33,6 +33,8 @@ export interface RoutingInfo {
   priceAgeS?: number | undefined;
   /** A spot price existed but was past its age limit. */
   priceStale?: boolean | undefined;
+  /** Prompt tokens the node was expected to hold in its prefix cache, when that applied. */
+  cachedTokens?: number | undefined;
 }
 
 /** Thrown by {@link parseRoutingHeader} for a header that is malformed or incomplete. */
@@ -97,17 +99,19 @@ export function parseRoutingHeader(header: string): RoutingInfo {
     queueDepth: int("queue-depth"),
     tier: int("tier"),
     attempts: int("attempts"),
-    ...optionalPrice(members),
+    ...optionalMembers(members),
   };
 }
 
-function optionalPrice(members: Map<string, Member>): Partial<RoutingInfo> {
+function optionalMembers(members: Map<string, Member>): Partial<RoutingInfo> {
   const price = members.get("price");
   const age = members.get("price-age-s");
   const stale = members.get("price-stale");
+  const cached = members.get("cached-tokens");
   return {
     ...(typeof price === "string" ? { price } : {}),
     ...(typeof age === "number" ? { priceAgeS: age } : {}),
     ...(typeof stale === "boolean" ? { priceStale: stale } : {}),
+    ...(typeof cached === "number" ? { cachedTokens: cached } : {}),
   };
 }

@@ -27,6 +27,12 @@ export const HEADERS = {
   sort: "Zml-Sort",
   /** The client's `max_tokens` (or `max_completion_tokens`): the output routing expects. */
   maxTokens: "Zml-Max-Tokens",
+  /**
+   * The prompt's size and block digests (`<chars>:<base64url>`, `encodePromptPrefix` in
+   * @zml/routing), for prefix-affinity routing: digests only, never prompt text. Absent for
+   * tier 4 and for prompts shorter than one block.
+   */
+  prefix: "Zml-Prefix",
   /** On `route.cancel`: the reply inbox of the request to abort. */
   cancelInbox: "Zml-Cancel-Inbox",
   /** Absolute deadline in epoch milliseconds. */

@@ -276,6 +276,14 @@ export {
 } from "./dispatcher-in-flight.ts";
 export type { DispatcherInFlight } from "./dispatcher-in-flight.ts";
 export {
+  DISPATCHER_PLACEMENTS_PREFIX,
+  DISPATCHER_PLACEMENTS_ALL,
+  DISPATCHER_PLACEMENTS_MAX,
+  dispatcherPlacementsSubject,
+  DispatcherPlacementsSchema,
+} from "./dispatcher-placements.ts";
+export type { DispatcherPlacements } from "./dispatcher-placements.ts";
+export {
   SEALED_VERSION,
   SEALED_REQUEST_MEDIA_TYPE,
   SEALED_RESPONSE_MEDIA_TYPE,

@@ -23,6 +23,11 @@ export interface RoutingInfo {
   priceAgeS?: number | undefined;
   /** Whether a spot price existed but was past its age limit. */
   priceStale?: boolean | undefined;
+  /**
+   * Prompt tokens the chosen node was expected to hold in its prefix cache (prefix-affinity
+   * routing); absent when prefix affinity did not apply to the request.
+   */
+  cachedTokens?: number | undefined;
 }
 
 const KEYS: Record<keyof RoutingInfo, string> = {
@@ -36,6 +41,7 @@ const KEYS: Record<keyof RoutingInfo, string> = {
   price: "price",
   priceAgeS: "price-age-s",
   priceStale: "price-stale",
+  cachedTokens: "cached-tokens",
 };
 
 /** Printable ASCII except `"` and backslash: what an RFC 8941 string holds unescaped. */
@@ -74,6 +80,9 @@ export function serializeRoutingHeader(info: RoutingInfo): string {
     ...(info.price === undefined ? [] : [`${KEYS.price}=${sfString(info.price)}`]),
     ...(info.priceAgeS === undefined ? [] : [`${KEYS.priceAgeS}=${sfInteger(info.priceAgeS)}`]),
     ...(info.priceStale === undefined ? [] : [`${KEYS.priceStale}=?${info.priceStale ? 1 : 0}`]),
+    ...(info.cachedTokens === undefined
+      ? []
+      : [`${KEYS.cachedTokens}=${sfInteger(info.cachedTokens)}`]),
   ].join(", ");
 }
 
@@ -180,9 +189,11 @@ function optional(dict: Map<string, SfValue>): Partial<RoutingInfo> {
   const price = dict.get(KEYS.price);
   const age = dict.get(KEYS.priceAgeS);
   const stale = dict.get(KEYS.priceStale);
+  const cached = dict.get(KEYS.cachedTokens);
   return {
     ...(typeof price === "string" ? { price } : {}),
     ...(typeof age === "number" ? { priceAgeS: age } : {}),
     ...(typeof stale === "boolean" ? { priceStale: stale } : {}),
+    ...(typeof cached === "number" ? { cachedTokens: cached } : {}),
   };
 }

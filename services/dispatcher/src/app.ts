@@ -31,6 +31,7 @@ import type { Logger, Registry } from "@zml/telemetry";
 import { startBatchWorker } from "./batch/batch-worker.ts";
 import { createCapacitySignal } from "./capacity/capacity-signal.ts";
 import { startInFlightShare } from "./capacity/in-flight-share.ts";
+import { startPlacementShare } from "./capacity/placement-share.ts";
 import { startLivenessBeats } from "./capacity/liveness-beats.ts";
 import { createObservationBatcher } from "./capacity/observation-batcher.ts";
 import type { DispatcherConfig } from "./config.ts";
@@ -178,12 +179,23 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     replicaToken,
     replica: `${deps.replica}/${replicaToken}`,
   });
+  const metrics = createDispatcherMetrics(deps.registry);
+  const placements = startPlacementShare({
+    bus,
+    routing,
+    log,
+    clock,
+    replicaToken,
+    replica: `${deps.replica}/${replicaToken}`,
+    counted: (event, amount) => metrics.prefixPlacements.inc({ event }, amount),
+  });
   const executeDeps = {
     bus,
     routing,
     pools,
     capacity,
     inFlightShare,
+    placements,
     attestation,
     observations,
     sessions,
@@ -191,7 +203,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
     secrets: deps.secrets,
     config,
     log,
-    metrics: createDispatcherMetrics(deps.registry),
+    metrics,
     clock,
     random: deps.random,
   };
@@ -285,6 +297,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<Dispatcher>
       cancels.unsubscribe();
       cooldowns.unsubscribe();
       inFlightShare.stop();
+      placements.stop();
       stateMessages.unsubscribe();
       buckets.stop();
       routing.stop();

@@ -11,6 +11,9 @@ export interface DispatcherMetrics {
   saturation: Counter<"reason">;
   queueTimeouts: Counter;
   sessions: Counter<"outcome">;
+  prefixPromptTokens: Counter<"node">;
+  prefixExpectedCachedTokens: Counter<"node">;
+  prefixPlacements: Counter<"event">;
 }
 
 export function createDispatcherMetrics(registry: Registry): DispatcherMetrics {
@@ -63,6 +66,24 @@ export function createDispatcherMetrics(registry: Registry): DispatcherMetrics {
       "zml_dispatcher_sessions_total",
       "Tier-4 session events (created, create_<error>, deleted, node_unavailable)",
       ["outcome"],
+    ),
+    prefixPromptTokens: counter(
+      "zml_dispatcher_prefix_prompt_tokens_total",
+      "Prompt tokens (estimated, 4 characters each) of requests dispatched with prefix " +
+        "affinity, by node: the denominator of the expected hit rate",
+      ["node"],
+    ),
+    prefixExpectedCachedTokens: counter(
+      "zml_dispatcher_prefix_expected_cached_tokens_total",
+      "Prompt tokens the chosen node was expected to hold in its prefix cache, by node; " +
+        "compare with the node's own hits (zml_node_prefix_cache_hit_ratio)",
+      ["node"],
+    ),
+    prefixPlacements: counter(
+      "zml_dispatcher_prefix_placements_total",
+      "Prefix placements shared with the other replicas: sent_bytes, received_bytes, and " +
+        "dropped (placements over the byte budget)",
+      ["event"],
     ),
   };
 }

@@ -56,6 +56,14 @@ export function createAggregatorMetrics(registry: Registry): AggregatorMetrics {
     labelNames: ["node"],
     registers,
   });
+  const hitRatio = new Gauge({
+    name: "zml_node_prefix_cache_hit_ratio",
+    help:
+      "Share of prompt tokens the node served from its prefix cache over the last poll " +
+      "interval, from its own metrics (absent when it reports none)",
+    labelNames: ["node"],
+    registers,
+  });
   const owned = new Gauge({
     name: "zml_aggregator_owned_nodes",
     help: "Nodes this replica polls",
@@ -79,12 +87,15 @@ export function createAggregatorMetrics(registry: Registry): AggregatorMetrics {
       pending.set({ node: state.node_id }, state.probe_pending ? 1 : 0);
       queueDepth.set({ node: state.node_id }, state.queue_depth);
       score.set({ node: state.node_id }, state.health_score);
+      if (state.prefix_cache_hit_rate === null) hitRatio.remove({ node: state.node_id });
+      else hitRatio.set({ node: state.node_id }, state.prefix_cache_hit_rate);
     },
     forgetNode(nodeId) {
       for (const s of NODE_STATUSES) status.remove({ node: nodeId, status: s });
       pending.remove({ node: nodeId });
       queueDepth.remove({ node: nodeId });
       score.remove({ node: nodeId });
+      hitRatio.remove({ node: nodeId });
     },
     ownership(ownedNodes, liveReplicas) {
       owned.set(ownedNodes);

@@ -7,6 +7,8 @@ import {
   ZmlError,
 } from "@zml/contracts";
 import type { InferencePath } from "@zml/contracts";
+import { promptPrefixOf } from "@zml/routing";
+import type { PromptPrefix } from "@zml/routing";
 import { parseJsonObject, validate } from "./validation.ts";
 
 /** What routing needs from a client's body, extracted once at the edge. */
@@ -24,6 +26,11 @@ export interface RouteFields {
   maxTokens: number | undefined;
   /** A sealed request's `key_id`: the session key it is sealed to. */
   sealedKeyId?: string;
+  /**
+   * Block digests of the prompt, for prefix-affinity routing: computed here, where the body
+   * is already parsed, so nothing parses it again. Never set for a sealed body.
+   */
+  prefix?: PromptPrefix | undefined;
 }
 
 /** A native `/v1/infer` call: its routing fields and the chat completion body for the node. */
@@ -42,11 +49,30 @@ export interface NativeCall {
 export function extractRouteFields(path: InferencePath, raw: Buffer): RouteFields {
   const data = validate(INFERENCE_PATHS[path], parseJsonObject(raw));
   // Embeddings never stream, whatever the body says.
-  return fieldsOf(path === "/v1/embeddings" ? { ...data, stream: false } : data, {
+  const fields = fieldsOf(path === "/v1/embeddings" ? { ...data, stream: false } : data, {
     fallbackModels: data.models,
     sort: data.provider?.sort,
     maxTokens: maxTokensOf(data),
   });
+  fields.prefix = prefixOf(path, data);
+  return fields;
+}
+
+/**
+ * The prompt's prefix, in the order the engine renders it; embeddings have no KV cache to
+ * reuse. A tier-4 body never gets here in clear (refuseClearTier4).
+ */
+function prefixOf(path: InferencePath, data: Record<string, unknown>): PromptPrefix | undefined {
+  switch (path) {
+    case "/v1/chat/completions":
+      return promptPrefixOf(data.messages);
+    case "/v1/completions":
+      return promptPrefixOf(data.prompt);
+    case "/v1/responses":
+      return promptPrefixOf(data.instructions, data.input);
+    default:
+      return undefined;
+  }
 }
 
 /** Whether a request's content type says its body is a sealed tier-4 envelope. */
@@ -107,11 +133,15 @@ export function parseNativeCall(raw: Buffer): NativeCall {
   return {
     path: "/v1/chat/completions",
     body: Buffer.from(JSON.stringify(forwarded)),
-    fields: fieldsOf(data, {
-      fallbackModels: data.fallback_models,
-      sort: data.sort,
-      maxTokens: data.max_tokens,
-    }),
+    fields: {
+      ...fieldsOf(data, {
+        fallbackModels: data.fallback_models,
+        sort: data.sort,
+        maxTokens: data.max_tokens,
+      }),
+      // The node renders the same messages: the forwarded body's prompt is the client's.
+      prefix: promptPrefixOf(data.messages),
+    },
   };
 }
 

@@ -1,6 +1,7 @@
 import { createHeaders } from "@zml/bus";
 import type { MsgHdrs } from "@zml/bus";
 import { HEADERS, ZmlError } from "@zml/contracts";
+import { encodePromptPrefix } from "@zml/routing";
 import type { AccountSpec, ModelSpec, PolicySpec } from "@zml/contracts";
 import { policyNameFor } from "./policy.ts";
 import type { RouteFields } from "./route-fields.ts";
@@ -76,5 +77,9 @@ export function planHeaders(
   if (fields.acceleratorHint) h.set(HEADERS.acceleratorHint, fields.acceleratorHint);
   if (fields.sort) h.set(HEADERS.sort, fields.sort);
   if (fields.maxTokens !== undefined) h.set(HEADERS.maxTokens, String(fields.maxTokens));
+  // Digests only, and never for tier 4: its prompts are sealed and its sessions pinned.
+  if (fields.prefix !== undefined && plan.tier !== 4) {
+    h.set(HEADERS.prefix, encodePromptPrefix(fields.prefix));
+  }
   return h;
 }

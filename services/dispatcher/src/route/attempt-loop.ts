@@ -8,8 +8,9 @@ import {
   priceAgeS,
   resolvePolicy,
   shouldCoolDown,
+  tokensOfChars,
 } from "@zml/routing";
-import type { AttemptFailure, FailedAttempt } from "@zml/routing";
+import type { AttemptFailure, FailedAttempt, PromptPrefix, RankedCandidate } from "@zml/routing";
 import { dispatchAttempt, failureOf } from "./dispatch-attempt.ts";
 import type { ExecuteDeps, Execution, ExecutionResult } from "./execution.ts";
 import type { RoutePath, RouteReport } from "./route-report.ts";
@@ -50,6 +51,7 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
             sort: request.sort,
             expectedTokens: request.maxTokens ?? snapshot.models.get(model)?.default_max_tokens,
             exclude: withUnapproved(deps, exclude, model, request.tier, now),
+            prefix: request.prefix,
             random: deps.random,
           },
           policy,
@@ -123,6 +125,10 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
       price: candidate.price.source,
       priceAgeS: priceAgeS(candidate.price, now),
       priceStale: candidate.price.stale,
+      cachedTokens:
+        request.prefix !== undefined && policy.prefixAffinity
+          ? Math.round(candidate.cachedTokens)
+          : undefined,
     });
     const kind = attempt === 1 ? "first" : model === request.model ? "retry" : "fallback";
     if (kind !== "first") deps.metrics.retries.inc({ kind });
@@ -134,6 +140,7 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
       headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
     });
     const plan = { node, model, attempt, kind, routing, firstByteMs } as const;
+    if (request.prefix !== undefined) placePrefix(deps, node.id, request.prefix, candidate);
     const { outcome, latencyMs } = await dispatchAttempt(deps, exec, plan);
     if (cancelled.aborted) {
       report.outcome("cancelled");
@@ -172,6 +179,27 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
     log.warn({ node: node.id, attempt, error: outcome.error }, "attempt failed");
   }
 };
+
+/**
+ * The node will hold the prompt's prefix once it has prefilled it: recorded in this replica's
+ * index (with what the decision expected, for the node's hit-rate check) and shared with the
+ * other replicas.
+ */
+function placePrefix(
+  deps: ExecuteDeps,
+  nodeId: string,
+  prefix: PromptPrefix,
+  candidate: RankedCandidate,
+): void {
+  deps.routing.current().live.recordPrefix(nodeId, prefix, {
+    expectedBlocks: candidate.cachedBlocks,
+  });
+  deps.placements?.placed(nodeId, prefix);
+  deps.metrics.prefixPromptTokens.inc({ node: nodeId }, Math.round(tokensOfChars(prefix.chars)));
+  if (candidate.cachedTokens > 0) {
+    deps.metrics.prefixExpectedCachedTokens.inc({ node: nodeId }, candidate.cachedTokens);
+  }
+}
 
 /** No node can take the request: the client gets the rejection's error. */
 function rejected(

@@ -7,6 +7,7 @@ import type { ResolvedPolicy } from "@zml/routing";
 import type { Logger } from "@zml/telemetry";
 import type { CapacitySignal } from "../capacity/capacity-signal.ts";
 import type { InFlightShare } from "../capacity/in-flight-share.ts";
+import type { PlacementShare } from "../capacity/placement-share.ts";
 import type { ObservationBatcher } from "../capacity/observation-batcher.ts";
 import type { DispatcherConfig } from "../config.ts";
 import type { RoutingState } from "../fleet/routing-state.ts";
@@ -23,6 +24,8 @@ export interface ExecuteDeps {
   capacity: CapacitySignal;
   /** Tells the other replicas of each dispatch and completion; absent when alone. */
   inFlightShare?: InFlightShare;
+  /** Tells the other replicas where each prompt prefix went (prefix affinity). */
+  placements?: PlacementShare;
   attestation: AttestationGate;
   /** Dispatch outcomes for the health aggregator, sent in per-node batches. */
   observations: ObservationBatcher;

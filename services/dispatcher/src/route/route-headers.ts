@@ -8,6 +8,8 @@ import {
 import type { NodeApi } from "@zml/contracts";
 import { headerOf } from "@zml/bus";
 import type { MsgHdrs } from "@zml/bus";
+import { decodePromptPrefix } from "@zml/routing";
+import type { PromptPrefix } from "@zml/routing";
 
 /**
  * A request as intake routed it onto the bus: the routing fields it extracted from the
@@ -37,6 +39,11 @@ export interface RoutedRequest {
   sealedKeyId: string | undefined;
   /** The client's `max_tokens`, when it sent one: the output the decision expects. */
   maxTokens: number | undefined;
+  /**
+   * The prompt's block digests, for prefix affinity. A header that does not parse counts as
+   * none: it only steers an estimate, so it never fails the request. Never read at tier 4.
+   */
+  prefix: PromptPrefix | undefined;
   /** Epoch ms after which the client no longer waits. */
   deadline: number;
 }
@@ -102,6 +109,11 @@ export function readRouteHeaders(
     sessionId: get(HEADERS.sessionId) || undefined,
     sealedKeyId: get(HEADERS.sealedKeyId) || undefined,
     maxTokens,
+    prefix: tier === 4 ? undefined : readPrefix(get(HEADERS.prefix)),
     deadline: Number.isFinite(deadlineHeader) && deadlineHeader > 0 ? deadlineHeader : now + 60_000,
   };
+}
+
+function readPrefix(header: string): PromptPrefix | undefined {
+  return header === "" ? undefined : decodePromptPrefix(header);
 }
