@@ -39,6 +39,8 @@ export type SimSpec = Omit<SimNodeOptions, "models" | "flavour"> & {
   apis?: NodeApi[];
   /** Declares the node a cloud instance of a registered cloud account. */
   cloud?: NodeCloudPlacement;
+  /** The spec's `prefill_tokens_per_second` (what routing assumes until it measures one). */
+  prefillTokensPerSecond?: number;
 };
 
 export interface StackOptions {
@@ -110,6 +112,9 @@ export function nodeSpec(sim: SimNode, spec: SimSpec, index: number): NodeSpec {
     max_concurrency: spec.maxConcurrency ?? 16,
     registered_at: index,
     ...(spec.cloud === undefined ? {} : { cloud: spec.cloud }),
+    ...(spec.prefillTokensPerSecond === undefined
+      ? {}
+      : { prefill_tokens_per_second: spec.prefillTokensPerSecond }),
   });
 }
 
