@@ -56,9 +56,9 @@ class BlockHasher {
     let inBlock = this.inBlock;
     for (let k = 0; k < n; k++) {
       const c = text.charCodeAt(k);
+      // FNV-1a, and a multiplicative hash with another constant: two multiplies a character.
       a = Math.imul(a ^ c, 0x01000193);
-      b = Math.imul(b ^ c, 0x5bd1e995);
-      b ^= b >>> 15;
+      b = Math.imul(b + c, 0x9e3779b1);
       if (++inBlock === PREFIX_BLOCK_CHARS) {
         inBlock = 0;
         this.digests[this.count++] = digestOf(a, b);
