@@ -17,6 +17,8 @@ import {
   attestationResultSubject,
   jobSubmitSubject,
   nodeStateSubject,
+  DISPATCHER_PLACEMENTS_ALL,
+  dispatcherPlacementsSubject,
 } from "@zml/contracts";
 import {
   ProcessExitedError,
@@ -261,6 +263,17 @@ describe("a stolen aggregator or attestation credential", () => {
     ).rejects.toThrow(/permissions violation/i);
     aggregator.nc.publish(NODE_COOLDOWN_SUBJECT, "{}");
     await violation(aggregator, "Publish", NODE_COOLDOWN_SUBJECT);
+  });
+
+  it("cannot steer prefix affinity, nor read where the replicas sent which prompt prefixes", async () => {
+    for (const identity of ["health-aggregator", "intake"]) {
+      const intruder = await stolen(identity);
+      const subject = dispatcherPlacementsSubject("forged");
+      intruder.nc.publish(subject, "{}");
+      await violation(intruder, "Publish", subject);
+      intruder.nc.subscribe(DISPATCHER_PLACEMENTS_ALL);
+      await violation(intruder, "Subscription", DISPATCHER_PLACEMENTS_ALL);
+    }
   });
 
   it("cannot answer intake's requests: a forged reply has nowhere to go", async () => {
