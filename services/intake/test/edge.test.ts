@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { AccountSpec, ModelSpec, PolicySpec } from "@zml/contracts";
-import { ZmlError } from "@zml/contracts";
+import { HEADERS, ZmlError } from "@zml/contracts";
 import { describe, expect, it } from "vitest";
 import { createAdminAuthenticator, createAuthenticator } from "../src/auth.ts";
 import { createKeyStoreStatus } from "../src/key-store.ts";
@@ -8,7 +8,7 @@ import { policyNameFor } from "../src/policy.ts";
 import { createRateLimiter } from "../src/rate-limit.ts";
 import { extractRouteFields, parseNativeCall } from "../src/route-fields.ts";
 import type { RouteFields } from "../src/route-fields.ts";
-import { planRoute } from "../src/route-plan.ts";
+import { planHeaders, planRoute } from "../src/route-plan.ts";
 
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const account = (extra: Partial<AccountSpec> = {}): AccountSpec => ({
@@ -189,6 +189,59 @@ describe("extractRouteFields", () => {
       sessionId: "s-1",
     });
     expect(extractRouteFields("/v1/completions", buf({ model: "m", prompt: "x" })).model).toBe("m");
+  });
+
+  it("digests a prompt of at least one block for prefix affinity, in the engine's order", () => {
+    const system = { role: "system", content: "Secret house rules. ".repeat(100) };
+    const chat = (turn: string) =>
+      extractRouteFields(
+        "/v1/chat/completions",
+        buf({ model: "m", messages: [system, { role: "user", content: turn }] }),
+      ).prefix!;
+    const a = chat("first");
+    const b = chat("second");
+    expect(a.chars).toBeGreaterThan(2000);
+    expect(a.digests.length).toBe(Math.floor(a.chars / 256));
+    expect(Array.from(a.digests.slice(0, 7))).toEqual(Array.from(b.digests.slice(0, 7)));
+    expect(extractRouteFields("/v1/chat/completions", buf(ok)).prefix).toBeUndefined();
+    const long = "p".repeat(600);
+    expect(
+      extractRouteFields("/v1/completions", buf({ model: "m", prompt: long })).prefix,
+    ).toBeDefined();
+    expect(
+      extractRouteFields("/v1/responses", buf({ model: "m", instructions: long, input: "q" }))
+        .prefix,
+    ).toBeDefined();
+    expect(
+      extractRouteFields("/v1/embeddings", buf({ model: "m", input: long })).prefix,
+    ).toBeUndefined();
+    expect(parseNativeCall(buf({ model: "m", messages: [system] })).fields.prefix).toBeDefined();
+  });
+
+  it("sends digests only, and never for tier 4", () => {
+    const system = { role: "system", content: "Secret house rules. ".repeat(100) };
+    const fields = extractRouteFields(
+      "/v1/chat/completions",
+      buf({ model: "m", tier: 2, messages: [system] }),
+    );
+    const plan = { model: "m", fallbackModels: [], policy: "balanced", tier: 2 };
+    const header = planHeaders(
+      "route.request.v1",
+      "/v1/chat/completions",
+      fields,
+      plan,
+      account(),
+    ).get(HEADERS.prefix);
+    expect(header).toMatch(/^\d+:[A-Za-z0-9_-]+$/);
+    expect(header).not.toMatch(/Secret|house|rules/);
+    const tier4 = planHeaders(
+      "route.request.v1",
+      "/v1/chat/completions",
+      fields,
+      { ...plan, tier: 4 },
+      account(),
+    );
+    expect(tier4.get(HEADERS.prefix)).toBe("");
   });
 
   it.each([
