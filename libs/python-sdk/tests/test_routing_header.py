@@ -26,6 +26,12 @@ def test_parses_what_the_gateway_sends() -> None:
     )
 
 
+def test_reads_the_expected_cached_tokens_when_prefix_affinity_applied() -> None:
+    assert parse_routing_header(SENT).cached_tokens is None
+    assert parse_routing_header(f"{SENT}, cached-tokens=1984").cached_tokens == 1984
+    assert parse_routing_header(f'{SENT}, cached-tokens="x"').cached_tokens is None
+
+
 def test_unescapes_strings() -> None:
     header = SENT.replace('node="h100-a"', r'node="a\"b\\c"')
     assert parse_routing_header(header).node == 'a"b\\c'

@@ -48,6 +48,9 @@ class Routing:
     """The trust tier the request ran at (1-4)."""
     attempts: int
     """Dispatch attempts made (at most 3, retries and fallbacks together)."""
+    cached_tokens: int | None = None
+    """Prompt tokens the node was expected to hold in its prefix cache; ``None`` when prefix
+    affinity did not apply (or the gateway predates it)."""
 
 
 class _Reader:
@@ -194,6 +197,10 @@ def parse_routing_header(text: str) -> Routing:
             raise RoutingHeaderError(f"{ROUTING_HEADER}: missing integer {key}")
         return value
 
+    def optional_integer(key: str) -> int | None:
+        value = members.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     return Routing(
         decision_id=string("decision-id"),
         node=string("node"),
@@ -202,4 +209,5 @@ def parse_routing_header(text: str) -> Routing:
         queue_depth=integer("queue-depth"),
         tier=integer("tier"),
         attempts=integer("attempts"),
+        cached_tokens=optional_integer("cached-tokens"),
     )
