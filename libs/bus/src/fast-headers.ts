@@ -1,3 +1,4 @@
+// Patches @nats-io/nats-core internals (MsgHdrsImpl, MsgImpl): see UPSTREAM.md.
 import { canonicalMIMEHeaderKey, Match, MsgHdrsImpl } from "@nats-io/nats-core";
 import type { Msg, MsgHdrs } from "@nats-io/nats-core";
 

@@ -1,3 +1,4 @@
+// Patches pino's redactor through its internals (skipRedactingPrimitives): see UPSTREAM.md.
 import { hostname } from "node:os";
 import { isSpanContextValid, trace } from "@opentelemetry/api";
 import { pino } from "pino";
