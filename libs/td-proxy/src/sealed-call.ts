@@ -1,14 +1,21 @@
-// One sealed request through the TD: the envelope checked, the seq taken, the body opened and
-// checked against the clear fields, the local server called with the client's own bytes, and
-// its answer sealed back, whole or event by event. Nothing reaches the server before the
+// One sealed request through the TD: the envelope checked, its channel found (or set up), the
+// seq taken in that channel, the body opened and checked against the clear fields, the local
+// server called with the client's own bytes, and its answer sealed back, whole or event by
+// event. Nothing reaches the server before the
 // request has opened; nothing of the body or the answer is logged.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { SEALED_RESPONSE_MEDIA_TYPE, SealedRequestSchema, ZmlError } from "@zml/contracts";
+import {
+  SEALED_MAX_CHANNELS_PER_KEY,
+  SEALED_RESPONSE_MEDIA_TYPE,
+  SealedRequestSchema,
+  ZmlError,
+} from "@zml/contracts";
 import type { SealedRequestEnvelope } from "@zml/contracts";
-import { openSealedRequest, SealedChannelError } from "@zml/seal";
+import { RecipientChannel, SealedChannelError } from "@zml/seal";
 import type { ResponseSealer } from "@zml/seal";
 import type { Dispatcher } from "undici";
-import type { SessionKeyStore } from "./session-keys.ts";
+import { ReplayWindow } from "./replay-window.ts";
+import type { ChannelState, SessionKey, SessionKeyStore } from "./session-keys.ts";
 import { SseCutter } from "./sse-cutter.ts";
 import type { ProxyCounters } from "./stats.ts";
 import type { TdProxyLogger } from "./types.ts";
@@ -41,20 +48,25 @@ export async function handleSealedCall(
       { param: "key_id" },
     );
   }
-  if (!key.replay.take(envelope.seq)) {
+  const known = key.channels.get(envelope.enc);
+  const state = known ?? newChannel(key, envelope);
+  if (!state.replay.take(envelope.seq)) {
     throw new ZmlError(
       "sealed_request_replayed",
-      `seq ${envelope.seq} was opened before, or is too far behind`,
+      `seq ${envelope.seq} was opened before in this channel, or is too far behind`,
       { param: "seq" },
     );
   }
   let opened;
   try {
-    opened = await openSealedRequest(envelope, path, key.pair.privateKey);
+    opened = state.channel.open(envelope, path);
   } catch (error) {
-    key.replay.release(envelope.seq);
+    state.replay.release(envelope.seq);
     throw asZmlError(error);
   }
+  // A channel is kept from its first request that opened: an enc nobody can open under
+  // takes no place.
+  if (known === undefined) key.channels.set(envelope.enc, state);
   key.used = true;
   deps.counters.opened++;
   const { body, sealer } = opened;
@@ -64,6 +76,26 @@ export async function handleSealedCall(
     return sendSealed(res, sealer, 400, "application/json", errorJson(mismatch));
   }
   await callServer(deps, path, body, envelope.stream, sealer, req, res);
+}
+
+/** The channel a request's `enc` sets up (one X25519 agreement), not kept yet. */
+function newChannel(key: SessionKey, envelope: SealedRequestEnvelope): ChannelState {
+  if (key.channels.size >= SEALED_MAX_CHANNELS_PER_KEY) {
+    throw new ZmlError(
+      "sealed_request_invalid",
+      `this session key has ${SEALED_MAX_CHANNELS_PER_KEY} channels already: seal with one ` +
+        "of them, or open a new session",
+      { param: "enc" },
+    );
+  }
+  try {
+    return {
+      channel: new RecipientChannel(key.pair, envelope.suite, envelope.enc),
+      replay: new ReplayWindow(),
+    };
+  } catch (error) {
+    throw asZmlError(error);
+  }
 }
 
 function parseEnvelope(raw: Buffer): SealedRequestEnvelope {
@@ -203,10 +235,10 @@ function relaySealedEvents(
         answer.body.destroy(new Error(`answer larger than ${deps.maxAnswerBytes} bytes`));
         return;
       }
-      for (const event of cutter.push(chunk)) res.write(sealer.streamEvent(Buffer.from(event)));
+      for (const event of cutter.push(chunk)) res.write(sealer.streamEvent(event));
     });
     answer.body.on("end", () => {
-      if (cutter.rest().trim() !== "") {
+      if (cutter.hasRest()) {
         deps.log.warn({}, "the TD's server ended its stream in the middle of an event");
         res.destroy();
       } else {

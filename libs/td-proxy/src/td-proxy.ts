@@ -132,7 +132,7 @@ export async function startTdProxy(options: TdProxyOptions): Promise<TdProxy> {
     if (!(Number.isInteger(ttlS) && ttlS >= 1 && ttlS <= maxTtlS)) {
       throw new ZmlError("invalid_request", `ttl_s: 1 to ${maxTtlS} seconds`, { param: "ttl_s" });
     }
-    const sessionKey = wantsKey ? await keys.create(ttlS * 1000) : undefined;
+    const sessionKey = wantsKey ? keys.create(ttlS * 1000) : undefined;
     const reportData = reportDataFor({
       nonce: nonce!,
       tlsKeySha256,
