@@ -9,7 +9,7 @@ import { request as httpRequest } from "node:http";
 import { createHash } from "node:crypto";
 import { ERROR_CODES, SEALED_REQUEST_MEDIA_TYPE } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
-import { sealRequest } from "@zml/seal";
+import { SealedChannel } from "@zml/seal";
 import { Agent, request } from "undici";
 import type { Dispatcher } from "undici";
 import type { SimFault } from "@zml/node-sim";
@@ -206,18 +206,23 @@ async function openSession(ttlS?: number): Promise<SessionView> {
   return JSON.parse(res.text) as SessionView;
 }
 
-let seq = 0;
-async function sealedBytes(s: SessionView, path: string, body: object) {
-  const sealed = await sealRequest({
+/** One channel per session, as a client keeps. */
+const channels = new Map<string, SealedChannel>();
+function sealedBytes(s: SessionView, path: string, body: object) {
+  let channel = channels.get(s.session_id);
+  if (channel === undefined) {
+    channel = new SealedChannel({
+      sessionId: s.session_id,
+      sessionPublicKey: s.attestation.session_public_key,
+    });
+    channels.set(s.session_id, channel);
+  }
+  return channel.seal({
     path,
     body: Buffer.from(JSON.stringify(body)),
     model: MODEL,
-    sessionId: s.session_id,
     stream: false,
-    seq: seq++,
-    sessionPublicKey: s.attestation.session_public_key,
-  });
-  return sealed.bytes;
+  }).bytes;
 }
 
 const sealedHeaders = () => ({ ...bearer(API_KEY), "content-type": SEALED_REQUEST_MEDIA_TYPE });

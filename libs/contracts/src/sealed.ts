@@ -29,6 +29,8 @@ export const DEFAULT_SEALED_SUITE: SealedSuite = "x25519-sha256-chacha20poly1305
 export const SEALED_CHANNEL_INFO = "zml-sealed/2 channel";
 /** Exporter context of the channel's secret every answer's keys are derived from. */
 export const SEALED_ANSWER_EXPORT_LABEL = "zml-sealed/2 answer";
+/** HKDF-Expand info prefix of an answer's key and base nonce (then its seq and response nonce). */
+export const SEALED_ANSWER_KEYS_LABEL = "zml-sealed/2 answer keys";
 /** First line of a request's AAD. */
 export const SEALED_AAD_PREFIX = "zml-sealed/2";
 /** AAD of an answer's last chunk (the others have none), as in chunked OHTTP. */

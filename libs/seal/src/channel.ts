@@ -15,7 +15,7 @@ import {
 import type { SealedRequestEnvelope, SealedSuite } from "@zml/contracts/sealed";
 import { fromBase64url, toBase64url, utf8 } from "./encoding.ts";
 import { SealedChannelError } from "./errors.ts";
-import { HpkeError, NH, setupBaseR, setupBaseS } from "./hpke.ts";
+import { HmacKey, HpkeError, NH, setupBaseR, setupBaseS } from "./hpke.ts";
 import type { HpkeContext } from "./hpke.ts";
 import { ResponseOpener } from "./response-opener.ts";
 import { ResponseSealer } from "./response-sealer.ts";
@@ -68,7 +68,7 @@ export class SealedChannel {
   /** base64url of the channel's `enc`, as every envelope carries it. */
   readonly enc: string;
   private readonly context: HpkeContext;
-  private readonly answerSecret: Buffer;
+  private readonly answerSecret: HmacKey;
   private nextSeq = 0;
 
   /** Sets up a channel to a session's key (one X25519 key pair and agreement). */
@@ -80,7 +80,7 @@ export class SealedChannel {
     this.keyId = key.keyId;
     this.enc = toBase64url(enc);
     this.context = context;
-    this.answerSecret = context.export(ANSWER_LABEL, NH);
+    this.answerSecret = new HmacKey(context.export(ANSWER_LABEL, NH));
   }
 
   /**
@@ -142,7 +142,7 @@ export class RecipientChannel {
   readonly enc: string;
   private readonly keyId: string;
   private readonly context: HpkeContext;
-  private readonly answerSecret: Buffer;
+  private readonly answerSecret: HmacKey;
 
   /**
    * The channel `enc` (base64url) sets up under `pair` (one X25519 agreement). Keep it only
@@ -167,7 +167,7 @@ export class RecipientChannel {
       if (error instanceof HpkeError) throw rejected(`enc: ${error.message}`, "enc");
       throw error;
     }
-    this.answerSecret = this.context.export(ANSWER_LABEL, NH);
+    this.answerSecret = new HmacKey(this.context.export(ANSWER_LABEL, NH));
   }
 
   /**

@@ -1,17 +1,21 @@
 // An answer's keys: derived from the channel's answer secret, the request's `seq` and the TD's
-// random response nonce, as OHTTP derives its response keys (RFC 9458 §4.4); its chunks each
+// random response nonce, as OHTTP derives its response keys from a response nonce (RFC 9458
+// §4.4); its chunks each
 // sealed under their own nonce with the last one marked, as chunked OHTTP does. So a chunk
 // opens only in its own answer, at its own position, final or not.
 import { randomBytes } from "node:crypto";
 import type { KeyObject } from "node:crypto";
-import { SEALED_FINAL_CHUNK_AAD, SEALED_RESPONSE_NONCE_BYTES } from "@zml/contracts/sealed";
-import { aeadOpen, aeadSeal, computeNonce, hkdfExpand, hkdfExtract, secretKeyOf } from "./hpke.ts";
-import type { AeadParams } from "./hpke.ts";
+import {
+  SEALED_ANSWER_KEYS_LABEL,
+  SEALED_FINAL_CHUNK_AAD,
+  SEALED_RESPONSE_NONCE_BYTES,
+} from "@zml/contracts/sealed";
+import { aeadOpen, aeadSeal, computeNonce, hkdfExpand, secretKeyOf } from "./hpke.ts";
+import type { AeadParams, HmacKey } from "./hpke.ts";
 
 const FINAL_AAD = Buffer.from(SEALED_FINAL_CHUNK_AAD);
 const NO_AAD = Buffer.alloc(0);
-const KEY_LABEL = Buffer.from("key");
-const NONCE_LABEL = Buffer.from("nonce");
+const KEYS_LABEL = Buffer.from(SEALED_ANSWER_KEYS_LABEL);
 /** Chunks one answer may have: the counter fills the nonce's last four bytes at most. */
 const MAX_CHUNKS = 2 ** 32;
 
@@ -30,20 +34,23 @@ function seqBytes(seq: number): Buffer {
 }
 
 /**
- * `prk = HKDF-Extract(I2OSP(seq, 8) ‖ response_nonce, answer_secret)`,
- * `key = HKDF-Expand(prk, "key", Nk)`, `base_nonce = HKDF-Expand(prk, "nonce", Nn)`.
+ * `okm = HKDF-Expand(answer_secret, "zml-sealed/2 answer keys" ‖ I2OSP(seq, 8) ‖
+ * response_nonce, Nk + Nn)`, `key = okm[0, Nk)`, `base_nonce = okm[Nk, Nk + Nn)`. The answer
+ * secret is HPKE's exporter output, already a pseudorandom key, so no Extract comes first
+ * (RFC 5869 §3.3); it is given as an `HmacKey` the channel made once.
  */
 export function deriveAnswerKeys(
   aead: AeadParams,
-  answerSecret: Uint8Array,
+  answerSecret: HmacKey,
   seq: number,
   responseNonce: Uint8Array,
 ): AnswerKeys {
-  const prk = hkdfExtract(Buffer.concat([seqBytes(seq), responseNonce]), answerSecret);
+  const info = Buffer.concat([KEYS_LABEL, seqBytes(seq), responseNonce]);
+  const okm = hkdfExpand(answerSecret, info, aead.keyBytes + aead.nonceBytes);
   return {
     aead,
-    key: secretKeyOf(hkdfExpand(prk, KEY_LABEL, aead.keyBytes)),
-    baseNonce: hkdfExpand(prk, NONCE_LABEL, aead.nonceBytes),
+    key: secretKeyOf(okm.subarray(0, aead.keyBytes)),
+    baseNonce: okm.subarray(aead.keyBytes),
   };
 }
 

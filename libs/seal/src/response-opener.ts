@@ -8,7 +8,7 @@ import {
 import type { SealedResponseHead } from "@zml/contracts/sealed";
 import { fromBase64url } from "./encoding.ts";
 import { SealedChannelError } from "./errors.ts";
-import type { AeadParams } from "./hpke.ts";
+import type { AeadParams, HmacKey } from "./hpke.ts";
 import { deriveAnswerKeys, openChunk } from "./response-keys.ts";
 import type { AnswerKeys } from "./response-keys.ts";
 
@@ -65,11 +65,11 @@ function readHead(bytes: Buffer): SealedResponseHead {
 /** Opens the answer to one request of a channel, and only that one's (its `seq`'s). */
 export class ResponseOpener {
   private readonly aead: AeadParams;
-  private readonly answerSecret: Uint8Array;
+  private readonly answerSecret: HmacKey;
   /** The request this opener answers. */
   readonly seq: number;
 
-  constructor(aead: AeadParams, answerSecret: Uint8Array, seq: number) {
+  constructor(aead: AeadParams, answerSecret: HmacKey, seq: number) {
     this.aead = aead;
     this.answerSecret = answerSecret;
     this.seq = seq;

@@ -4,7 +4,7 @@
 import { SEALED_FINAL_EVENT, SEALED_VERSION } from "@zml/contracts/sealed";
 import type { SealedResponseEnvelope, SealedResponseHead } from "@zml/contracts/sealed";
 import { sseFrame, toBase64url, utf8 } from "./encoding.ts";
-import type { AeadParams } from "./hpke.ts";
+import type { AeadParams, HmacKey } from "./hpke.ts";
 import { deriveAnswerKeys, newResponseNonce, sealChunk } from "./response-keys.ts";
 import type { AnswerKeys } from "./response-keys.ts";
 
@@ -19,7 +19,7 @@ export class ResponseSealer {
   private ended = false;
 
   /** The sealer of the answer to request `seq` of a channel whose answer secret this is. */
-  constructor(aead: AeadParams, answerSecret: Uint8Array, seq: number) {
+  constructor(aead: AeadParams, answerSecret: HmacKey, seq: number) {
     this.responseNonce = newResponseNonce();
     this.keys = deriveAnswerKeys(aead, answerSecret, seq, this.responseNonce);
   }

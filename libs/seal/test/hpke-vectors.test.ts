@@ -1,7 +1,7 @@
 // The channel's HPKE (src/hpke.ts, on node:crypto's synchronous primitives) checked against
 // RFC 9180's own vectors (base mode, DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM and
 // ChaCha20-Poly1305), and against @hpke/core, the reference implementation, both ways.
-import { generateKeyPairSync, hkdfSync } from "node:crypto";
+import { createHmac, generateKeyPairSync, hkdfSync } from "node:crypto";
 import { Aes128Gcm, CipherSuite, DhkemX25519HkdfSha256, HkdfSha256 } from "@hpke/core";
 import { Chacha20Poly1305 } from "@hpke/chacha20poly1305";
 import { describe, expect, it } from "vitest";
@@ -14,6 +14,7 @@ import {
   encap,
   hkdfExpand,
   hkdfExtract,
+  HmacKey,
   HpkeError,
   keySchedule,
   rawPrivateKey,
@@ -162,7 +163,16 @@ describe("against @hpke/core, the reference", () => {
 });
 
 describe("the building blocks", () => {
-  it("HKDF is RFC 5869's (node's own hkdfSync agrees)", () => {
+  it("HMAC and HKDF are RFC 2104's and RFC 5869's (node's own createHmac and hkdfSync agree)", () => {
+    for (const keyLength of [0, 16, 32, 64, 65, 200]) {
+      const k = Buffer.alloc(keyLength, 7);
+      const hmac = new HmacKey(k);
+      for (const data of [Buffer.alloc(0), Buffer.from("abc"), Buffer.alloc(300, 1)]) {
+        expect(toHex(hmac.mac(data.subarray(0, 1), data.subarray(1)))).toBe(
+          toHex(createHmac("sha256", k).update(data).digest()),
+        );
+      }
+    }
     const ikm = Buffer.alloc(22, 0x0b);
     const salt = hex("000102030405060708090a0b0c");
     const info = hex("f0f1f2f3f4f5f6f7f8f9");
