@@ -435,7 +435,7 @@ describe("every error status, provoked on the live gateway", () => {
   it("tier-4 sessions: a replayed sealed request (409), an expired session (410)", async () => {
     const s = await openSession();
     for (const i of INFERENCE.filter((x) => x.sealable)) {
-      const bytes = await sealedBytes(s, i.path, i.body(MODEL));
+      const bytes = sealedBytes(s, i.path, i.body(MODEL));
       await send(post(i.path), i.path, { headers: sealedHeaders(), body: bytes });
       const replay = await send(post(i.path), i.path, { headers: sealedHeaders(), body: bytes });
       expect(replay.code, `${i.path} ${replay.text}`).toBe("sealed_request_replayed");
@@ -443,7 +443,7 @@ describe("every error status, provoked on the live gateway", () => {
     const short = await openSession(1);
     await new Promise((r) => setTimeout(r, Math.max(0, short.expires_at - Date.now()) + 100));
     for (const i of INFERENCE.filter((x) => x.sealable)) {
-      const bytes = await sealedBytes(short, i.path, i.body(MODEL));
+      const bytes = sealedBytes(short, i.path, i.body(MODEL));
       const res = await send(post(i.path), i.path, { headers: sealedHeaders(), body: bytes });
       expect(res.code, `${i.path} ${res.text}`).toBe("session_expired");
     }
