@@ -213,10 +213,13 @@ async function callServer(
 }
 
 /**
- * A stream: the head at once (the first token is not held back), then each event as it
- * arrives, then the final chunk once the server ended cleanly. A server that breaks off, or
- * ends mid-event, gets no final chunk: the connection is cut, and the client sees a stream
- * that did not finish.
+ * A stream: the head at once (the gateway sees the stream start, and no first token is held
+ * back), then each event as it arrives, then the final chunk once the server ended cleanly. A
+ * server that breaks off, or ends mid-event, gets no final chunk: the connection is cut, and
+ * the client sees a stream that did not finish. The events of one read go out in one write
+ * (corked, not copied together); a read's last event that is `data: [DONE]` is held, sealed,
+ * until the server's stream ends (or more comes), so it and the final chunk travel as one
+ * write and one message through the gateway: it carries no token, so holding it costs none.
  */
 function relaySealedEvents(
   deps: SealedCallDeps,
@@ -228,6 +231,8 @@ function relaySealedEvents(
   res.write(sealer.streamHead({ status: 200, content_type: "text/event-stream" }));
   const cutter = new SseCutter();
   let size = 0;
+  /** A sealed `[DONE]` not written yet (sealed in order, so written before anything after it). */
+  let heldDone: Buffer | undefined;
   return new Promise((resolve) => {
     answer.body.on("data", (chunk: Buffer) => {
       size += chunk.length;
@@ -235,14 +240,27 @@ function relaySealedEvents(
         answer.body.destroy(new Error(`answer larger than ${deps.maxAnswerBytes} bytes`));
         return;
       }
-      for (const event of cutter.push(chunk)) res.write(sealer.streamEvent(event));
+      const events = cutter.push(chunk);
+      if (events.length === 0) return;
+      res.cork();
+      if (heldDone !== undefined) res.write(heldDone);
+      heldDone = undefined;
+      const last = events.length - 1;
+      for (let i = 0; i <= last; i++) {
+        const frame = sealer.streamEvent(events[i]!);
+        if (i === last && isDoneEvent(events[i]!)) heldDone = frame;
+        else res.write(frame);
+      }
+      res.uncork();
     });
     answer.body.on("end", () => {
       if (cutter.hasRest()) {
         deps.log.warn({}, "the TD's server ended its stream in the middle of an event");
         res.destroy();
       } else {
-        res.end(sealer.streamEnd());
+        // One write of both (end() under cork can put the body's terminator first).
+        const final = sealer.streamEnd();
+        res.end(heldDone === undefined ? final : Buffer.concat([heldDone, final]));
       }
       resolve();
     });
@@ -252,6 +270,13 @@ function relaySealedEvents(
       resolve();
     });
   });
+}
+
+const DONE = Buffer.from("data: [DONE]");
+
+/** Whether an event is OpenAI's terminal `data: [DONE]` (with its blank line, LF or CRLF). */
+function isDoneEvent(event: Buffer): boolean {
+  return event.length <= DONE.length + 4 && event.subarray(0, DONE.length).equals(DONE);
 }
 
 function sendSealed(
