@@ -3,29 +3,35 @@
 // across rounds) and prints one LoadResult per stdout line. Exits when stdin closes.
 import { performance } from "node:perf_hooks";
 import { createInterface } from "node:readline";
-import { sealRequest } from "@zml/seal";
+import { SealedChannel } from "@zml/seal";
 import type { SealedStreamReader } from "@zml/seal";
 import { Pool } from "undici";
 import type { LoadPlan, LoadResult, SealedSession } from "./plan.ts";
 import { Samples } from "./stats.ts";
 
 const pools = new Map<string, Pool>();
-/** The next `seq` of each session sealed to: the TD opens each number once. */
-const nextSeq = new Map<string, number>();
+/**
+ * This process's channel to each session sealed to: one HPKE setup, made as a plan starts so
+ * no measured request pays for it (the SDK makes it when the session opens). The SDK's own
+ * channel (the coordinator's check) is another one: the TD keeps each its own numbers.
+ */
+const channels = new Map<string, SealedChannel>();
 
-/** Seals one request as the SDK does: `sealRequest`, the session's next number. */
+function channelOf(session: SealedSession): SealedChannel {
+  let channel = channels.get(session.sessionId);
+  if (channel === undefined) {
+    channel = new SealedChannel({
+      sessionId: session.sessionId,
+      sessionPublicKey: session.sessionPublicKey,
+    });
+    channels.set(session.sessionId, channel);
+  }
+  return channel;
+}
+
+/** Seals one request as the SDK does: the channel's next number. */
 function seal(session: SealedSession, path: string, body: Buffer, stream: boolean) {
-  const seq = nextSeq.get(session.sessionId) ?? session.firstSeq;
-  nextSeq.set(session.sessionId, seq + 1);
-  return sealRequest({
-    path,
-    body,
-    model: session.model,
-    sessionId: session.sessionId,
-    stream,
-    seq,
-    sessionPublicKey: session.sessionPublicKey,
-  });
+  return channelOf(session).seal({ path, body, model: session.model, stream });
 }
 
 /**
@@ -124,6 +130,7 @@ function checkStream(
 
 async function run(plan: LoadPlan): Promise<LoadResult> {
   const pool = poolFor(plan);
+  if (plan.sealed) channelOf(plan.sealed);
   const body = Buffer.from(plan.body);
   const latency = new Samples();
   const ttft = new Samples();
@@ -165,7 +172,7 @@ async function run(plan: LoadPlan): Promise<LoadResult> {
   const once = async (): Promise<void> => {
     const startedAt = performance.now();
     // A sealed plan pays for sealing inside the timing, as a client does.
-    const sealed = plan.sealed ? await seal(plan.sealed, plan.path, body, plan.stream) : undefined;
+    const sealed = plan.sealed ? seal(plan.sealed, plan.path, body, plan.stream) : undefined;
     const res = await pool.request({
       path: plan.path,
       method: "POST",

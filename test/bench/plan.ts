@@ -27,7 +27,7 @@ export interface LoadPlan {
   spreadStartsMs?: number;
   /**
    * A tier-4 plan: each request's body is sealed on the client to this session's key
-   * (`@zml/seal`, the session's next `seq` each time) and sent as the sealed envelope, and
+   * (`@zml/seal`, one channel per session, its next `seq` each time) and sent as the sealed envelope, and
    * its answer is opened on the client, as the SDK does. Timings include both.
    */
   sealed?: SealedSession;
@@ -44,8 +44,6 @@ export interface SealedSession {
   /** `session_public_key`: base64 SPKI DER. */
   sessionPublicKey: string;
   model: string;
-  /** The session's numbers below this were used already (by the coordinator's check). */
-  firstSeq: number;
 }
 
 /** Nearest-rank percentiles in milliseconds. */

@@ -82,8 +82,6 @@ export async function sealingPlans(
         sessionId: session.session_id,
         sessionPublicKey: session.attestation.session_public_key,
         model,
-        // `checkRoutes` sent the session's first request (seq 0) through the SDK.
-        firstSeq: 1,
       },
     },
     close: () => session.close().catch(() => undefined),

@@ -9,7 +9,7 @@ import { request as httpRequest } from "node:http";
 import { createHash } from "node:crypto";
 import { ERROR_CODES, SEALED_REQUEST_MEDIA_TYPE } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
-import { sealRequest } from "@zml/seal";
+import { SealedChannel } from "@zml/seal";
 import { Agent, request } from "undici";
 import type { Dispatcher } from "undici";
 import type { SimFault } from "@zml/node-sim";
@@ -206,18 +206,23 @@ async function openSession(ttlS?: number): Promise<SessionView> {
   return JSON.parse(res.text) as SessionView;
 }
 
-let seq = 0;
-async function sealedBytes(s: SessionView, path: string, body: object) {
-  const sealed = await sealRequest({
+/** One channel per session, as a client keeps. */
+const channels = new Map<string, SealedChannel>();
+function sealedBytes(s: SessionView, path: string, body: object) {
+  let channel = channels.get(s.session_id);
+  if (channel === undefined) {
+    channel = new SealedChannel({
+      sessionId: s.session_id,
+      sessionPublicKey: s.attestation.session_public_key,
+    });
+    channels.set(s.session_id, channel);
+  }
+  return channel.seal({
     path,
     body: Buffer.from(JSON.stringify(body)),
     model: MODEL,
-    sessionId: s.session_id,
     stream: false,
-    seq: seq++,
-    sessionPublicKey: s.attestation.session_public_key,
-  });
-  return sealed.bytes;
+  }).bytes;
 }
 
 const sealedHeaders = () => ({ ...bearer(API_KEY), "content-type": SEALED_REQUEST_MEDIA_TYPE });
@@ -430,7 +435,7 @@ describe("every error status, provoked on the live gateway", () => {
   it("tier-4 sessions: a replayed sealed request (409), an expired session (410)", async () => {
     const s = await openSession();
     for (const i of INFERENCE.filter((x) => x.sealable)) {
-      const bytes = await sealedBytes(s, i.path, i.body(MODEL));
+      const bytes = sealedBytes(s, i.path, i.body(MODEL));
       await send(post(i.path), i.path, { headers: sealedHeaders(), body: bytes });
       const replay = await send(post(i.path), i.path, { headers: sealedHeaders(), body: bytes });
       expect(replay.code, `${i.path} ${replay.text}`).toBe("sealed_request_replayed");
@@ -438,7 +443,7 @@ describe("every error status, provoked on the live gateway", () => {
     const short = await openSession(1);
     await new Promise((r) => setTimeout(r, Math.max(0, short.expires_at - Date.now()) + 100));
     for (const i of INFERENCE.filter((x) => x.sealable)) {
-      const bytes = await sealedBytes(short, i.path, i.body(MODEL));
+      const bytes = sealedBytes(short, i.path, i.body(MODEL));
       const res = await send(post(i.path), i.path, { headers: sealedHeaders(), body: bytes });
       expect(res.code, `${i.path} ${res.text}`).toBe("session_expired");
     }

@@ -11,8 +11,8 @@ import { createClient } from "@zml/client";
 import type { ConfidentialSession, ZmlApiError } from "@zml/client";
 import { SEALED_REQUEST_MEDIA_TYPE } from "@zml/contracts";
 import { pollUntil, repoRoot } from "@zml/harness";
-import { sealRequest } from "@zml/seal";
-import type { SealRequestInput } from "@zml/seal";
+import { SealedChannel } from "@zml/seal";
+import type { SealInput } from "@zml/seal";
 import { parseQuote, reportDataFor, verifyQuote } from "@zml/tdx";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -130,24 +130,33 @@ async function openSession(extra: Record<string, unknown> = {}): Promise<Session
 }
 
 const PATH = "/v1/chat/completions";
-const seqs = new Map<string, number>();
+/** One channel per session (and key), as a client keeps: each request its next number. */
+const channels = new Map<string, SealedChannel>();
 
-/** A chat request sealed to the session's key, each with the session's next number. */
-function sealed(s: SessionView, extra: Partial<SealRequestInput> = {}) {
-  const seq = seqs.get(s.session_id) ?? 0;
-  seqs.set(s.session_id, seq + 1);
+function channelOf(s: SessionView): SealedChannel {
+  const id = `${s.session_id} ${s.attestation.session_public_key}`;
+  let channel = channels.get(id);
+  if (channel === undefined) {
+    channel = new SealedChannel({
+      sessionId: s.session_id,
+      sessionPublicKey: s.attestation.session_public_key,
+    });
+    channels.set(id, channel);
+  }
+  return channel;
+}
+
+/** A chat request sealed in the session's channel, with the channel's next number. */
+function sealed(s: SessionView, extra: Partial<SealInput> = {}) {
   const stream = extra.stream ?? false;
   const model = extra.model ?? MODEL;
-  return sealRequest({
+  return channelOf(s).seal({
     path: PATH,
     body: Buffer.from(
       JSON.stringify({ model, stream, messages: [{ role: "user", content: "Say hello" }] }),
     ),
     model,
-    sessionId: s.session_id,
     stream,
-    seq,
-    sessionPublicKey: s.attestation.session_public_key,
     ...extra,
   });
 }
@@ -171,8 +180,8 @@ async function postSealed(bytes: Uint8Array | string, key = API_KEY, path = PATH
 }
 
 /** A sealed chat round trip; `answer` is the opened completion of a 200. */
-async function sessionChat(s: SessionView, extra: Partial<SealRequestInput> = {}) {
-  const req = await sealed(s, extra);
+async function sessionChat(s: SessionView, extra: Partial<SealInput> = {}) {
+  const req = sealed(s, extra);
   const res = await postSealed(req.bytes);
   const opened = res.status === 200 ? req.opener.openAnswer(res.body) : undefined;
   return { ...res, opened };
@@ -250,7 +259,7 @@ describe("tier 4 sessions", () => {
     expect(whole.opened?.status).toBe(200);
     expect(JSON.parse(whole.opened!.body.toString()).choices[0].message.content).toBeTruthy();
 
-    const req = await sealed(s, { stream: true });
+    const req = sealed(s, { stream: true });
     const res = await postSealed(req.bytes);
     expect(res.status).toBe(200);
     expect(String(res.headers["content-type"])).toContain("text/event-stream");
@@ -313,7 +322,7 @@ describe("tier 4 sessions", () => {
     const s = await openSession();
     const before = payloads();
     // The other account may not use tier 4 at all; nothing of it reaches the session.
-    const otherAccount = await postSealed((await sealed(s)).bytes, OTHER_KEY);
+    const otherAccount = await postSealed(sealed(s).bytes, OTHER_KEY);
     expect(otherAccount.status).toBe(403);
     expect(errorCode(otherAccount.text)).toBe("tier_not_allowed");
     const otherModel = await sessionChat(s, { model: OTHER_MODEL });
@@ -322,7 +331,7 @@ describe("tier 4 sessions", () => {
     const unknown = await sessionChat({ ...s, session_id: `ses-${"0".repeat(32)}` });
     expect(unknown.status).toBe(404);
     expect(errorCode(unknown.text)).toBe("session_not_found");
-    const tier1 = await postSealed(JSON.stringify({ ...(await sealed(s)).envelope, tier: 1 }));
+    const tier1 = await postSealed(JSON.stringify({ ...sealed(s).envelope, tier: 1 }));
     expect(tier1.status, tier1.text).toBe(400);
     expect(errorBody(tier1.text)).toMatchObject({ code: "invalid_request", param: "tier" });
     expect(moved(before)).toEqual({});
@@ -394,7 +403,7 @@ describe("sealed requests refused", () => {
       expect(res.status, res.text).toBe(400);
       expect(errorBody(res.text)).toMatchObject({ code: "sealed_body_required", param });
     }
-    const infer = await postSealed((await sealed(s)).bytes, API_KEY, "/v1/infer");
+    const infer = await postSealed(sealed(s).bytes, API_KEY, "/v1/infer");
     expect(infer.status).toBe(400);
     expect(errorBody(infer.text)).toMatchObject({ code: "invalid_request", param: "content-type" });
     expect(moved(before)).toEqual({});
@@ -404,7 +413,7 @@ describe("sealed requests refused", () => {
     const a = await openSession();
     const b = await openSession();
     const before = payloads();
-    const sent = await sealed(a);
+    const sent = sealed(a);
     const ct = Buffer.from(sent.envelope.ciphertext, "base64url");
     ct[ct.length - 1]! ^= 1;
     const tampered = await postSealed(
@@ -422,7 +431,7 @@ describe("sealed requests refused", () => {
     expect(moved(before)).toEqual({ [a.node_id]: 1 });
 
     // Sealed to B's key but sent in A's session: refused before anything is sent.
-    const toB = await sealed({ ...a, attestation: b.attestation });
+    const toB = sealed({ ...a, attestation: b.attestation });
     const mismatch = await postSealed(toB.bytes);
     expect(mismatch.status, mismatch.text).toBe(400);
     expect(errorBody(mismatch.text)).toMatchObject({
@@ -437,10 +446,38 @@ describe("sealed requests refused", () => {
     expect(moved(before)).toEqual({ [a.node_id]: 1 });
   });
 
+  it("a request relabelled to another position, held back beyond the window, or of version 1", async () => {
+    const s = await openSession();
+    const before = payloads();
+    const first = sealed(s);
+    const next = sealed(s);
+    // The next request relabelled as the first: it does not open, and uses no number up.
+    const relabelled = await postSealed(
+      JSON.stringify({ ...next.envelope, seq: first.envelope.seq }),
+    );
+    expect(relabelled.status, relabelled.text).toBe(400);
+    expect(errorBody(relabelled.text)).toMatchObject({ code: "sealed_request_rejected" });
+    expect(moved(before)).toEqual({});
+    // A request overtaken by one SEALED_REPLAY_WINDOW (1024) numbers later is refused.
+    const far = sealed(s, { seq: first.envelope.seq + 1024 });
+    expect((await postSealed(far.bytes)).status).toBe(200);
+    expect((await postSealed(next.bytes)).status).toBe(200);
+    const late = await postSealed(first.bytes);
+    expect(late.status, late.text).toBe(409);
+    expect(errorBody(late.text)).toMatchObject({ code: "sealed_request_replayed", param: "seq" });
+    expect(moved(before)).toEqual({ [s.node_id]: 2 });
+    // The previous format is refused by its version at intake, by name.
+    const v1 = await postSealed(JSON.stringify({ ...sealed(s).envelope, zml_sealed: 1 }));
+    expect(v1.status).toBe(400);
+    expect(errorBody(v1.text)).toMatchObject({ code: "invalid_request", param: "zml_sealed" });
+    expect(JSON.parse(v1.text).error.message).toContain("version 2");
+    expect(moved(before)).toEqual({ [s.node_id]: 2 });
+  });
+
   it("an envelope without its session, or with a prompt beside the ciphertext", async () => {
     const s = await openSession();
     const before = payloads();
-    const { envelope } = await sealed(s);
+    const { envelope } = sealed(s);
     const noSession: Partial<typeof envelope> = { ...envelope };
     delete noSession.session_id;
     const missing = await postSealed(JSON.stringify(noSession));
@@ -502,8 +539,10 @@ describe("the TypeScript SDK's sessions", () => {
   it("detect a gateway that passes off its own answer", async () => {
     // A hostile gateway in front of the real one: it relays the request, then replaces the
     // answer with another session's sealed answer, or with a plain completion.
-    const stolen = await postSealed((await sealed(await openSession())).bytes);
-    let mode: "swap" | "plain" = "swap";
+    const stolen = await postSealed(sealed(await openSession()).bytes);
+    let mode: "relay" | "swap" | "earlier" | "plain" = "relay";
+    /** The real answer to this session's previous request, as relayed. */
+    let earlier: Buffer | undefined;
     const hostile = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
@@ -520,8 +559,13 @@ describe("the TypeScript SDK's sessions", () => {
             res.writeHead(real.statusCode, headers).end(Buffer.from(await real.body.arrayBuffer()));
             return;
           }
-          await real.body.arrayBuffer();
-          if (mode === "swap") {
+          const answer = Buffer.from(await real.body.arrayBuffer());
+          if (mode === "relay") {
+            earlier = answer;
+            res.writeHead(real.statusCode, headers).end(answer);
+          } else if (mode === "earlier") {
+            res.writeHead(200, headers).end(earlier);
+          } else if (mode === "swap") {
             res.writeHead(200, headers).end(stolen.body);
           } else {
             headers["content-type"] = "application/json";
@@ -540,7 +584,10 @@ describe("the TypeScript SDK's sessions", () => {
       });
       // The same session, reached through the hostile gateway.
       const session: ConfidentialSession = await via.sessions.create({ model: MODEL, ...trust });
-      for (const m of ["swap", "plain"] as const) {
+      const relayed = await session.chat({ messages: [{ role: "user", content: "hi" }] });
+      expect(relayed.choices[0]!.message.content).toBeTruthy();
+      // Another session's answer, this session's answer to its previous request, a plain one.
+      for (const m of ["swap", "earlier", "plain"] as const) {
         mode = m;
         const error = await session
           .chat({ messages: [{ role: "user", content: "hi" }] })

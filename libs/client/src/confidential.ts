@@ -2,7 +2,7 @@
 // every request sealed to the session key that quote binds and every answer opened, so the
 // gateway between carries only ciphertext (docs/sealed-channel.md).
 import { SEALED_REQUEST_MEDIA_TYPE, SEALED_RESPONSE_MEDIA_TYPE } from "@zml/contracts/sealed";
-import { sealRequest, SealedChannelError } from "@zml/seal";
+import { SealedChannel, SealedChannelError } from "@zml/seal";
 import type { SealedStreamReader } from "@zml/seal";
 import { bodyChunks, discard, errorOf, errorOfEnvelope, routingMeta } from "./answer.ts";
 import { verifyNodeAttestation } from "./attestation.ts";
@@ -139,24 +139,20 @@ export function confidentialSession(
   suite: SessionTrust["suite"],
   remove: (sessionId: string, call?: CallOptions) => Promise<void>,
 ): ConfidentialSession {
-  // Each request of the session gets the next number: the TD opens each number once.
-  let seq = 0;
+  // One HPKE setup for the whole session; each request gets the channel's next number, which
+  // the TD opens once.
+  const channel = new SealedChannel({
+    sessionId: session.session_id,
+    sessionPublicKey: session.attestation.session_public_key,
+    ...(suite === undefined ? {} : { suite }),
+  });
   const sendSealed = async (
     path: string,
     body: Uint8Array,
     stream: boolean,
     call: CallOptions | undefined,
   ): Promise<OpenedAnswer | OpenedStream> => {
-    const sealed = await sealRequest({
-      path,
-      body,
-      model: session.model,
-      sessionId: session.session_id,
-      stream,
-      seq: seq++,
-      sessionPublicKey: session.attestation.session_public_key,
-      ...(suite === undefined ? {} : { suite }),
-    });
+    const sealed = channel.seal({ path, body, model: session.model, stream });
     const ex = await send("POST", path, new RawBody(sealed.bytes, SEALED_REQUEST_MEDIA_TYPE), call);
     const type = (ex.res.headers.get("content-type") ?? "").split(";")[0]!.trim();
     if (type === SEALED_RESPONSE_MEDIA_TYPE) {

@@ -291,6 +291,7 @@ export {
   DEFAULT_SEALED_SUITE,
   SEALED_FINAL_EVENT,
   SEALED_REPLAY_WINDOW,
+  SEALED_MAX_CHANNELS_PER_KEY,
   sealedRequestAad,
 } from "./sealed.ts";
 export type {

@@ -5,7 +5,7 @@ import type { SealedRequestEnvelope } from "./sealed.ts";
 import { SESSION_KEY_PATTERN } from "./sessions.ts";
 
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
-/** base64url without padding of 32 bytes. */
+/** base64url without padding of 32 bytes: the channel's `enc`. */
 const ENC_LENGTH = 43;
 /** The AEAD tag alone (16 bytes) is 22 characters: a ciphertext is at least that. */
 const MIN_CIPHERTEXT_LENGTH = 22;
@@ -16,7 +16,11 @@ const MIN_CIPHERTEXT_LENGTH = 22;
  * this and nothing inside; the TD proxy validates it again before it opens anything.
  */
 export const SealedRequestSchema = z.strictObject({
-  zml_sealed: z.literal(SEALED_VERSION),
+  // A request of another version (1: an HPKE setup per request) is refused by name: this
+  // gateway and its TDs speak one version, and the message says which.
+  zml_sealed: z.literal(SEALED_VERSION, {
+    error: `version ${SEALED_VERSION} of the sealed format is served (docs/sealed-channel.md)`,
+  }),
   model: z.string().regex(MODEL_ID_PATTERN, "a model id"),
   session_id: z.string().regex(SESSION_KEY_PATTERN, "a session id: ses- and 32 hex"),
   tier: z.literal(4).optional(),

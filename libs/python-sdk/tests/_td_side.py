@@ -16,24 +16,26 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from zml import _hpke
 from zml._sealed import (
+    ANSWER_EXPORT_LABEL,
+    ANSWER_SECRET_BYTES,
+    CHANNEL_INFO,
     FINAL_EVENT,
     MAX_SEQ,
     MODEL_ID_PATTERN,
-    REQUEST_INFO,
-    RESPONSE_EXPORT_LABEL,
     RESPONSE_NONCE_BYTES,
-    RESPONSE_SECRET_BYTES,
     SEALED_VERSION,
     SESSION_ID_PATTERN,
     SUITES,
     b64url,
-    derive_response_keys,
+    derive_answer_keys,
     from_b64url,
     head_bytes,
     key_id_of,
     request_aad,
     seal_chunk,
 )
+
+REPLAY_WINDOW = 1024
 
 FIELDS = {
     "zml_sealed",
@@ -66,13 +68,25 @@ class TdError(Exception):
 
 
 @dataclass
+class Channel:
+    """One client's channel to a session key, as the TD keeps it: the HPKE context of its
+    ``enc`` and the numbers opened in it."""
+
+    suite: _hpke.AeadSuite
+    suite_name: str
+    context: _hpke.Context
+    answer_secret: bytes
+    opened: set[int] = field(default_factory=set)
+
+
+@dataclass
 class SessionKey:
-    """A session key pair as the TD holds it."""
+    """A session key pair as the TD holds it, with its channels by ``enc``."""
 
     private: X25519PrivateKey
     spki_der: bytes
     key_id: str
-    opened: set[int] = field(default_factory=set)
+    channels: dict[str, Channel] = field(default_factory=dict)
 
     @property
     def public_b64(self) -> str:
@@ -104,7 +118,7 @@ def validate_envelope(envelope: Any) -> dict[str, Any]:
 
     version = envelope.get("zml_sealed")
     if isinstance(version, bool) or version != SEALED_VERSION:
-        raise _invalid("zml_sealed", "must be 1")
+        raise _invalid("zml_sealed", f"version {SEALED_VERSION} of the sealed format is served")
     string("model", MODEL_ID_PATTERN)
     string("session_id", SESSION_ID_PATTERN)
     if "tier" in envelope and (envelope["tier"] != 4 or isinstance(envelope["tier"], bool)):
@@ -134,12 +148,12 @@ class ResponseSealer:
     def __init__(
         self,
         suite: _hpke.AeadSuite,
-        secret: bytes,
-        enc: bytes,
+        answer_secret: bytes,
+        seq: int,
         response_nonce: bytes | None = None,
     ) -> None:
         self.response_nonce = response_nonce or secrets.token_bytes(RESPONSE_NONCE_BYTES)
-        self.keys = derive_response_keys(suite, secret, enc, self.response_nonce)
+        self.keys = derive_answer_keys(suite, answer_secret, seq, self.response_nonce)
         self.next = 0
         self.ended = False
 
@@ -191,18 +205,35 @@ def open_request(
     check_replay: bool = True,
 ) -> OpenedRequest:
     """What the TD proxy does with a sealed request that arrived on ``path``: the envelope
-    checked, the key known, the ciphertext opened (the AAD binds ``path`` and every clear
-    field), the seq fresh, and the body a JSON object whose ``model`` and ``stream`` equal
-    the clear ones. Raises :class:`TdError` with the proxy's status and code."""
+    checked, the key known, its channel found (or set up from ``enc``), the seq fresh in that
+    channel, the ciphertext opened at it (the AAD binds ``path`` and every clear field), and
+    the body a JSON object whose ``model`` and ``stream`` equal the clear ones. Raises
+    :class:`TdError` with the proxy's status and code."""
     env = validate_envelope(envelope)
     if env["key_id"] != key.key_id:
         raise TdError(410, "session_key_unknown", "this TD holds no such session key", "key_id")
     seq: int = env["seq"]
-    if check_replay and (seq in key.opened or (key.opened and seq < max(key.opened) - 1024)):
+    channel = key.channels.get(env["enc"])
+    known = channel is not None
+    if channel is None:
+        suite = SUITES[env["suite"]]
+        try:
+            context = _hpke.setup_base_r(
+                from_b64url(env["enc"]), key.private, CHANNEL_INFO, suite=suite
+            )
+        except _hpke.HpkeError as err:
+            raise TdError(400, "sealed_request_rejected", "enc is no usable key", "enc") from err
+        channel = Channel(
+            suite=suite,
+            suite_name=env["suite"],
+            context=context,
+            answer_secret=context.export(ANSWER_EXPORT_LABEL, ANSWER_SECRET_BYTES),
+        )
+    if env["suite"] != channel.suite_name:
+        raise TdError(400, "sealed_request_rejected", "another suite than its channel's", "suite")
+    opened = channel.opened
+    if check_replay and (seq in opened or (opened and seq <= max(opened) - REPLAY_WINDOW)):
         raise TdError(409, "sealed_request_replayed", f"seq {seq} was opened before", "seq")
-    suite = SUITES[env["suite"]]
-    enc = from_b64url(env["enc"])
-    ciphertext = from_b64url(env["ciphertext"])
     aad = request_aad(
         path=path,
         model=env["model"],
@@ -213,16 +244,16 @@ def open_request(
         key_id=env["key_id"],
     )
     try:
-        context = _hpke.setup_base_r(enc, key.private, REQUEST_INFO, suite=suite)
-        body = context.open(aad, ciphertext)
+        body = channel.context.open_at(seq, aad, from_b64url(env["ciphertext"]))
     except _hpke.HpkeError as err:
         raise TdError(
             400, "sealed_request_rejected", "the request does not open", "ciphertext"
         ) from err
+    if not known:
+        key.channels[env["enc"]] = channel
     if check_replay:
-        key.opened.add(seq)
-    secret = context.export(RESPONSE_EXPORT_LABEL, RESPONSE_SECRET_BYTES)
-    sealer = ResponseSealer(suite, secret, enc)
+        opened.add(seq)
+    sealer = ResponseSealer(channel.suite, channel.answer_secret, seq)
     try:
         inner = json.loads(body)
     except ValueError:

@@ -3,10 +3,13 @@
 // One JSON command per stdin line, one JSON answer per stdout line; ends at EOF.
 //
 //   {"op":"keypair"}                       → {"session_public_key"}  (a TD session key)
-//   {"op":"open","envelope","path",        → {"body"} and the TS TD's sealed answer to it:
+//   {"op":"open","envelope","path",        → {"body"} and the TS TD's sealed answer to it
+//                                            (in the channel of the envelope's enc):
 //    "answer":{"status","content_type","body"} | "events":[b64…]}
 //                                          → "sealed" (b64 of the JSON) | "sse" (text)
-//   {"op":"seal","input":{…SealRequestInput, body b64}}  → {"id","envelope"}  (a TS client)
+//   {"op":"seal","input":{…SealInput, sessionId, sessionPublicKey, suite?, body b64}}
+//                                          → {"id","envelope"}  (a TS client: one channel per
+//                                            session, key and suite)
 //   {"op":"open_answer","id","answer"}     → {"status","content_type","body"}
 //   {"op":"open_stream","id","sse"}        → {"parts":[…]}
 //   errors                                 → {"error": code}
@@ -15,8 +18,8 @@
 import { createInterface } from "node:readline";
 import {
   createSessionKeyPair,
-  openSealedRequest,
-  sealRequest,
+  RecipientChannel,
+  SealedChannel,
   SealedChannelError,
 } from "@zml/seal";
 import type { ResponseOpener, SessionKeyPair } from "@zml/seal";
@@ -26,6 +29,9 @@ const b64 = (bytes: Uint8Array): string => Buffer.from(bytes).toString("base64")
 const unb64 = (text: string): Buffer => Buffer.from(text, "base64");
 
 let key: SessionKeyPair | undefined;
+/** The TD's channels of `key`, by enc; the client's channels, by session, key and suite. */
+const recipients = new Map<string, RecipientChannel>();
+const senders = new Map<string, SealedChannel>();
 const openers = new Map<number, ResponseOpener>();
 let nextId = 0;
 
@@ -54,22 +60,23 @@ interface Command {
 async function run(command: Command): Promise<Record<string, unknown>> {
   switch (command.op) {
     case "keypair": {
-      key = await createSessionKeyPair();
+      key = createSessionKeyPair();
+      recipients.clear();
       return { session_public_key: b64(key.publicKeySpki), key_id: key.keyId };
     }
     case "open": {
       if (key === undefined) throw new Error("no key pair");
-      const { body, sealer } = await openSealedRequest(
-        command.envelope!,
-        command.path!,
-        key.privateKey,
-      );
+      const envelope = command.envelope!;
+      const channel =
+        recipients.get(envelope.enc) ?? new RecipientChannel(key, envelope.suite, envelope.enc);
+      const { body, sealer } = channel.open(envelope, command.path!);
+      recipients.set(envelope.enc, channel);
       if (command.events !== undefined) {
-        const sse = [
+        const sse = Buffer.concat([
           sealer.streamHead({ status: 200, content_type: "text/event-stream" }),
           ...command.events.map((e) => sealer.streamEvent(unb64(e))),
           sealer.streamEnd(),
-        ].join("");
+        ]).toString("utf8");
         return { body: b64(body), sse };
       }
       const answer = command.answer as { status: number; content_type: string; body: string };
@@ -80,11 +87,16 @@ async function run(command: Command): Promise<Record<string, unknown>> {
       return { body: b64(body), sealed: b64(sealed) };
     }
     case "seal": {
-      const input = command.input!;
-      const request = await sealRequest({ ...input, body: unb64(input.body) });
-      const id = nextId++;
-      openers.set(id, request.opener);
-      return { id, envelope: request.envelope, bytes: b64(request.bytes) };
+      const { sessionId, sessionPublicKey, suite, body, ...rest } = command.input!;
+      const id = `${sessionId} ${sessionPublicKey} ${suite ?? ""}`;
+      const channel =
+        senders.get(id) ??
+        new SealedChannel({ sessionId, sessionPublicKey, ...(suite ? { suite } : {}) });
+      senders.set(id, channel);
+      const request = channel.seal({ ...rest, body: unb64(body) });
+      const opener = nextId++;
+      openers.set(opener, request.opener);
+      return { id: opener, envelope: request.envelope, bytes: b64(request.bytes) };
     }
     case "open_answer": {
       const opened = openers.get(command.id!)!.openAnswer(unb64(command.answer as string));

@@ -16,9 +16,11 @@ import pytest
 from _td_side import ResponseSealer, SessionKey, TdError, open_request
 from zml import SealedResponseError
 from zml._sealed import (
+    SEALED_VERSION,
     SUITES,
     GatewayError,
     ResponseOpener,
+    SealedChannel,
     SealedRequest,
     StreamEnd,
     StreamEvent,
@@ -28,7 +30,6 @@ from zml._sealed import (
     from_b64url,
     request_aad,
     seal_chunk,
-    seal_request,
     session_public_key,
 )
 
@@ -47,18 +48,29 @@ def body(stream: bool = False, model: str = "m1") -> bytes:
     ).encode()
 
 
-def sealed(key: SessionKey, **extra: Any) -> SealedRequest:
+CHANNEL_FIELDS = ("session_id", "session_public_key_b64", "suite", "ephemeral")
+
+
+def channel_to(key: SessionKey, **extra: Any) -> SealedChannel:
+    fields: dict[str, Any] = {"session_id": SESSION, "session_public_key_b64": key.public_b64}
+    fields.update(extra)
+    return SealedChannel(**fields)
+
+
+def sealed(key: SessionKey, channel: SealedChannel | None = None, **extra: Any) -> SealedRequest:
+    """A request sealed in ``channel``, or in a channel of its own (channel fields in
+    ``extra`` go to it)."""
+    if channel is None:
+        channel = channel_to(key, **{k: extra.pop(k) for k in CHANNEL_FIELDS if k in extra})
     fields: dict[str, Any] = {
         "path": PATH,
         "body": body(bool(extra.get("stream", False))),
         "model": "m1",
-        "session_id": SESSION,
         "stream": False,
         "seq": 7,
-        "session_public_key_b64": key.public_b64,
     }
     fields.update(extra)
-    return seal_request(**fields)
+    return channel.seal(**fields)
 
 
 @pytest.fixture
@@ -86,7 +98,7 @@ def test_aad_is_the_documented_lines() -> None:
         key_id="0f" * 32,
     )
     assert aad == (
-        b"zml-sealed/1\n/v1/chat/completions\nm1\n" + SESSION.encode() + b"\n1\n12\n"
+        b"zml-sealed/2\n/v1/chat/completions\nm1\n" + SESSION.encode() + b"\n1\n12\n"
         b"x25519-sha256-aes128gcm\n" + b"0f" * 32
     )
 
@@ -96,7 +108,7 @@ def test_round_trips_a_request_and_its_whole_answer(key: SessionKey, suite: str)
     request = sealed(key, suite=suite, policy="p", max_tokens=9)
     env = request.envelope
     assert env == {
-        "zml_sealed": 1,
+        "zml_sealed": 2,
         "model": "m1",
         "session_id": SESSION,
         "tier": 4,
@@ -138,10 +150,24 @@ def test_optional_clear_fields_are_left_out(key: SessionKey) -> None:
     open_request(env, PATH, key)
 
 
-def test_each_request_has_its_own_ephemeral_key(key: SessionKey) -> None:
+def test_each_channel_has_its_own_ephemeral_key_and_its_requests_share_it(key: SessionKey) -> None:
     a, b = sealed(key, seq=1), sealed(key, seq=1)
     assert a.envelope["enc"] != b.envelope["enc"]
     assert a.envelope["ciphertext"] != b.envelope["ciphertext"]
+    channel = channel_to(key)
+    first, second = sealed(key, channel, seq=None), sealed(key, channel, seq=None)
+    assert first.envelope["enc"] == second.envelope["enc"] == channel.enc
+    assert (first.envelope["seq"], second.envelope["seq"]) == (0, 1)
+    assert first.envelope["ciphertext"] != second.envelope["ciphertext"]
+
+
+def test_a_channel_never_seals_a_number_twice(key: SessionKey) -> None:
+    channel = channel_to(key)
+    sealed(key, channel, seq=5)
+    for seq in (5, 4, 0):
+        with pytest.raises(ValueError):
+            sealed(key, channel, seq=seq)
+    assert sealed(key, channel, seq=None).envelope["seq"] == 6
 
 
 def test_refuses_fields_the_envelope_cannot_carry(key: SessionKey) -> None:
@@ -230,22 +256,37 @@ def test_a_replayed_seq_is_refused(key: SessionKey) -> None:
     assert (err.status, err.code) == (409, "sealed_request_replayed")
 
 
+def test_a_request_moved_to_another_position_of_its_channel_does_not_open(
+    key: SessionKey,
+) -> None:
+    channel = channel_to(key)
+    zero, one = (sealed(key, channel, seq=None).envelope for _ in range(2))
+    for env, seq in ((one, 0), (zero, 1), (one, 2)):
+        err = refusal({**env, "seq": seq}, PATH, key)
+        assert (err.status, err.code) == (400, "sealed_request_rejected")
+    # Under their own numbers, in any order, they open: a refused attempt used nothing up.
+    assert open_request(one, PATH, key).body == open_request(zero, PATH, key).body == body()
+
+
+def test_a_request_held_back_beyond_the_window_is_refused(key: SessionKey) -> None:
+    channel = channel_to(key)
+    first, edge, last = (sealed(key, channel, seq=n).envelope for n in (0, 1, 1024))
+    open_request(last, PATH, key)
+    open_request(edge, PATH, key)  # 1023 behind: inside the window
+    err = refusal(first, PATH, key)  # 1024 behind: outside it, though never opened
+    assert (err.status, err.code, err.param) == (409, "sealed_request_replayed", "seq")
+
+
 def test_the_envelope_is_strict(key: SessionKey) -> None:
     env = sealed(key).envelope
     assert refusal({**env, "messages": []}, PATH, key).code == "sealed_request_invalid"
-    assert refusal({**env, "zml_sealed": 2}, PATH, key).code == "sealed_request_invalid"
+    old = refusal({**env, "zml_sealed": 1}, PATH, key)  # the previous format, by its version
+    assert (old.code, old.param) == ("sealed_request_invalid", "zml_sealed")
+    assert refusal({**env, "zml_sealed": 3}, PATH, key).code == "sealed_request_invalid"
 
 
 def test_a_body_that_contradicts_the_clear_fields_is_refused_sealed(key: SessionKey) -> None:
-    request = seal_request(
-        path=PATH,
-        body=body(model="m2"),
-        model="m1",
-        session_id=SESSION,
-        stream=False,
-        seq=1,
-        session_public_key_b64=key.public_b64,
-    )
+    request = sealed(key, body=body(model="m2"), seq=1)
     err = refusal(request.envelope, PATH, key)
     assert (err.code, err.param) == ("sealed_request_invalid", "model")
     assert err.sealer is not None
@@ -302,10 +343,22 @@ def test_another_requests_answer_is_refused(key: SessionKey) -> None:
     assert opener_b.open_answer(answer_b).status == 200
 
 
+def test_answers_of_one_channel_cannot_be_swapped_or_spliced(key: SessionKey) -> None:
+    channel = channel_to(key)
+    a, b = sealed(key, channel, seq=None), sealed(key, channel, seq=None)
+    answer_a = json.loads(open_request(a.envelope, PATH, key).sealer.answer(200, "a/b", b"A"))
+    answer_b = json.loads(open_request(b.envelope, PATH, key).sealer.answer(200, "a/b", b"B"))
+    refused(lambda: a.opener.open_answer(json.dumps(answer_b).encode()))
+    for nonce in (answer_a["response_nonce"], answer_b["response_nonce"]):
+        spliced = {**answer_a, "response_nonce": nonce, "chunks": [answer_a["chunks"][0], answer_b["chunks"][1]]}
+        refused(lambda: a.opener.open_answer(json.dumps(spliced).encode()))
+    assert a.opener.open_answer(json.dumps(answer_a).encode()).body == b"A"
+
+
 def test_a_head_that_is_not_the_documented_json_is_refused(key: SessionKey) -> None:
     opener, sealer = answer_for(key)
     chunk = seal_chunk(sealer.keys, 0, b'{"status":"200"}', True)
-    envelope = {"zml_sealed": 1, "response_nonce": b64url(sealer.response_nonce), "chunks": [b64url(chunk)]}
+    envelope = {"zml_sealed": SEALED_VERSION, "response_nonce": b64url(sealer.response_nonce), "chunks": [b64url(chunk)]}
     refused(lambda: opener.open_answer(json.dumps(envelope).encode()))
 
 
@@ -406,6 +459,20 @@ def test_another_requests_stream_is_refused(key: SessionKey) -> None:
     opener_a, _ = answer_for(key, stream=True, seq=1)
     _, sealer_b = answer_for(key, stream=True, seq=2)
     stream_refused(opener_a, stream_text(sealer_b))
+
+
+def test_a_chunk_moved_between_two_streams_of_one_channel_is_refused(key: SessionKey) -> None:
+    channel = channel_to(key)
+    requests = [sealed(key, channel, seq=None, stream=True) for _ in range(2)]
+    wire_a, wire_b = (
+        stream_text(open_request(r.envelope, PATH, key).sealer) for r in requests
+    )
+    opener = requests[0].opener
+    assert len(read_lines(opener, "".join(wire_a))) == len(wire_a)
+    for at in range(len(wire_a)):  # b's chunk at the same position of a: head, events, end
+        moved = list(wire_a)
+        moved[at] = wire_b[at]
+        stream_refused(opener, moved)
 
 
 def test_final_chunk_must_be_empty_and_not_the_head(key: SessionKey) -> None:

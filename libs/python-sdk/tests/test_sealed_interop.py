@@ -14,7 +14,7 @@ import pytest
 from _node_helpers import JsonLinesHelper, seal_interop  # noqa: F401 (the fixture)
 from _td_side import SessionKey, open_request
 from zml import SealedResponseError
-from zml._sealed import SUITES, SealedStreamReader, StreamEnd, StreamEvent, StreamHead, seal_request
+from zml._sealed import SUITES, SealedChannel, SealedStreamReader, StreamEnd, StreamEvent, StreamHead
 
 PATH = "/v1/chat/completions"
 SESSION = "ses-" + "0123456789abcdef" * 2
@@ -41,15 +41,13 @@ def test_python_client_and_typescript_td(
     seal_interop: JsonLinesHelper, suite: str, stream: bool
 ) -> None:
     key = seal_interop.call(op="keypair")["session_public_key"]
-    request = seal_request(
+    channel = SealedChannel(session_id=SESSION, session_public_key_b64=key, suite=suite)
+    request = channel.seal(
         path=PATH,
         body=body(stream),
         model="llama-3.1-8b-instruct",
-        session_id=SESSION,
         stream=stream,
         seq=41,
-        session_public_key_b64=key,
-        suite=suite,
         policy="interactive",
         max_tokens=64,
     )
@@ -130,16 +128,10 @@ def test_an_answer_to_another_typescript_request_is_refused_by_python(
     seal_interop: JsonLinesHelper,
 ) -> None:
     key = seal_interop.call(op="keypair")["session_public_key"]
+    # Two requests of one channel: each answer opens only for its own.
+    channel = SealedChannel(session_id=SESSION, session_public_key_b64=key)
     requests = [
-        seal_request(
-            path=PATH,
-            body=body(False),
-            model="llama-3.1-8b-instruct",
-            session_id=SESSION,
-            stream=False,
-            seq=seq,
-            session_public_key_b64=key,
-        )
+        channel.seal(path=PATH, body=body(False), model="llama-3.1-8b-instruct", stream=False, seq=seq)
         for seq in (1, 2)
     ]
     answers = [

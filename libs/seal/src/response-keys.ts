@@ -1,98 +1,88 @@
-// The answer's keys, derived from the request's HPKE context as OHTTP derives its response
-// keys (RFC 9458 §4.4), and its chunks, each sealed under its own nonce with the last one
-// marked, as chunked OHTTP does: a dropped, reordered, cut or substituted chunk fails to open.
-import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
-import { SEALED_FINAL_CHUNK_AAD, SEALED_RESPONSE_NONCE_BYTES } from "@zml/contracts/sealed";
-import type { SuiteParams } from "./suites.ts";
+// An answer's keys: derived from the channel's answer secret, the request's `seq` and the TD's
+// random response nonce, as OHTTP derives its response keys from a response nonce (RFC 9458
+// §4.4); its chunks each
+// sealed under their own nonce with the last one marked, as chunked OHTTP does. So a chunk
+// opens only in its own answer, at its own position, final or not.
+import { randomBytes } from "node:crypto";
+import type { KeyObject } from "node:crypto";
+import {
+  SEALED_ANSWER_KEYS_LABEL,
+  SEALED_FINAL_CHUNK_AAD,
+  SEALED_RESPONSE_NONCE_BYTES,
+} from "@zml/contracts/sealed";
+import { aeadOpen, aeadSeal, computeNonce, hkdfExpand, secretKeyOf } from "./hpke.ts";
+import type { AeadParams, HmacKey } from "./hpke.ts";
 
-const TAG_BYTES = 16;
 const FINAL_AAD = Buffer.from(SEALED_FINAL_CHUNK_AAD);
 const NO_AAD = Buffer.alloc(0);
+const KEYS_LABEL = Buffer.from(SEALED_ANSWER_KEYS_LABEL);
 /** Chunks one answer may have: the counter fills the nonce's last four bytes at most. */
 const MAX_CHUNKS = 2 ** 32;
 
-/** The key and base nonce an answer's chunks are sealed under. */
-export interface ResponseKeys {
-  suite: SuiteParams;
-  key: Buffer;
+/** The key (made a KeyObject once, for every chunk) and base nonce of one answer. */
+export interface AnswerKeys {
+  aead: AeadParams;
+  key: KeyObject;
   baseNonce: Buffer;
 }
 
+/** `I2OSP(seq, 8)`. */
+function seqBytes(seq: number): Buffer {
+  const b = Buffer.alloc(8);
+  b.writeBigUInt64BE(BigInt(seq));
+  return b;
+}
+
 /**
- * `prk = HKDF-Extract(enc ‖ response_nonce, secret)`, `key = HKDF-Expand(prk, "key", Nk)`,
- * `base_nonce = HKDF-Expand(prk, "nonce", Nn)`. Both lengths fit one HMAC block, so Expand is
- * `HMAC(prk, info ‖ 0x01)` cut to length.
+ * `okm = HKDF-Expand(answer_secret, "zml-sealed/2 answer keys" ‖ I2OSP(seq, 8) ‖
+ * response_nonce, Nk + Nn)`, `key = okm[0, Nk)`, `base_nonce = okm[Nk, Nk + Nn)`. The answer
+ * secret is HPKE's exporter output, already a pseudorandom key, so no Extract comes first
+ * (RFC 5869 §3.3); it is given as an `HmacKey` the channel made once.
  */
-export function deriveResponseKeys(
-  suite: SuiteParams,
-  secret: Uint8Array,
-  enc: Uint8Array,
+export function deriveAnswerKeys(
+  aead: AeadParams,
+  answerSecret: HmacKey,
+  seq: number,
   responseNonce: Uint8Array,
-): ResponseKeys {
-  const prk = createHmac("sha256", Buffer.concat([enc, responseNonce]))
-    .update(secret)
-    .digest();
-  const expand = (info: string, length: number) =>
-    createHmac("sha256", prk).update(info).update(Buffer.of(1)).digest().subarray(0, length);
+): AnswerKeys {
+  const info = Buffer.concat([KEYS_LABEL, seqBytes(seq), responseNonce]);
+  const okm = hkdfExpand(answerSecret, info, aead.keyBytes + aead.nonceBytes);
   return {
-    suite,
-    key: expand("key", suite.keyBytes),
-    baseNonce: expand("nonce", suite.nonceBytes),
+    aead,
+    key: secretKeyOf(okm.subarray(0, aead.keyBytes)),
+    baseNonce: okm.subarray(aead.keyBytes),
   };
 }
 
-/** `base_nonce XOR I2OSP(i, Nn)`. */
-function chunkNonce(keys: ResponseKeys, index: number): Buffer {
+function chunkNonce(keys: AnswerKeys, index: number): Buffer {
   if (!(index >= 0 && index < MAX_CHUNKS)) throw new RangeError("too many chunks in one answer");
-  const nonce = Buffer.from(keys.baseNonce);
-  const at = nonce.length - 4;
-  nonce.writeUInt32BE((nonce.readUInt32BE(at) ^ index) >>> 0, at);
-  return nonce;
+  return computeNonce(keys.baseNonce, index);
 }
 
-const CIPHER_OPTIONS = { authTagLength: TAG_BYTES } as const;
-
-// Both AEADs take the same options and a 16-byte tag; the overloads are per name.
-type AeadName = "chacha20-poly1305";
-
+/** Chunk `index` sealed: ciphertext ‖ tag, with AAD "final" for the last chunk, none else. */
 export function sealChunk(
-  keys: ResponseKeys,
+  keys: AnswerKeys,
   index: number,
   plaintext: Uint8Array,
   final: boolean,
 ): Buffer {
-  const cipher = createCipheriv(
-    keys.suite.cipher as AeadName,
+  return aeadSeal(
+    keys.aead,
     keys.key,
     chunkNonce(keys, index),
-    CIPHER_OPTIONS,
+    final ? FINAL_AAD : NO_AAD,
+    plaintext,
   );
-  cipher.setAAD(final ? FINAL_AAD : NO_AAD, { plaintextLength: plaintext.length });
-  return Buffer.concat([cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
 }
 
 /** The chunk's plaintext, or undefined when it does not open as chunk `index` (final or not). */
 export function openChunk(
-  keys: ResponseKeys,
+  keys: AnswerKeys,
   index: number,
   sealed: Uint8Array,
   final: boolean,
 ): Buffer | undefined {
-  if (sealed.length < TAG_BYTES) return undefined;
-  const body = sealed.subarray(0, sealed.length - TAG_BYTES);
-  const decipher = createDecipheriv(
-    keys.suite.cipher as AeadName,
-    keys.key,
-    chunkNonce(keys, index),
-    CIPHER_OPTIONS,
-  );
-  decipher.setAAD(final ? FINAL_AAD : NO_AAD, { plaintextLength: body.length });
-  decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
-  try {
-    return Buffer.concat([decipher.update(body), decipher.final()]);
-  } catch {
-    return undefined;
-  }
+  return aeadOpen(keys.aead, keys.key, chunkNonce(keys, index), final ? FINAL_AAD : NO_AAD, sealed);
 }
 
 /** A fresh response nonce. */

@@ -8,9 +8,9 @@ import {
 import type { SealedResponseHead } from "@zml/contracts/sealed";
 import { fromBase64url } from "./encoding.ts";
 import { SealedChannelError } from "./errors.ts";
-import { deriveResponseKeys, openChunk } from "./response-keys.ts";
-import type { ResponseKeys } from "./response-keys.ts";
-import type { SuiteParams } from "./suites.ts";
+import type { AeadParams, HmacKey } from "./hpke.ts";
+import { deriveAnswerKeys, openChunk } from "./response-keys.ts";
+import type { AnswerKeys } from "./response-keys.ts";
 
 /** A whole answer, opened. */
 export interface OpenedAnswer {
@@ -62,22 +62,24 @@ function readHead(bytes: Buffer): SealedResponseHead {
   return { status: h.status!, content_type: h.content_type };
 }
 
+/** Opens the answer to one request of a channel, and only that one's (its `seq`'s). */
 export class ResponseOpener {
-  private readonly suite: SuiteParams;
-  private readonly secret: Uint8Array;
-  private readonly enc: Uint8Array;
+  private readonly aead: AeadParams;
+  private readonly answerSecret: HmacKey;
+  /** The request this opener answers. */
+  readonly seq: number;
 
-  constructor(suite: SuiteParams, secret: Uint8Array, enc: Uint8Array) {
-    this.suite = suite;
-    this.secret = secret;
-    this.enc = enc;
+  constructor(aead: AeadParams, answerSecret: HmacKey, seq: number) {
+    this.aead = aead;
+    this.answerSecret = answerSecret;
+    this.seq = seq;
   }
 
-  private keys(responseNonce: Buffer): ResponseKeys {
+  private keys(responseNonce: Buffer): AnswerKeys {
     if (responseNonce.length !== SEALED_RESPONSE_NONCE_BYTES) {
       throw invalid("the answer's response nonce is not 32 bytes");
     }
-    return deriveResponseKeys(this.suite, this.secret, this.enc, responseNonce);
+    return deriveAnswerKeys(this.aead, this.answerSecret, this.seq, responseNonce);
   }
 
   /**
@@ -124,13 +126,13 @@ export class ResponseOpener {
 export class SealedStreamReader {
   private text = "";
   private readonly decoder = new TextDecoder();
-  private keys: ResponseKeys | undefined;
+  private keys: AnswerKeys | undefined;
   private next = 0;
   private ended = false;
 
-  private readonly keysFor: (responseNonce: Buffer) => ResponseKeys;
+  private readonly keysFor: (responseNonce: Buffer) => AnswerKeys;
 
-  constructor(keysFor: (responseNonce: Buffer) => ResponseKeys) {
+  constructor(keysFor: (responseNonce: Buffer) => AnswerKeys) {
     this.keysFor = keysFor;
   }
 

@@ -1,23 +1,27 @@
 // The TD's side of an answer: the head (its server's status and type), then the body, sealed
-// chunk by chunk; framed as JSON for a whole answer or as server-sent events for a stream.
+// chunk by chunk under the answer's own keys; framed as JSON for a whole answer or as
+// server-sent events for a stream, each event one buffer.
 import { SEALED_FINAL_EVENT, SEALED_VERSION } from "@zml/contracts/sealed";
 import type { SealedResponseEnvelope, SealedResponseHead } from "@zml/contracts/sealed";
-import { toBase64url, utf8 } from "./encoding.ts";
-import { deriveResponseKeys, newResponseNonce, sealChunk } from "./response-keys.ts";
-import type { ResponseKeys } from "./response-keys.ts";
-import type { SuiteParams } from "./suites.ts";
+import { sseFrame, toBase64url, utf8 } from "./encoding.ts";
+import type { AeadParams, HmacKey } from "./hpke.ts";
+import { deriveAnswerKeys, newResponseNonce, sealChunk } from "./response-keys.ts";
+import type { AnswerKeys } from "./response-keys.ts";
 
 const NOTHING = new Uint8Array(0);
+const DATA = Buffer.from("data: ");
+const FINAL_DATA = Buffer.from(`event: ${SEALED_FINAL_EVENT}\ndata: `);
 
 export class ResponseSealer {
   readonly responseNonce: Buffer;
-  private readonly keys: ResponseKeys;
+  private readonly keys: AnswerKeys;
   private next = 0;
   private ended = false;
 
-  constructor(suite: SuiteParams, secret: Uint8Array, enc: Uint8Array) {
+  /** The sealer of the answer to request `seq` of a channel whose answer secret this is. */
+  constructor(aead: AeadParams, answerSecret: HmacKey, seq: number) {
     this.responseNonce = newResponseNonce();
-    this.keys = deriveResponseKeys(suite, secret, enc, this.responseNonce);
+    this.keys = deriveAnswerKeys(aead, answerSecret, seq, this.responseNonce);
   }
 
   /** Seals the next chunk; nothing can follow a final one. */
@@ -40,19 +44,19 @@ export class ResponseSealer {
   }
 
   /** A stream's first event: the response nonce and the sealed head. */
-  streamHead(head: SealedResponseHead): string {
+  streamHead(head: SealedResponseHead): Buffer {
     const sealed = this.seal(headBytes(head), false);
-    return `data: ${toBase64url(Buffer.concat([this.responseNonce, sealed]))}\n\n`;
+    return sseFrame(DATA, Buffer.concat([this.responseNonce, sealed]));
   }
 
   /** One of the server's events (its bytes, blank line included), as a sealed event. */
-  streamEvent(event: Uint8Array): string {
-    return `data: ${toBase64url(this.seal(event, false))}\n\n`;
+  streamEvent(event: Uint8Array): Buffer {
+    return sseFrame(DATA, this.seal(event, false));
   }
 
   /** The stream's last event: an empty chunk sealed as final. */
-  streamEnd(): string {
-    return `event: ${SEALED_FINAL_EVENT}\ndata: ${toBase64url(this.seal(NOTHING, true))}\n\n`;
+  streamEnd(): Buffer {
+    return sseFrame(FINAL_DATA, this.seal(NOTHING, true));
   }
 }
 

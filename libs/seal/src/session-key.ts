@@ -1,18 +1,15 @@
 // Session keys: X25519 key pairs made inside the TD, published as SPKI DER (which REPORTDATA
 // binds by its SHA-256, the `key_id`), used by HPKE as the raw 32-byte key.
-import { createHash } from "node:crypto";
-import { sessionKem } from "./suites.ts";
-
-/** DER of an X25519 SubjectPublicKeyInfo up to the key itself (RFC 8410). */
-const X25519_SPKI_PREFIX = Buffer.from("302a300506032b656e032100", "hex");
-const RAW_KEY_BYTES = 32;
+import { createHash, generateKeyPairSync } from "node:crypto";
+import type { KeyObject } from "node:crypto";
+import { X25519_BYTES, X25519_SPKI_PREFIX } from "./hpke.ts";
 
 /** A session's public key as a client holds it. */
 export interface SessionPublicKey {
   /** Lowercase hex SHA-256 of the SPKI DER: the envelope's `key_id`. */
   keyId: string;
   /** The raw X25519 key, HPKE's `pkR`. */
-  raw: Uint8Array;
+  raw: Buffer;
 }
 
 /** A session key pair as the TD holds it; the private key never leaves memory. */
@@ -20,7 +17,9 @@ export interface SessionKeyPair {
   keyId: string;
   /** SPKI DER of the public key: what the quote binds and the session publishes. */
   publicKeySpki: Buffer;
-  privateKey: CryptoKey;
+  /** The raw public key, HPKE's `pkR` (its KEM context needs it on every setup). */
+  publicKeyRaw: Buffer;
+  privateKey: KeyObject;
 }
 
 /** SHA-256 (lowercase hex) of an SPKI DER. */
@@ -35,7 +34,7 @@ export function keyIdOf(spkiDer: Uint8Array): string {
 export function sessionPublicKeyOf(spkiBase64: string): SessionPublicKey {
   const der = Buffer.from(spkiBase64, "base64");
   if (
-    der.length !== X25519_SPKI_PREFIX.length + RAW_KEY_BYTES ||
+    der.length !== X25519_SPKI_PREFIX.length + X25519_BYTES ||
     !der.subarray(0, X25519_SPKI_PREFIX.length).equals(X25519_SPKI_PREFIX)
   ) {
     throw new TypeError("session_public_key is not an X25519 SubjectPublicKeyInfo");
@@ -44,10 +43,13 @@ export function sessionPublicKeyOf(spkiBase64: string): SessionPublicKey {
 }
 
 /** A fresh session key pair. */
-export async function createSessionKeyPair(): Promise<SessionKeyPair> {
-  const kem = sessionKem();
-  const pair = await kem.generateKeyPair();
-  const raw = new Uint8Array(await kem.serializePublicKey(pair.publicKey));
-  const publicKeySpki = Buffer.concat([X25519_SPKI_PREFIX, raw]);
-  return { keyId: keyIdOf(publicKeySpki), publicKeySpki, privateKey: pair.privateKey };
+export function createSessionKeyPair(): SessionKeyPair {
+  const { publicKey, privateKey } = generateKeyPairSync("x25519");
+  const publicKeySpki = publicKey.export({ format: "der", type: "spki" });
+  return {
+    keyId: keyIdOf(publicKeySpki),
+    publicKeySpki,
+    publicKeyRaw: publicKeySpki.subarray(X25519_SPKI_PREFIX.length),
+    privateKey,
+  };
 }

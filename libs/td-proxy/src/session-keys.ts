@@ -1,14 +1,23 @@
 // The TD's session keys: made on a quote request that asks for one, kept in memory only, and
 // dropped when the session ends (a DELETE from the gateway), when it expires, or when the
-// process stops. Nothing here is ever written anywhere.
+// process stops. Nothing here is ever written anywhere. Each key holds the channels clients
+// opened to it (one HPKE setup each), kept as long as the key: a channel's replay window must
+// not be forgotten while its requests could still open.
 import { createSessionKeyPair } from "@zml/seal";
-import type { SessionKeyPair } from "@zml/seal";
-import { ReplayWindow } from "./replay-window.ts";
+import type { RecipientChannel, SessionKeyPair } from "@zml/seal";
+import type { ReplayWindow } from "./replay-window.ts";
+
+/** One client's channel to a session key: its HPKE context and which of its numbers opened. */
+export interface ChannelState {
+  channel: RecipientChannel;
+  replay: ReplayWindow;
+}
 
 export interface SessionKey {
   pair: SessionKeyPair;
   expiresAt: number;
-  replay: ReplayWindow;
+  /** By `enc` (base64url); only channels a request has opened under. */
+  channels: Map<string, ChannelState>;
   /** Whether any request has opened under it (an unused key is the first to go when full). */
   used: boolean;
 }
@@ -36,15 +45,15 @@ export class SessionKeyStore {
   }
 
   /** A new key that lives `ttlMs`. @throws TooManySessionKeysError */
-  async create(ttlMs: number): Promise<SessionKeyPair> {
+  create(ttlMs: number): SessionKeyPair {
     const now = this.options.clock();
     this.sweep(now);
     if (this.keys.size >= this.options.maxKeys) this.evictUnused();
-    const pair = await createSessionKeyPair();
+    const pair = createSessionKeyPair();
     this.keys.set(pair.keyId, {
       pair,
       expiresAt: now + ttlMs,
-      replay: new ReplayWindow(),
+      channels: new Map(),
       used: false,
     });
     return pair;

@@ -1,29 +1,35 @@
 // Cuts a server's SSE bytes into whole events (each with its closing blank line), so every
-// event is sealed as one chunk and a client never opens half an event.
+// event is sealed as one chunk and a client never opens half an event. Works on the bytes: an
+// event inside one read is a view of that read, not a copy; only an event split across reads
+// is joined.
 
-const BLANK_LINE = /\r?\n\r?\n/g;
+const LF = 0x0a;
+const CR = 0x0d;
 
 export class SseCutter {
-  private held = "";
-  private readonly decoder = new TextDecoder();
+  private held: Buffer = Buffer.alloc(0);
 
   /** The events completed by these bytes. */
-  push(bytes: Uint8Array): string[] {
-    this.held += this.decoder.decode(bytes, { stream: true });
-    const events: string[] = [];
+  push(bytes: Buffer): Buffer[] {
+    const data = this.held.length === 0 ? bytes : Buffer.concat([this.held, bytes]);
+    const events: Buffer[] = [];
     let start = 0;
-    BLANK_LINE.lastIndex = 0;
-    for (let m = BLANK_LINE.exec(this.held); m !== null; m = BLANK_LINE.exec(this.held)) {
-      const end = m.index + m[0].length;
-      events.push(this.held.slice(start, end));
+    // An event ends at a blank line: LF or CRLF, then LF or CRLF.
+    for (let lf = data.indexOf(LF, start); lf !== -1; lf = data.indexOf(LF, lf + 1)) {
+      let end = -1;
+      if (data[lf + 1] === LF) end = lf + 2;
+      else if (data[lf + 1] === CR && data[lf + 2] === LF) end = lf + 3;
+      if (end === -1) continue;
+      events.push(data.subarray(start, end));
       start = end;
+      lf = end - 1;
     }
-    this.held = this.held.slice(start);
+    this.held = start === data.length ? Buffer.alloc(0) : Buffer.from(data.subarray(start));
     return events;
   }
 
-  /** What is left after the last whole event (a server that ended mid-event). */
-  rest(): string {
-    return this.held + this.decoder.decode();
+  /** Whether what is left after the last whole event holds anything (a server that ended mid-event). */
+  hasRest(): boolean {
+    return this.held.toString("utf8").trim() !== "";
   }
 }

@@ -4,11 +4,16 @@
 import { createHash, X509Certificate } from "node:crypto";
 import { request } from "node:https";
 import type { TLSSocket } from "node:tls";
-import { SEALED_REQUEST_MEDIA_TYPE, SEALED_RESPONSE_MEDIA_TYPE } from "@zml/contracts";
+import {
+  SEALED_MAX_CHANNELS_PER_KEY,
+  SEALED_REPLAY_WINDOW,
+  SEALED_REQUEST_MEDIA_TYPE,
+  SEALED_RESPONSE_MEDIA_TYPE,
+} from "@zml/contracts";
 import { createReportDataQuoter, startSimNode } from "@zml/node-sim";
 import type { SimNode } from "@zml/node-sim";
-import { sealRequest } from "@zml/seal";
-import type { SealRequestInput } from "@zml/seal";
+import { SealedChannel } from "@zml/seal";
+import type { ResponseOpener, SealedRequest, SealInput } from "@zml/seal";
 import { reportDataFor, spkiSha256, verifyQuote } from "@zml/tdx";
 import { createTestTee, TEST_MRTD } from "@zml/tdx/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -84,9 +89,17 @@ async function openSession(ttlS?: number) {
   return { nonce: n, ...answer, tlsKeySha256: res.peerKeySha256 };
 }
 
-async function sealed(key: string, extra: Partial<SealRequestInput> = {}) {
+/** One channel per session key, as a client keeps one per session. */
+const channels = new Map<string, SealedChannel>();
+const channelTo = (key: string) => new SealedChannel({ sessionId: SESSION, sessionPublicKey: key });
+
+function sealed(key: string, extra: Partial<SealInput> = {}, channel?: SealedChannel) {
   const stream = extra.stream ?? false;
-  return sealRequest({
+  if (channel === undefined) {
+    channel = channels.get(key) ?? channelTo(key);
+    channels.set(key, channel);
+  }
+  return channel.seal({
     path: PATH,
     body: Buffer.from(
       JSON.stringify({
@@ -97,12 +110,19 @@ async function sealed(key: string, extra: Partial<SealRequestInput> = {}) {
       }),
     ),
     model: MODEL,
-    sessionId: SESSION,
     stream,
-    seq: 0,
-    sessionPublicKey: key,
     ...extra,
   });
+}
+
+/** A sealed stream's events as the wire carried them (each with its blank line). */
+const wireEvents = (text: string) => text.split(/(?<=\n\n)/);
+
+function readStream(opener: ResponseOpener, wire: string) {
+  const reader = opener.streamReader();
+  const parts = reader.push(Buffer.from(wire));
+  reader.finish();
+  return parts;
 }
 
 const post = (bytes: Uint8Array, path = PATH) =>
@@ -173,7 +193,7 @@ describe("sealed requests", () => {
   it("are opened, served by the local server and answered sealed", async () => {
     const s = await openSession();
     const before = serverCalls();
-    const request = await sealed(s.session_public_key);
+    const request = sealed(s.session_public_key);
     const res = await post(request.bytes);
     expect(res.status, res.text).toBe(200);
     expect(res.type).toBe(SEALED_RESPONSE_MEDIA_TYPE);
@@ -193,7 +213,7 @@ describe("sealed requests", () => {
 
   it("stream event by event, ending with the final chunk", async () => {
     const s = await openSession();
-    const request = await sealed(s.session_public_key, { stream: true });
+    const request = sealed(s.session_public_key, { stream: true });
     const res = await post(request.bytes);
     expect(res.status).toBe(200);
     expect(res.type).toContain("text/event-stream");
@@ -213,14 +233,8 @@ describe("sealed requests", () => {
 
   it("seal the server's own errors too, with its status", async () => {
     const s = await openSession();
-    const request = await sealRequest({
-      path: PATH,
+    const request = sealed(s.session_public_key, {
       body: Buffer.from(JSON.stringify({ model: MODEL, messages: "not a list" })),
-      model: MODEL,
-      sessionId: SESSION,
-      stream: false,
-      seq: 0,
-      sessionPublicKey: s.session_public_key,
     });
     const res = await post(request.bytes);
     expect(res.status).toBe(400);
@@ -244,7 +258,7 @@ describe("refused without calling the server", () => {
 
   it("a tampered ciphertext", async () => {
     const s = await openSession();
-    const { envelope } = await sealed(s.session_public_key);
+    const { envelope } = sealed(s.session_public_key);
     const ct = Buffer.from(envelope.ciphertext, "base64url");
     ct[5]! ^= 1;
     const res = await refused(
@@ -256,24 +270,114 @@ describe("refused without calling the server", () => {
 
   it("a replayed request, but not the next one", async () => {
     const s = await openSession();
-    const first = await sealed(s.session_public_key, { seq: 3 });
-    expect((await post(first.bytes)).status).toBe(200);
-    const replay = await refused(first.bytes);
+    // Sealed in order, as a client does; sent out of order, as concurrent requests arrive.
+    const [one, two, three, far] = [1, 2, 3, 5000].map((seq) =>
+      sealed(s.session_public_key, { seq }),
+    ) as [SealedRequest, SealedRequest, SealedRequest, SealedRequest];
+    expect((await post(three.bytes)).status).toBe(200);
+    const replay = await refused(three.bytes);
     expect(replay.status).toBe(409);
     expect(errorCode(replay)).toBe("sealed_request_replayed");
     // An earlier number not yet used is still fine (requests may overtake each other).
-    expect((await post((await sealed(s.session_public_key, { seq: 1 })).bytes)).status).toBe(200);
-    const tooOld = await sealed(s.session_public_key, { seq: 5000 });
-    expect((await post(tooOld.bytes)).status).toBe(200);
-    expect(errorCode(await refused((await sealed(s.session_public_key, { seq: 2 })).bytes))).toBe(
-      "sealed_request_replayed",
-    );
+    expect((await post(one.bytes)).status).toBe(200);
+    expect((await post(far.bytes)).status).toBe(200);
+    expect(errorCode(await refused(two.bytes))).toBe("sealed_request_replayed");
+  });
+
+  it("a request held back further than the window, but not one at its edge", async () => {
+    const s = await openSession();
+    const channel = channelTo(s.session_public_key);
+    const [first, edge, last] = [0, 1, SEALED_REPLAY_WINDOW].map((seq) =>
+      sealed(s.session_public_key, { seq }, channel),
+    ) as [SealedRequest, SealedRequest, SealedRequest];
+    expect((await post(last.bytes)).status).toBe(200);
+    // WINDOW - 1 behind the highest opened: still in the window.
+    expect((await post(edge.bytes)).status).toBe(200);
+    // WINDOW behind: out of it, though never opened.
+    const late = await refused(first.bytes);
+    expect(late.status).toBe(409);
+    expect(JSON.parse(late.text).error).toMatchObject({
+      code: "sealed_request_replayed",
+      param: "seq",
+    });
+  });
+
+  it("a request relabelled to another position of its channel, which keeps both numbers", async () => {
+    const s = await openSession();
+    const channel = channelTo(s.session_public_key);
+    const [zero, one] = [0, 1].map(() => sealed(s.session_public_key, {}, channel)) as [
+      SealedRequest,
+      SealedRequest,
+    ];
+    for (const [request, seq] of [
+      [one, 0],
+      [zero, 1],
+      [one, 2],
+    ] as const) {
+      const moved = await refused(JSON.stringify({ ...request.envelope, seq }));
+      expect(moved.status).toBe(400);
+      expect(errorCode(moved)).toBe("sealed_request_rejected");
+    }
+    // The refused attempts used no number up: each request opens at its own.
+    expect((await post(one.bytes)).status).toBe(200);
+    expect((await post(zero.bytes)).status).toBe(200);
+  });
+
+  it("a chunk moved between two streamed answers of one channel", async () => {
+    const s = await openSession();
+    const channel = channelTo(s.session_public_key);
+    const a = sealed(s.session_public_key, { stream: true }, channel);
+    const b = sealed(s.session_public_key, { stream: true }, channel);
+    const [wireA, wireB] = [(await post(a.bytes)).text, (await post(b.bytes)).text];
+    expect(readStream(a.opener, wireA).at(-1)).toEqual({ kind: "end" });
+    expect(readStream(b.opener, wireB).at(-1)).toEqual({ kind: "end" });
+    const eventsA = wireEvents(wireA);
+    const eventsB = wireEvents(wireB);
+    // b's second event put in a's place, b's final chunk ending a, b's answer whole for a.
+    const moved = [...eventsA];
+    moved[2] = eventsB[2]!;
+    expect(() => readStream(a.opener, moved.join(""))).toThrow(/chunk 2 of the stream/);
+    const ended = [...eventsA];
+    ended[ended.length - 1] = eventsB.at(-1)!;
+    expect(() => readStream(a.opener, ended.join(""))).toThrow(/does not open/);
+    expect(() => readStream(a.opener, wireB)).toThrow(/does not open/);
+  });
+
+  it("channels of one key each have their own numbers, up to the limit", async () => {
+    const s = await openSession();
+    const channel = () => channelTo(s.session_public_key);
+    const first = channel();
+    const second = channel();
+    // Each channel's seq 0 opens: the numbers are per channel.
+    expect((await post(sealed(s.session_public_key, {}, first).bytes)).status).toBe(200);
+    expect((await post(sealed(s.session_public_key, {}, second).bytes)).status).toBe(200);
+    // A request under another channel's enc does not open, and sets up nothing.
+    const own = sealed(s.session_public_key, {}, first);
+    const swapped = await refused(JSON.stringify({ ...own.envelope, enc: second.enc }));
+    expect(errorCode(swapped)).toBe("sealed_request_rejected");
+    // An enc that is no X25519 key takes no place either.
+    const zero = Buffer.alloc(32).toString("base64url");
+    const bad = await refused(JSON.stringify({ ...own.envelope, enc: zero }));
+    expect(JSON.parse(bad.text).error).toMatchObject({
+      code: "sealed_request_rejected",
+      param: "enc",
+    });
+    for (let i = 2; i < SEALED_MAX_CHANNELS_PER_KEY; i++) {
+      expect((await post(sealed(s.session_public_key, {}, channel()).bytes)).status).toBe(200);
+    }
+    const beyond = await refused(sealed(s.session_public_key, {}, channel()).bytes);
+    expect(JSON.parse(beyond.text).error).toMatchObject({
+      code: "sealed_request_invalid",
+      param: "enc",
+    });
+    // The channels it keeps still serve.
+    expect((await post(own.bytes)).status).toBe(200);
   });
 
   it("a request sealed to another session's key, or to a key the TD dropped", async () => {
     const a = await openSession();
     const b = await openSession();
-    const toB = await sealed(b.session_public_key);
+    const toB = sealed(b.session_public_key);
     // Sealed to B's key but labelled A's: B's key does not open it under A's id.
     const keyIdA = createHash("sha256")
       .update(Buffer.from(a.session_public_key, "base64"))
@@ -293,7 +397,7 @@ describe("refused without calling the server", () => {
     const s = await openSession(60);
     clock += 61_000;
     try {
-      expect(errorCode(await refused((await sealed(s.session_public_key)).bytes))).toBe(
+      expect(errorCode(await refused(sealed(s.session_public_key).bytes))).toBe(
         "session_key_unknown",
       );
     } finally {
@@ -303,14 +407,8 @@ describe("refused without calling the server", () => {
 
   it("a body whose clear fields lie about it", async () => {
     const s = await openSession();
-    const lying = await sealRequest({
-      path: PATH,
+    const lying = sealed(s.session_public_key, {
       body: Buffer.from(JSON.stringify({ model: "other-model", messages: [] })),
-      model: MODEL,
-      sessionId: SESSION,
-      stream: false,
-      seq: 0,
-      sessionPublicKey: s.session_public_key,
     });
     const res = await refused(lying.bytes);
     expect(res.status).toBe(400);
@@ -323,7 +421,7 @@ describe("refused without calling the server", () => {
 
   it("a request sent to another path than it was sealed for", async () => {
     const s = await openSession();
-    const { bytes } = await sealed(s.session_public_key);
+    const { bytes } = sealed(s.session_public_key);
     expect(errorCode(await refused(bytes, SEALED_REQUEST_MEDIA_TYPE, "/v1/completions"))).toBe(
       "sealed_request_rejected",
     );
@@ -331,11 +429,18 @@ describe("refused without calling the server", () => {
 
   it("an envelope that is not one, and a plain request on a tier-4 TD", async () => {
     const s = await openSession();
-    const { envelope } = await sealed(s.session_public_key);
+    const { envelope } = sealed(s.session_public_key);
     const extra = await refused(JSON.stringify({ ...envelope, messages: [] }));
     expect(JSON.parse(extra.text).error).toMatchObject({
       code: "sealed_request_invalid",
       param: "messages",
+    });
+    // The previous format (an HPKE setup per request) is refused by its version, by name.
+    const v1 = await refused(JSON.stringify({ ...envelope, zml_sealed: 1 }));
+    expect(JSON.parse(v1.text).error).toMatchObject({
+      code: "sealed_request_invalid",
+      param: "zml_sealed",
+      message: expect.stringContaining("version 2"),
     });
     const notJson = await refused("{");
     expect(JSON.parse(notJson.text).error).toMatchObject({

@@ -302,7 +302,7 @@ describe("callNode judges an answer before relaying it", () => {
   });
 
   it("relays a sealed envelope as it came, and refuses a sealed call's answer in clear", async () => {
-    const envelope = '{"zml_sealed":1,"response_nonce":"AAAA","chunks":["BBBB"]}';
+    const envelope = '{"zml_sealed":2,"response_nonce":"AAAA","chunks":["BBBB"]}';
     const pool = await answering(200, { "content-type": SEALED_RESPONSE_MEDIA_TYPE }, envelope);
     const f = frames();
     expect(await call(pool, f.writer, { sealed: true })).toMatchObject({ kind: "relayed" });

@@ -107,7 +107,7 @@ describe("routing an OpenAI-compatible call", () => {
 
   it("forwards a sealed envelope as bytes, its clear fields as headers, nothing opened", async () => {
     const envelope = JSON.stringify({
-      zml_sealed: 1,
+      zml_sealed: 2,
       model: "m1",
       session_id: `ses-${"ab".repeat(16)}`,
       tier: 4,
@@ -146,6 +146,22 @@ describe("routing an OpenAI-compatible call", () => {
     const bad = await post("/v1/chat/completions", chat(), sealedHeaders);
     expect(bad.status).toBe(400);
     expect(errorOf(bad.text).code).toBe("invalid_request");
+    // The previous sealed format (version 1, an HPKE setup per request) is refused by name.
+    const v1 = JSON.stringify({
+      zml_sealed: 1,
+      model: "m1",
+      session_id: `ses-${"ab".repeat(16)}`,
+      stream: false,
+      suite: "x25519-sha256-chacha20poly1305",
+      key_id: "cd".repeat(32),
+      seq: 7,
+      enc: "A".repeat(43),
+      ciphertext: "B".repeat(40),
+    });
+    const old = await post("/v1/chat/completions", v1, sealedHeaders);
+    expect(old.status).toBe(400);
+    expect(errorOf(old.text)).toMatchObject({ code: "invalid_request", param: "zml_sealed" });
+    expect(JSON.parse(old.text).error.message).toContain("version 2 of the sealed format");
     expect(seen).toHaveLength(0);
   });
 

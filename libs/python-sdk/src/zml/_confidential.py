@@ -5,7 +5,6 @@ exchange that runs these steps is ``_flows.open_session``, shared by the sync an
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,9 +25,9 @@ from ._models import ChatCompletion, Session, SessionAttestation
 from ._sealed import (
     SEALED_REQUEST_MEDIA_TYPE,
     ResponseOpener,
+    SealedChannel,
     SessionPublicKey,
     new_nonce,
-    seal_request,
     session_public_key,
     suite_of,
 )
@@ -161,22 +160,20 @@ def _max_tokens(params: Mapping[str, Any]) -> int | None:
 
 
 class SessionChannel:
-    """What the requests of one verified session share: its key, suite and sequence
-    numbers (from 0, each request a new one; safe from threads and tasks alike)."""
+    """What the requests of one verified session share: its sealed channel (one HPKE setup,
+    made here) and so its sequence numbers (from 0, each request a new one; safe from
+    threads and tasks alike)."""
 
     def __init__(self, verified: VerifiedSession, suite: str) -> None:
         self.session = verified.session
         self.key = verified.key
         self.verification = verified.verification
         self.suite = suite
-        self._seq = 0
-        self._lock = threading.Lock()
-
-    def next_seq(self) -> int:
-        with self._lock:
-            seq = self._seq
-            self._seq += 1
-            return seq
+        self._channel = SealedChannel(
+            session_id=self.session.session_id,
+            session_public_key_b64=self.session.attestation.session_public_key,
+            suite=suite,
+        )
 
     def chat_call(
         self,
@@ -197,15 +194,11 @@ class SessionChannel:
             if name in params:
                 raise ValueError(f"{name} is not a generation parameter")
         body = {"model": session_model, "messages": list(messages), "stream": stream, **params}
-        sealed = seal_request(
+        sealed = self._channel.seal(
             path=CHAT_COMPLETIONS_PATH,
             body=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
             model=session_model,
-            session_id=self.session.session_id,
             stream=stream,
-            seq=self.next_seq(),
-            session_public_key_b64=self.session.attestation.session_public_key,
-            suite=self.suite,
             max_tokens=_max_tokens(params),
         )
         opener = sealed.opener

@@ -119,6 +119,12 @@ def labeled_expand(suite_id: bytes, prk: bytes, label: bytes, info: bytes, lengt
 # --- AEAD with an explicit key and nonce ----------------------------------------------------
 
 
+def aead_cipher(suite: AeadSuite, key: bytes) -> AESGCM | ChaCha20Poly1305:
+    """The suite's AEAD under ``key``: one object serves every nonce, so a context or an
+    answer makes it once and reuses it for each message."""
+    return _cipher(suite, key)
+
+
 def _cipher(suite: AeadSuite, key: bytes) -> AESGCM | ChaCha20Poly1305:
     if len(key) != suite.key_bytes:
         raise ValueError(f"AEAD key must be {suite.key_bytes} bytes")
@@ -240,14 +246,17 @@ def key_schedule_base(suite: AeadSuite, shared_secret: bytes, info: bytes) -> Ke
 class Context:
     """An HPKE encryption context: the key schedule's values and a sequence number.
 
-    A sender's context seals, a recipient's opens; both export. Not thread-safe: one
-    context belongs to one message exchange.
+    A sender's context seals, a recipient's opens; both export. ``seal``/``open`` count the
+    sequence number as the RFC's API does; ``seal_at``/``open_at`` take it explicitly (the
+    sealed channel carries it in each request), and never advance the count. Not
+    thread-safe: the caller keeps one number to one message.
     """
 
     def __init__(self, suite: AeadSuite, schedule: KeySchedule) -> None:
         self.suite = suite
         self.schedule = schedule
         self.seq = 0
+        self._aead = aead_cipher(suite, schedule.key)
 
     @property
     def key(self) -> bytes:
@@ -277,6 +286,19 @@ class Context:
         pt = aead_open(self.suite, self.key, self._next_nonce(), aad, ciphertext)
         self.seq += 1
         return pt
+
+    def seal_at(self, seq: int, aad: bytes, plaintext: bytes) -> bytes:
+        """``Seal`` at sequence number ``seq``: its nonce is ``ComputeNonce(seq)``."""
+        return self._aead.encrypt(xor_nonce(self.base_nonce, seq), plaintext, aad)
+
+    def open_at(self, seq: int, aad: bytes, ciphertext: bytes) -> bytes:
+        """``Open`` at sequence number ``seq``; raises :class:`HpkeError`."""
+        if len(ciphertext) < TAG_BYTES:
+            raise HpkeError("ciphertext shorter than the AEAD tag")
+        try:
+            return self._aead.decrypt(xor_nonce(self.base_nonce, seq), ciphertext, aad)
+        except InvalidTag as err:
+            raise HpkeError("ciphertext does not open") from err
 
     def export(self, exporter_context: bytes, length: int) -> bytes:
         """``Context.Export(exporter_context, L)``."""

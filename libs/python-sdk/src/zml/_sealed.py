@@ -1,9 +1,10 @@
-"""The client's side of the tier-4 sealed channel (``docs/sealed-channel.md``): a request
-sealed to the attested TD's session key with HPKE, and the TD's chunked sealed answer opened
-with a key derived from the request's own HPKE context.
+"""The client's side of the tier-4 sealed channel (``docs/sealed-channel.md``): one HPKE
+setup per session to the attested TD's session key (a :class:`SealedChannel`), each request
+sealed in it at its own sequence number, and the TD's chunked sealed answer opened with keys
+derived from the channel's exported answer secret and that number.
 
-Free of I/O: the clients post what :func:`seal_request` builds and feed the answer to its
-:class:`ResponseOpener`.
+Free of I/O: the clients post what :meth:`SealedChannel.seal` builds and feed the answer to
+its :class:`ResponseOpener`.
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ import hashlib
 import json
 import re
 import secrets
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from cryptography.exceptions import InvalidTag
+
 from . import _hpke
 from ._errors import SealedResponseError
 
-SEALED_VERSION = 1
+SEALED_VERSION = 2
+"""2: one HPKE setup per channel (a session), each request a message of it. Version 1 (an
+HPKE setup per request) is refused by gateways and TDs that speak 2."""
 SEALED_REQUEST_MEDIA_TYPE = "application/vnd.zml.sealed-request+json"
 SEALED_RESPONSE_MEDIA_TYPE = "application/vnd.zml.sealed-response+json"
 
@@ -32,12 +38,13 @@ SUITES: dict[str, _hpke.AeadSuite] = {
     "x25519-sha256-aes128gcm": _hpke.AES128GCM,
 }
 
-REQUEST_INFO = b"zml-sealed/1 request"
-RESPONSE_EXPORT_LABEL = b"zml-sealed/1 response"
-AAD_PREFIX = "zml-sealed/1"
+CHANNEL_INFO = b"zml-sealed/2 channel"
+ANSWER_EXPORT_LABEL = b"zml-sealed/2 answer"
+ANSWER_KEYS_LABEL = b"zml-sealed/2 answer keys"
+AAD_PREFIX = "zml-sealed/2"
 FINAL_CHUNK_AAD = b"final"
 RESPONSE_NONCE_BYTES = 32
-RESPONSE_SECRET_BYTES = 32
+ANSWER_SECRET_BYTES = 32
 FINAL_EVENT = "final"
 MAX_SEQ = 2**53 - 1
 MAX_CHUNKS = 2**32
@@ -121,23 +128,26 @@ def request_aad(
 
 @dataclass(frozen=True)
 class ResponseKeys:
-    """The key and base nonce an answer's chunks are sealed under."""
+    """One answer's AEAD (made once, reused for every chunk with the counter nonce) and base
+    nonce."""
 
     suite: _hpke.AeadSuite
-    key: bytes
+    aead: Any
     base_nonce: bytes
 
 
-def derive_response_keys(
-    suite: _hpke.AeadSuite, secret: bytes, enc: bytes, response_nonce: bytes
+def derive_answer_keys(
+    suite: _hpke.AeadSuite, answer_secret: bytes, seq: int, response_nonce: bytes
 ) -> ResponseKeys:
-    """``prk = HKDF-Extract(enc ‖ response_nonce, secret)``, ``key = HKDF-Expand(prk, "key",
-    Nk)``, ``base_nonce = HKDF-Expand(prk, "nonce", Nn)``."""
-    prk = _hpke.hkdf_extract(enc + response_nonce, secret)
+    """``okm = HKDF-Expand(answer_secret, "zml-sealed/2 answer keys" ‖ I2OSP(seq, 8) ‖
+    response_nonce, Nk + Nn)``; the key is ``okm[:Nk]``, the base nonce ``okm[Nk:]``. The
+    answer secret is HPKE's exporter output, already a pseudorandom key: no Extract first."""
+    info = ANSWER_KEYS_LABEL + seq.to_bytes(8, "big") + response_nonce
+    okm = _hpke.hkdf_expand(answer_secret, info, suite.key_bytes + suite.nonce_bytes)
     return ResponseKeys(
         suite=suite,
-        key=_hpke.hkdf_expand(prk, b"key", suite.key_bytes),
-        base_nonce=_hpke.hkdf_expand(prk, b"nonce", suite.nonce_bytes),
+        aead=_hpke.aead_cipher(suite, okm[: suite.key_bytes]),
+        base_nonce=okm[suite.key_bytes :],
     )
 
 
@@ -149,16 +159,20 @@ def _chunk_nonce(keys: ResponseKeys, index: int) -> bytes:
 
 def seal_chunk(keys: ResponseKeys, index: int, plaintext: bytes, final: bool) -> bytes:
     aad = FINAL_CHUNK_AAD if final else b""
-    return _hpke.aead_seal(keys.suite, keys.key, _chunk_nonce(keys, index), aad, plaintext)
+    sealed: bytes = keys.aead.encrypt(_chunk_nonce(keys, index), plaintext, aad)
+    return sealed
 
 
 def open_chunk(keys: ResponseKeys, index: int, sealed: bytes, final: bool) -> bytes | None:
     """The chunk's plaintext, or ``None`` when it does not open as chunk ``index``."""
+    if len(sealed) < _hpke.TAG_BYTES:
+        return None
     aad = FINAL_CHUNK_AAD if final else b""
     try:
-        return _hpke.aead_open(keys.suite, keys.key, _chunk_nonce(keys, index), aad, sealed)
-    except _hpke.HpkeError:
+        plain: bytes = keys.aead.decrypt(_chunk_nonce(keys, index), sealed, aad)
+    except InvalidTag:
         return None
+    return plain
 
 
 def head_bytes(status: int, content_type: str) -> bytes:
@@ -241,17 +255,17 @@ def _read_head(plain: bytes) -> SealedHead:
 
 class ResponseOpener:
     """Opens the answer to one sealed request, and only that one's: its keys come from the
-    request's HPKE context (the exported secret and ``enc``)."""
+    channel's answer secret and the request's ``seq``."""
 
-    def __init__(self, suite: _hpke.AeadSuite, secret: bytes, enc: bytes) -> None:
+    def __init__(self, suite: _hpke.AeadSuite, answer_secret: bytes, seq: int) -> None:
         self.suite = suite
-        self._secret = secret
-        self.enc = enc
+        self._answer_secret = answer_secret
+        self.seq = seq
 
     def keys(self, response_nonce: bytes) -> ResponseKeys:
         if len(response_nonce) != RESPONSE_NONCE_BYTES:
             raise _invalid(f"the answer's response nonce is not {RESPONSE_NONCE_BYTES} bytes")
-        return derive_response_keys(self.suite, self._secret, self.enc, response_nonce)
+        return derive_answer_keys(self.suite, self._answer_secret, self.seq, response_nonce)
 
     def open_answer(self, content: bytes) -> OpenedAnswer:
         """Opens a whole answer (the JSON of ``application/vnd.zml.sealed-response+json``).
@@ -407,65 +421,96 @@ def _check_fields(
         raise ValueError("max_tokens must be a positive integer")
 
 
-def seal_request(
-    *,
-    path: str,
-    body: bytes,
-    model: str,
-    session_id: str,
-    stream: bool,
-    seq: int,
-    session_public_key_b64: str,
-    suite: str = DEFAULT_SUITE,
-    tier: int | None = 4,
-    policy: str | None = None,
-    max_tokens: int | None = None,
-    ephemeral: Any = None,
-) -> SealedRequest:
-    """Seals ``body`` (the whole OpenAI request, whose ``model`` and ``stream`` equal the clear
-    ones) to a session's key, for ``path``. ``session_public_key_b64`` is the session's
+class SealedChannel:
+    """The client's side of a channel to a session's key: one HPKE setup (``SetupBaseS``,
+    one X25519 key pair and agreement) when it is made, then each request sealed with one
+    AEAD at its own sequence number. ``session_public_key_b64`` is the session's
     ``session_public_key`` (base64 SPKI DER), to be used only after its quote verified.
-    ``ephemeral`` (an ``X25519PrivateKey``) fixes HPKE's ephemeral key, for tests only.
-    Raises ``ValueError`` on fields the envelope cannot carry."""
-    aead = suite_of(suite)
-    _check_fields(path, model, session_id, seq, policy, max_tokens)
-    if tier is not None and tier != 4:
-        raise ValueError("a sealed request's tier is 4")
-    key = session_public_key(session_public_key_b64)
-    enc, context = _hpke.setup_base_s(key.raw, REQUEST_INFO, suite=aead, ephemeral=ephemeral)
-    aad = request_aad(
-        path=path,
-        model=model,
-        session_id=session_id,
-        stream=stream,
-        seq=seq,
-        suite=suite,
-        key_id=key.key_id,
-    )
-    ciphertext = context.seal(aad, body)
-    secret = context.export(RESPONSE_EXPORT_LABEL, RESPONSE_SECRET_BYTES)
-    envelope: dict[str, Any] = {"zml_sealed": SEALED_VERSION, "model": model, "session_id": session_id}
-    if tier is not None:
-        envelope["tier"] = tier
-    if policy is not None:
-        envelope["policy"] = policy
-    envelope["stream"] = stream
-    if max_tokens is not None:
-        envelope["max_tokens"] = max_tokens
-    envelope.update(
-        {
-            "suite": suite,
-            "key_id": key.key_id,
-            "seq": seq,
-            "enc": b64url(enc),
-            "ciphertext": b64url(ciphertext),
+    ``ephemeral`` (an ``X25519PrivateKey``) fixes HPKE's ephemeral key, for tests only. Safe
+    from threads and tasks alike: each request gets a number of its own."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        session_public_key_b64: str,
+        suite: str = DEFAULT_SUITE,
+        ephemeral: Any = None,
+    ) -> None:
+        self.aead = suite_of(suite)
+        self.suite = suite
+        if not SESSION_ID_PATTERN.match(session_id):
+            raise ValueError(f"session_id {session_id!r} is not ses- and 32 lowercase hex")
+        self.session_id = session_id
+        self.key = session_public_key(session_public_key_b64)
+        enc, self._context = _hpke.setup_base_s(
+            self.key.raw, CHANNEL_INFO, suite=self.aead, ephemeral=ephemeral
+        )
+        self.enc = b64url(enc)
+        self._answer_secret = self._context.export(ANSWER_EXPORT_LABEL, ANSWER_SECRET_BYTES)
+        self._next_seq = 0
+        self._lock = threading.Lock()
+
+    def seal(
+        self,
+        *,
+        path: str,
+        body: bytes,
+        model: str,
+        stream: bool,
+        seq: int | None = None,
+        tier: int | None = 4,
+        policy: str | None = None,
+        max_tokens: int | None = None,
+    ) -> SealedRequest:
+        """Seals ``body`` (the whole OpenAI request, whose ``model`` and ``stream`` equal the
+        clear ones) for ``path``, at ``seq`` (default the channel's next number). A number is
+        sealed at most once, and only above every number sealed before: it is the nonce.
+        Raises ``ValueError`` on fields the envelope cannot carry."""
+        with self._lock:
+            number = self._next_seq if seq is None else seq
+            _check_fields(path, model, self.session_id, number, policy, max_tokens)
+            if number < self._next_seq:
+                raise ValueError(f"seq {number}: this channel has sealed up to {self._next_seq - 1}")
+            if tier is not None and tier != 4:
+                raise ValueError("a sealed request's tier is 4")
+            self._next_seq = number + 1
+        aad = request_aad(
+            path=path,
+            model=model,
+            session_id=self.session_id,
+            stream=stream,
+            seq=number,
+            suite=self.suite,
+            key_id=self.key.key_id,
+        )
+        ciphertext = self._context.seal_at(number, aad, body)
+        envelope: dict[str, Any] = {
+            "zml_sealed": SEALED_VERSION,
+            "model": model,
+            "session_id": self.session_id,
         }
-    )
-    return SealedRequest(
-        envelope=envelope,
-        body=json.dumps(envelope, separators=(",", ":")).encode("utf-8"),
-        opener=ResponseOpener(aead, secret, enc),
-    )
+        if tier is not None:
+            envelope["tier"] = tier
+        if policy is not None:
+            envelope["policy"] = policy
+        envelope["stream"] = stream
+        if max_tokens is not None:
+            envelope["max_tokens"] = max_tokens
+        envelope.update(
+            {
+                "suite": self.suite,
+                "key_id": self.key.key_id,
+                "seq": number,
+                "enc": self.enc,
+                "ciphertext": b64url(ciphertext),
+            }
+        )
+        return SealedRequest(
+            envelope=envelope,
+            body=json.dumps(envelope, separators=(",", ":")).encode("utf-8"),
+            opener=ResponseOpener(self.aead, self._answer_secret, number),
+        )
 
 
 def new_nonce() -> str:
