@@ -4,9 +4,11 @@ import { findDuplicateKey, isValidUtf8 } from "./json-guard.ts";
 
 /**
  * Parses a body that must be a JSON object of UTF-8 text with no repeated key; throws
- * ZmlError naming `body`, or the repeated key's path.
+ * ZmlError naming `body`, or the repeated key's path. `beforeShape` runs on the parsed
+ * object before any check of its shape (the repeated keys included): the tier gate, whose
+ * 403 comes first.
  */
-export function parseJsonObject(raw: Buffer): object {
+export function parseJsonObject(raw: Buffer, beforeShape?: (body: object) => void): object {
   if (!isValidUtf8(raw)) {
     throw new ZmlError("invalid_json", "request body is not valid UTF-8", { param: "body" });
   }
@@ -20,6 +22,7 @@ export function parseJsonObject(raw: Buffer): object {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     throw new ZmlError("invalid_request", "request body must be a JSON object", { param: "body" });
   }
+  beforeShape?.(body);
   const duplicate = findDuplicateKey(text);
   if (duplicate !== undefined) {
     throw new ZmlError("duplicate_field", `field '${duplicate}' appears more than once`, {
