@@ -23,7 +23,7 @@ export type { LiveTable } from "./live-table.ts";
 export { createPeerInFlightTable } from "./peer-in-flight.ts";
 export type { PeerInFlightTable } from "./peer-in-flight.ts";
 export { decide } from "./decide.ts";
-export { firstByteTimeoutMs, FIRST_BYTE_FLOOR_MS } from "./first-byte.ts";
+export { firstByteTimeoutMs, FIRST_BYTE_FLOOR_MS, PLAIN_ANSWER_HEADROOM } from "./first-byte.ts";
 export type { FirstByteInput } from "./first-byte.ts";
 export {
   MAX_ATTEMPTS,

@@ -131,6 +131,7 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
       attempt,
       remainingMs: request.deadline - deps.clock(),
       stream: request.stream,
+      expectedResponseMs: candidate.responseMs,
       headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
     });
     const plan = { node, model, attempt, kind, routing, firstByteMs } as const;
