@@ -185,10 +185,10 @@ describe("a direct producer through a leader election of ZML_JOBS", { timeout: 2
     );
     const seen = new Set(retried.flatMap((r) => r.errors.map((e) => e.replace(/\d+/g, "N"))));
     // For the record (docs/batch.md quotes it): how many needed a retry, and what they met.
-    console.info(
+    process.stdout.write(
       `direct producer: ${published.length} jobs, ${duringElection.length} during the election ` +
         `(${ledAt - killAt} ms), ${retried.length} retried (at most ${Math.max(0, ...retried.map((r) => r.tries))} tries); ` +
-        `errors: ${[...seen].join(" | ")}`,
+        `errors: ${[...seen].join(" | ")}\n`,
     );
   });
 });
