@@ -42,8 +42,10 @@ export interface FirstByteInput {
  * - else the policy's `latency_target_ms`, for a plain answer at least
  *   {@link PLAIN_ANSWER_HEADROOM} × the response time estimated for it on this node (a long
  *   generation is not a silent node);
- * - never below {@link FIRST_BYTE_FLOOR_MS}, never above `headersTimeoutMs`, and at most the
- *   time left shared by the attempts that may still come (so all 3 fit before the deadline).
+ * - never below {@link FIRST_BYTE_FLOOR_MS}, never above `headersTimeoutMs`; for a stream,
+ *   at most the time left shared by the attempts that may still come (so all 3 fit before
+ *   the deadline). Not for a plain answer: its first byte is the whole generation, and a
+ *   share of a short deadline would cut an answer the deadline allows.
  *
  * Never more than the time left. Pure.
  */
@@ -56,6 +58,7 @@ export function firstByteTimeoutMs(policy: ResolvedPolicy, input: FirstByteInput
     ? policy.latencyTargetMs
     : Math.max(policy.latencyTargetMs, Math.ceil(PLAIN_ANSWER_HEADROOM * Math.max(0, expected)));
   const derived = Math.min(Math.max(target, FIRST_BYTE_FLOOR_MS), input.headersTimeoutMs);
+  if (!input.stream) return Math.min(derived, remaining);
   const attemptsLeft = Math.max(1, MAX_ATTEMPTS - input.attempt + 1);
   const share = Math.max(FIRST_BYTE_FLOOR_MS, Math.floor(remaining / attemptsLeft));
   return Math.min(derived, share, remaining);

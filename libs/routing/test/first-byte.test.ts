@@ -43,11 +43,15 @@ describe("first-byte timeout per attempt", () => {
     // A long one: the headroom times its estimate, within the cap.
     expect(firstByteTimeoutMs(p, plain(1, 60_000, 4_000))).toBe(PLAIN_ANSWER_HEADROOM * 4_000);
     expect(firstByteTimeoutMs(p, plain(1, 600_000, 60_000))).toBe(30_000);
-    // Floor, share of the time left and deadline as for streams.
+    // The floor and the deadline as for streams, but no share of the time left: the whole
+    // generation comes before the first byte, and the deadline allows it.
     expect(firstByteTimeoutMs(policy({ latency_target_ms: 100 }), plain(1, 60_000, 10))).toBe(
       FIRST_BYTE_FLOOR_MS,
     );
-    expect(firstByteTimeoutMs(p, plain(1, 9_000, 8_000))).toBe(3_000);
+    expect(firstByteTimeoutMs(p, plain(1, 9_000, 4_000))).toBe(8_000);
+    expect(firstByteTimeoutMs(policy({ latency_target_ms: 30_000 }), plain(1, 3_000, 0))).toBe(
+      3_000,
+    );
     expect(firstByteTimeoutMs(p, plain(3, 400, 8_000))).toBe(400);
     // An estimate that is no number is none.
     expect(firstByteTimeoutMs(p, plain(1, 60_000, Number.NaN))).toBe(2_000);
