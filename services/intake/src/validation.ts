@@ -5,8 +5,9 @@ import { findDuplicateKey, isValidUtf8 } from "./json-guard.ts";
 /**
  * Parses a body that must be a JSON object of UTF-8 text with no repeated key; throws
  * ZmlError naming `body`, or the repeated key's path. `beforeShape` runs on the parsed
- * object before any check of its shape (the repeated keys included): the tier gate, whose
- * 403 comes first.
+ * object before any check of its shape: the tier gate, whose 403 comes first. A repeated key
+ * is refused before it, as JSON the gateway does not read: with two `tier`s, which one is
+ * asked for depends on the parser.
  */
 export function parseJsonObject(raw: Buffer, beforeShape?: (body: object) => void): object {
   if (!isValidUtf8(raw)) {
@@ -22,13 +23,13 @@ export function parseJsonObject(raw: Buffer, beforeShape?: (body: object) => voi
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     throw new ZmlError("invalid_request", "request body must be a JSON object", { param: "body" });
   }
-  beforeShape?.(body);
   const duplicate = findDuplicateKey(text);
   if (duplicate !== undefined) {
     throw new ZmlError("duplicate_field", `field '${duplicate}' appears more than once`, {
       param: duplicate,
     });
   }
+  beforeShape?.(body);
   return body;
 }
 

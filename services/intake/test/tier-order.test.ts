@@ -60,7 +60,6 @@ function openAiBodies(tier: number): [string, string][] {
   return [
     ["a wrong type", `{"model":5,"messages":[],"tier":${tier}}`],
     ["no model", `{"messages":[],"tier":${tier}}`],
-    ["a repeated field", `{"model":"m1","model":"m2","tier":${tier}}`],
     ["a clear body", `{"model":"m1","messages":[{"role":"user","content":"hi"}],"tier":${tier}}`],
     ["an unknown model", `{"model":"nope","messages":[],"tier":${tier}}`],
   ];
@@ -164,6 +163,17 @@ describe("an account that may use the tier still gets the shape checks", () => {
     expect(errorOf(clear.text)).toMatchObject({ code: "sealed_body_required", param: "tier" });
     const session = await post("/v1/sessions", `{"model":5}`, auth(API_KEY));
     expect(errorOf(session.text)).toMatchObject({ code: "invalid_request", param: "model" });
+  });
+
+  it("a repeated key is refused first, whoever sends it: which tier it asks is ambiguous", async () => {
+    for (const body of [
+      `{"model":"m1","messages":[],"tier":1,"tier":4}`,
+      `{"model":"m1","model":"m2","tier":4}`,
+    ]) {
+      const res = await post("/v1/chat/completions", body, auth(TIER1_KEY));
+      expect(res.status, body).toBe(400);
+      expect(errorOf(res.text).code, body).toBe("duplicate_field");
+    }
   });
 
   it("a tier that is no tier is a shape error, not an authorisation", async () => {
