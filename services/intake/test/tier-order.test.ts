@@ -163,6 +163,16 @@ describe("an account that may use the tier still gets the shape checks", () => {
     expect(errorOf(clear.text)).toMatchObject({ code: "sealed_body_required", param: "tier" });
     const session = await post("/v1/sessions", `{"model":5}`, auth(API_KEY));
     expect(errorOf(session.text)).toMatchObject({ code: "invalid_request", param: "model" });
+    const crlf = await post(
+      "/v1/chat/completions",
+      JSON.stringify({
+        model: "m1",
+        messages: [{ role: "user", content: "hi" }],
+        session_id: "s\r\nZml-Account: root",
+      }),
+      auth(API_KEY),
+    );
+    expect(errorOf(crlf.text)).toMatchObject({ code: "invalid_request", param: "session_id" });
   });
 
   it("a repeated key is refused first, whoever sends it: which tier it asks is ambiguous", async () => {
