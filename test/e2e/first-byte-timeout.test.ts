@@ -1,8 +1,10 @@
 // A silent node costs only the per-attempt first-byte limit derived from the policy's
-// latency_target_ms, not the dispatcher's 30 s headers timeout. Observed at nodes
-// of our own: the silent one sees its request abandoned, the next one answers. A stream's
-// headers alone do not count as its first byte: a node that sends them at once
-// and its first token 20 s later is failed over within the same limit.
+// latency_target_ms, not the dispatcher's 30 s headers timeout, for a stream and for a plain
+// answer alike. Observed at nodes of our own: the silent one sees its request abandoned once,
+// and only once, the next one answers. Headers alone do not count as the first byte: a node
+// that sends them at once and its answer (first token, or its JSON) 20 s later is failed over
+// within the same limit. A long plain generation is not a silent node: the limit grows with
+// the answer the node is expected to give.
 import type { PolicySpec } from "@zml/contracts";
 import { chainPolicy } from "@zml/contracts/testing";
 import { pollUntil } from "@zml/harness";
@@ -17,6 +19,10 @@ const TARGET_MS = 1_500;
 const LATE_TOKEN_MS = 20_000;
 const SSE =
   'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n';
+
+const JSON_ANSWER = '{"id":"c1","object":"chat.completion","choices":[]}';
+/** How long the slow (not silent) node takes to generate its plain answer. */
+const SLOW_ANSWER_MS = 3_000;
 
 let stack: Stack;
 const nodes = new Map<string, HostileNode>();
@@ -45,12 +51,35 @@ beforeAll(async () => {
     });
   nodes.set("late-token", await late(false));
   nodes.set("late-token-pings", await late(true));
+  nodes.set("silent-plain-derived", await silent());
+  nodes.set("silent-fallback", await silent());
+  // 200 and JSON headers at once, the answer itself only after LATE_TOKEN_MS.
+  nodes.set(
+    "late-json",
+    await startHostileNode((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.flushHeaders();
+      const answer = setTimeout(() => res.end(JSON_ANSWER), LATE_TOKEN_MS);
+      res.once("close", () => clearTimeout(answer));
+    }),
+  );
+  // A long generation: the whole answer after SLOW_ANSWER_MS, well past the latency target.
+  nodes.set(
+    "slow-answer",
+    await startHostileNode((_req, res) => {
+      const answer = setTimeout(
+        () => res.writeHead(200, { "content-type": "application/json" }).end(JSON_ANSWER),
+        SLOW_ANSWER_MS,
+      );
+      res.once("close", () => clearTimeout(answer));
+    }),
+  );
   nodes.set(
     "answers",
     await startHostileNode((req, res) => {
       const stream = req.headers.accept === "text/event-stream";
       res.writeHead(200, { "content-type": stream ? "text/event-stream" : "application/json" });
-      res.end(stream ? SSE : '{"id":"c1","object":"chat.completion","choices":[]}');
+      res.end(stream ? SSE : JSON_ANSWER);
     }),
   );
   stack = await startStack({
@@ -61,12 +90,21 @@ beforeAll(async () => {
         { id: "override", default_policy: "override" },
         { id: "late", default_policy: "late" },
         { id: "late-pings", default_policy: "late-pings" },
+        { id: "plain", default_policy: "plain" },
+        { id: "late-plain", default_policy: "late-plain" },
+        { id: "fb-primary", default_policy: "fallback" },
+        { id: "fb-secondary", default_policy: "fallback" },
+        { id: "long", default_policy: "long" },
       ],
       policies: [
         policy("derived", "SILENT1"),
         policy("late", "LATE1"),
         policy("late-pings", "LATE2"),
         policy("override", "SILENT2", { latency_target_ms: 60_000, first_byte_timeout_ms: 1_200 }),
+        policy("plain", "SILENT3"),
+        policy("late-plain", "LATE3"),
+        policy("fallback", "SILENT4"),
+        policy("long", "SLOW"),
       ],
     },
   });
@@ -82,7 +120,26 @@ beforeAll(async () => {
       spec("silent-plain", "SILENT2", ["override"], 1),
       spec("late-token", "LATE1", ["late"], 3),
       spec("late-token-pings", "LATE2", ["late-pings"], 4),
-      spec("answers", "OK", ["derived", "override", "late", "late-pings"], 2),
+      spec("silent-plain-derived", "SILENT3", ["plain"], 5),
+      spec("late-json", "LATE3", ["late-plain"], 6),
+      // Serves the request's model and its fallback model: tried once, for neither again.
+      spec("silent-fallback", "SILENT4", ["fb-primary", "fb-secondary"], 7),
+      spec("slow-answer", "SLOW", ["long"], 8),
+      spec(
+        "answers",
+        "OK",
+        [
+          "derived",
+          "override",
+          "late",
+          "late-pings",
+          "plain",
+          "late-plain",
+          "fb-secondary",
+          "long",
+        ],
+        2,
+      ),
     ],
   });
   await waitForStatus(stack, "Active", [...nodes.keys()]);
@@ -93,12 +150,12 @@ afterAll(async () => {
   await Promise.all([...nodes.values()].map((n) => n.close()));
 });
 
-async function timed(model: string, stream: boolean) {
+async function timed(model: string, stream: boolean, extra: Record<string, unknown> = {}) {
   const started = Date.now();
   const res = await fetch(`${stack.intakeUrl}/v1/chat/completions`, {
     method: "POST",
     headers: authHeaders(),
-    body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "x" }] }),
+    body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "x" }], ...extra }),
   });
   const text = await res.text();
   const routing = res.headers.get("x-zml-routing") ?? "";
@@ -159,4 +216,69 @@ describe("per-attempt first-byte limit", () => {
     },
     60_000,
   );
+
+  describe("a plain (not streamed) answer", () => {
+    // A short answer (16 tokens at the default guess of 100 tokens/s: 160 ms, estimated), so
+    // the limit is the latency target itself.
+    const short = { max_tokens: 16 };
+
+    it("a silent node costs the latency target by default, once, then the next node answers", async () => {
+      const silent = nodes.get("silent-plain-derived")!;
+      const answers = nodes.get("answers")!;
+      const before = answers.received();
+      const { status, text, routing, ms } = await timed("plain", false, short);
+      expect(status, text).toBe(200);
+      expect(text).toBe(JSON_ANSWER);
+      expect(routing).toContain('node="answers"');
+      expect(routing).toContain("attempts=2");
+      expect(silent.received()).toBe(1);
+      expect(answers.received()).toBe(before + 1);
+      await pollUntil(() => silent.abandoned() === 1, { timeoutMs: 5_000, message: "abandoned" });
+      // One limit plus one (instant) answer: far below the 30 s headers timeout.
+      expect(ms).toBeGreaterThanOrEqual(TARGET_MS - 2);
+      expect(ms).toBeLessThan(TARGET_MS + 5_000);
+    }, 60_000);
+
+    it("a node that sends its headers at once and its JSON after 20 s is failed over within the limit", async () => {
+      const late = nodes.get("late-json")!;
+      const { status, text, routing, ms } = await timed("late-plain", false, short);
+      expect(status, text).toBe(200);
+      expect(text).toBe(JSON_ANSWER);
+      expect(routing).toContain('node="answers"');
+      expect(routing).toContain("attempts=2");
+      expect(late.received()).toBe(1);
+      await pollUntil(() => late.abandoned() === 1, { timeoutMs: 5_000, message: "abandoned" });
+      expect(ms).toBeGreaterThanOrEqual(TARGET_MS - 2);
+      expect(ms).toBeLessThan(TARGET_MS + 5_000);
+    }, 60_000);
+
+    it("a timed-out node is not tried again for the request's fallback model", async () => {
+      const silent = nodes.get("silent-fallback")!;
+      const answers = nodes.get("answers")!;
+      const before = answers.received();
+      const { status, routing, ms } = await timed("fb-primary", false, {
+        ...short,
+        models: ["fb-secondary"],
+      });
+      expect(status).toBe(200);
+      expect(routing).toContain('node="answers"');
+      expect(routing).toContain("attempts=2");
+      expect(silent.received()).toBe(1);
+      expect(answers.received()).toBe(before + 1);
+      expect(ms).toBeLessThan(TARGET_MS + 5_000);
+    }, 60_000);
+
+    it("a long generation is waited for: the limit grows with the answer expected", async () => {
+      // 2000 tokens at the default guess of 100 tokens/s: 20 s expected, so a node that takes
+      // 3 s is generating, not silent, though the latency target is 1.5 s.
+      const slow = nodes.get("slow-answer")!;
+      const { status, text, routing, ms } = await timed("long", false, { max_tokens: 2_000 });
+      expect(status, text).toBe(200);
+      expect(routing).toContain('node="slow-answer"');
+      expect(routing).toContain("attempts=1");
+      expect(slow.received()).toBe(1);
+      expect(slow.abandoned()).toBe(0);
+      expect(ms).toBeGreaterThanOrEqual(SLOW_ANSWER_MS - 2);
+    }, 60_000);
+  });
 });

@@ -282,12 +282,14 @@ const CASES: Case[] = [
     "accelerator_hint",
   ],
   [
+    // A session is tier 4, which this account may not use: refused before its id is read
+    // (services/intake/test/tier-order.test.ts checks the id's own 400 for an account of tier 4).
     "CRLF in session_id",
     "/v1/chat/completions",
     chatBody({ session_id: "s\r\nZml-Account: root" }),
-    400,
-    "invalid_request",
-    "session_id",
+    403,
+    "tier_not_allowed",
+    "tier",
   ],
   [
     "CRLF in policy",

@@ -166,11 +166,10 @@ export const PolicySpecSchema = z.strictObject({
   queue_on_saturation: z.boolean().default(false),
   max_queue_ms: z.number().int().nonnegative().default(0),
   /**
-   * Longest wait for a node's first byte (its response headers; for a stream, its first
-   * event, since a stream's headers come before any token) per attempt, overriding the
-   * limit derived from `latency_target_ms` (docs/capacity.md, "Time to first byte"). Also
-   * applies to requests that are not streamed, which keep the dispatcher's
-   * `DISPATCH_HEADERS_TIMEOUT_MS` otherwise.
+   * Longest wait for a node's first byte per attempt (for a stream its first event, for a
+   * plain answer its body: headers alone are no answer), for streamed and plain requests
+   * alike, overriding the limit derived from `latency_target_ms` and, for a plain answer,
+   * the response time expected (docs/capacity.md, "Time to first byte").
    */
   first_byte_timeout_ms: z.number().int().min(100).max(600_000).optional(),
   /**

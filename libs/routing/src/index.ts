@@ -35,7 +35,7 @@ export {
 export type { PromptPrefix } from "./prompt-prefix.ts";
 export { PrefixIndex } from "./prefix-index.ts";
 export type { PrefixMatch } from "./prefix-index.ts";
-export { firstByteTimeoutMs, FIRST_BYTE_FLOOR_MS } from "./first-byte.ts";
+export { firstByteTimeoutMs, FIRST_BYTE_FLOOR_MS, PLAIN_ANSWER_HEADROOM } from "./first-byte.ts";
 export type { FirstByteInput } from "./first-byte.ts";
 export {
   MAX_ATTEMPTS,

@@ -409,7 +409,9 @@ function trustAndBatchPaths(): Record<string, object> {
         operationId: "getAttestation",
         tag: "trust",
         summary: "A tier 3/4 node's raw TDX quote and verification, for independent checks",
-        description: "The quote is base64, verifiable with Intel DCAP tooling.",
+        description:
+          "The quote is base64, verifiable with Intel DCAP tooling. Every node that is not a " +
+          "tier 3/4 node, whether it exists or not, gets the same 404 `not_found`, byte for byte.",
         security: "apiKey",
         responses: {
           "200": object("Quote, verification, measurement, expiry"),

@@ -44,10 +44,14 @@ export interface NativeCall {
 /**
  * Parses and checks an OpenAI-compatible body. Only the routing fields are validated; every
  * other OpenAI parameter passes to the node untouched, as bytes. Throws ZmlError naming the
- * field.
+ * field. `beforeShape` (the tier gate) runs on the parsed body before any of its checks.
  */
-export function extractRouteFields(path: InferencePath, raw: Buffer): RouteFields {
-  const data = validate(INFERENCE_PATHS[path], parseJsonObject(raw));
+export function extractRouteFields(
+  path: InferencePath,
+  raw: Buffer,
+  beforeShape?: (body: object) => void,
+): RouteFields {
+  const data = validate(INFERENCE_PATHS[path], parseJsonObject(raw, beforeShape));
   // Embeddings never stream, whatever the body says.
   const fields = fieldsOf(path === "/v1/embeddings" ? { ...data, stream: false } : data, {
     fallbackModels: data.models,
@@ -121,10 +125,11 @@ export function refuseClearTier4(fields: RouteFields): RouteFields {
 /**
  * Parses a native `/v1/infer` body (strict: unknown fields are errors) and builds the chat
  * completion body the node gets: model, messages, stream and the generation parameters.
- * The routing fields travel in bus headers instead.
+ * The routing fields travel in bus headers instead. `beforeShape` as for
+ * {@link extractRouteFields}.
  */
-export function parseNativeCall(raw: Buffer): NativeCall {
-  const data = validate(InferRequestSchema, parseJsonObject(raw));
+export function parseNativeCall(raw: Buffer, beforeShape?: (body: object) => void): NativeCall {
+  const data = validate(InferRequestSchema, parseJsonObject(raw, beforeShape));
   const forwarded: Record<string, unknown> = { model: data.model, messages: data.messages };
   if (data.stream !== undefined) forwarded.stream = data.stream;
   for (const key of INFER_GENERATION_FIELDS) {

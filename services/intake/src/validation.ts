@@ -4,9 +4,12 @@ import { findDuplicateKey, isValidUtf8 } from "./json-guard.ts";
 
 /**
  * Parses a body that must be a JSON object of UTF-8 text with no repeated key; throws
- * ZmlError naming `body`, or the repeated key's path.
+ * ZmlError naming `body`, or the repeated key's path. `beforeShape` runs on the parsed
+ * object before any check of its shape: the tier gate, whose 403 comes first. A repeated key
+ * is refused before it, as JSON the gateway does not read: with two `tier`s, which one is
+ * asked for depends on the parser.
  */
-export function parseJsonObject(raw: Buffer): object {
+export function parseJsonObject(raw: Buffer, beforeShape?: (body: object) => void): object {
   if (!isValidUtf8(raw)) {
     throw new ZmlError("invalid_json", "request body is not valid UTF-8", { param: "body" });
   }
@@ -26,6 +29,7 @@ export function parseJsonObject(raw: Buffer): object {
       param: duplicate,
     });
   }
+  beforeShape?.(body);
   return body;
 }
 

@@ -61,8 +61,9 @@ export interface NodeCall {
   /** Cuts the call: the client went away, the deadline passed, or no first byte in time. */
   signal: AbortSignal;
   /**
-   * Called when the node's answer starts (see `attempt-signal.ts`): at its response headers,
-   * or for a stream at its first event, which is when its head goes to the client.
+   * Called when the node's answer starts (see `attempt-signal.ts`): for a stream at its first
+   * event, which is when its head goes to the client; for a plain 2xx when its body comes
+   * (whole, when it is held whole); for any other status at its response headers.
    */
   onFirstByte: () => void;
   bodyIdleTimeoutMs: number;
@@ -141,7 +142,8 @@ export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
   const due = dueAnswer(contentType, call);
   if (due.kind === "refused") return badResponse(response, status, due.reason);
   if (due.kind === "sse") return relayEvents(call, response, status);
-  call.onFirstByte();
+  // A plain answer's headers alone are no answer either (a node may send them at once and its
+  // answer much later): the first-byte limit runs on until its body comes (relayBody).
   const ttftMs = call.clock() - call.startedAt;
   return relayBody(call, response, status, due.contentType, ttftMs, retryAfterS, true);
 }
@@ -375,6 +377,8 @@ const HELD_ANSWER_BYTES = 1024 * 1024;
 
 /**
  * Relays a non-streamed answer (or a relayed 4xx): whole when small, in pieces when large.
+ * Its body is its first byte (`onFirstByte`): a small answer held whole must come whole
+ * within the first-byte limit, a large one must start within it.
  * With `mustBeJson` (a 2xx), a body held whole that is not JSON is refused (retryable); one
  * too large to hold is refused when it does not open as JSON, and cut with
  * `bad_upstream_response` when it does not end as JSON.
@@ -398,6 +402,7 @@ async function relayBody(
     } catch (err) {
       return { kind: "retryable", status, retryAfterS: null, ...classify(err) };
     }
+    call.onFirstByte();
     if (mustBeJson && !isJsonBody(body)) return notJson(status);
     call.writer.full(status, contentType, call.routing, body, {
       nodeMs: call.clock() - call.startedAt,
@@ -411,6 +416,7 @@ async function relayBody(
   let relaying = false;
   try {
     for await (const chunk of response.body as AsyncIterable<Buffer>) {
+      if (size === 0) call.onFirstByte();
       size += chunk.length;
       if (size > call.maxAnswerBytes) return tooLarge(call, response, status, ttftMs);
       framing?.push(chunk);

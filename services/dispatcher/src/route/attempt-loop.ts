@@ -137,6 +137,7 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
       attempt,
       remainingMs: request.deadline - deps.clock(),
       stream: request.stream,
+      expectedResponseMs: candidate.responseMs,
       headersTimeoutMs: deps.config.DISPATCH_HEADERS_TIMEOUT_MS,
     });
     const plan = { node, model, attempt, kind, routing, firstByteMs } as const;
@@ -176,7 +177,11 @@ export const runAttempts: RoutePath = async (deps, exec, decisionId, report) => 
     failures.push({ model, nodeId: node.id, family: node.accelerator_family, failure });
     lastError = outcome.error;
     if (shouldCoolDown(failure)) report.coolDown(node, outcome.retryAfterS, outcome.error);
-    log.warn({ node: node.id, attempt, error: outcome.error }, "attempt failed");
+    // The attempt's first-byte limit: what a timeout waited for.
+    log.warn(
+      { node: node.id, attempt, error: outcome.error, first_byte_ms: firstByteMs },
+      "attempt failed",
+    );
   }
 };
 

@@ -51,7 +51,8 @@ export interface AttestationView {
  * Independent verification of a tier 3/4 node. Without `nonce`, the attestation service's
  * current result (attested with its own nonce, refreshed in the background); with
  * `?nonce=<64 hex>`, a fresh quote from the node bound to the caller's nonce, so the
- * caller knows it is not a replay. Unknown or non-TEE nodes are 404 `not_found`.
+ * caller knows it is not a replay. Every node that is not a tier 3/4 node, unknown or not,
+ * gets the same 404 `not_found`.
  */
 export function attestationRoutes(deps: AttestationRouteDeps) {
   // A fresh nonce costs the node a quote and the service a full verification: rationed per
@@ -70,7 +71,7 @@ export function attestationRoutes(deps: AttestationRouteDeps) {
             param: "nonce",
           });
         }
-        if (!NODE_ID_PATTERN.test(nodeId)) throw unknownNode(nodeId);
+        if (!NODE_ID_PATTERN.test(nodeId)) throw notOnAllowlist();
         if (nonce !== undefined) {
           const decision = nonceLimiter.take(account.id, nonceLimit, deps.clock());
           if (!decision.ok) {
@@ -93,14 +94,10 @@ export function attestationRoutes(deps: AttestationRouteDeps) {
         );
         if ("error" in reply) {
           switch (reply.error.code) {
+            // One answer for both: the allowlist is public, the rest of the fleet is not.
             case "unknown_node":
-              throw unknownNode(nodeId);
             case "not_tee_node":
-              throw new ZmlError(
-                "not_found",
-                `node ${nodeId} is not a tier 3/4 node: it has no attestation`,
-                { param: "node_id" },
-              );
+              throw notOnAllowlist();
             case "invalid_request":
               throw new ZmlError("invalid_request", reply.error.message);
             default:
@@ -113,8 +110,15 @@ export function attestationRoutes(deps: AttestationRouteDeps) {
   };
 }
 
-function unknownNode(nodeId: string): ZmlError {
-  return new ZmlError("not_found", `no node ${nodeId}`, { param: "node_id" });
+/**
+ * The one answer for every node that is not a tier 3/4 node, whether it exists (tier 1 or 2)
+ * or not: the same status, code and message (not even the id is echoed), so the endpoint tells nobody which tier-1 and
+ * tier-2 nodes exist (the allowlist of tier 3/4 nodes is public by design; the rest is not).
+ */
+const NOT_ON_ALLOWLIST = "no tier 3/4 node of that id is on the allowlist";
+
+function notOnAllowlist(): ZmlError {
+  return new ZmlError("not_found", NOT_ON_ALLOWLIST, { param: "node_id" });
 }
 
 function present(r: AttestationResult): AttestationView {

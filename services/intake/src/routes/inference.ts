@@ -26,6 +26,7 @@ import {
 } from "../route-fields.ts";
 import type { RouteFields } from "../route-fields.ts";
 import { admit } from "../admit.ts";
+import { authoriseTiers, SEALED_TIER, tierGate } from "../tier-gate.ts";
 import type { ClientRouteDeps } from "../route-deps.ts";
 import { planHeaders, planRoute } from "../route-plan.ts";
 import type { RoutePlan } from "../route-plan.ts";
@@ -65,10 +66,13 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
       app.post(path, (req, reply) => {
         const startedAt = deps.clock();
         const account = admit(deps, req.headers.authorization, startedAt);
+        const sealed = isSealedBody(req.headers["content-type"]);
+        // The tier comes first (a sealed body is tier 4), then the body's shape.
+        if (sealed) authoriseTiers(account, [SEALED_TIER]);
         const body = requireBody(req);
-        const fields = isSealedBody(req.headers["content-type"])
+        const fields = sealed
           ? extractSealedFields(body)
-          : refuseClearTier4(extractRouteFields(path, body));
+          : refuseClearTier4(extractRouteFields(path, body, tierGate(account)));
         const f = { account, fields, path, body, startedAt, route: path };
         return forward(deps, req, reply, f, relayed);
       });
@@ -77,6 +81,7 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
       const startedAt = deps.clock();
       const account = admit(deps, req.headers.authorization, startedAt);
       if (isSealedBody(req.headers["content-type"])) {
+        authoriseTiers(account, [SEALED_TIER]);
         throw new ZmlError(
           "invalid_request",
           "/v1/infer rewrites the body it forwards, so it cannot carry a sealed one: " +
@@ -84,7 +89,7 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
           { param: "content-type" },
         );
       }
-      const call = parseNativeCall(requireBody(req));
+      const call = parseNativeCall(requireBody(req), tierGate(account));
       refuseClearTier4(call.fields);
       const f = {
         account,

@@ -24,6 +24,7 @@ import {
   jobSubmitSubject,
   parseRoutingHeader,
 } from "@zml/contracts";
+import type { AccountSpec } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { admit } from "../admit.ts";
@@ -31,6 +32,7 @@ import type { IntakeConfig } from "../config.ts";
 import type { ClientRouteDeps } from "../route-deps.ts";
 import { extractRouteFields } from "../route-fields.ts";
 import { planHeaders, planRoute } from "../route-plan.ts";
+import { tierGate } from "../tier-gate.ts";
 import { parseJsonObject, validate } from "../validation.ts";
 
 /** `POST /v1/jobs`: one inference request to run as a batch job. */
@@ -105,7 +107,8 @@ export function jobRoutes(deps: JobRouteDeps) {
   return (app: FastifyInstance) => {
     app.post("/v1/jobs", async (req, reply) => {
       const account = admit(deps, req.headers.authorization, deps.clock());
-      const job = validate(JobBodySchema, parseJsonObject(bodyOf(req)));
+      // The tier the job's request asks for is authorised before any check of the job's shape.
+      const job = validate(JobBodySchema, parseJsonObject(bodyOf(req), jobTierGate(account)));
       const body = Buffer.from(JSON.stringify(job.request));
       const fields = extractRouteFields(job.path, body);
       if (fields.tier === 4) {
@@ -187,6 +190,15 @@ export function jobRoutes(deps: JobRouteDeps) {
         result: result ? resultView(result.headers, result.data) : null,
       };
     });
+  };
+}
+
+/** The tier gate on a job: the tiers its `request` asks for (tier 1 when it has none). */
+function jobTierGate(account: AccountSpec): (body: object) => void {
+  const gate = tierGate(account);
+  return (body) => {
+    const request = (body as { request?: unknown }).request;
+    gate(typeof request === "object" && request !== null && !Array.isArray(request) ? request : {});
   };
 }
 

@@ -13,9 +13,8 @@ import { z } from "zod";
 import { admit } from "../admit.ts";
 import type { ClientRouteDeps } from "../route-deps.ts";
 import { policyNameFor } from "../policy.ts";
+import { authoriseTiers, SEALED_TIER } from "../tier-gate.ts";
 import { parseJsonObject, validate } from "../validation.ts";
-
-const SESSION_TIER = 4;
 
 /** `POST /v1/sessions` body. */
 export const SessionBodySchema = z.strictObject({
@@ -30,7 +29,7 @@ export const SessionBodySchema = z.strictObject({
     .pipe(NonceHexSchema)
     .optional(),
   /** Sessions are tier 4; accepted so a client may say so. */
-  tier: z.literal(SESSION_TIER).optional(),
+  tier: z.literal(SEALED_TIER).optional(),
 });
 
 /** `POST /v1/sessions` answer (201). Times are epoch milliseconds. */
@@ -62,10 +61,9 @@ export function sessionRoutes(deps: SessionRouteDeps) {
   return (app: FastifyInstance) => {
     app.post("/v1/sessions", async (req, reply) => {
       const account = admit(deps, req.headers.authorization, deps.clock());
+      // Before the body is read at all: a session is tier 4, whatever its body says.
+      authoriseTiers(account, [SEALED_TIER]);
       const body = validate(SessionBodySchema, parseJsonObject(bodyOf(req)));
-      if (!account.allowed_tiers.includes(SESSION_TIER)) {
-        throw new ZmlError("tier_not_allowed", "account may not use tier 4", { param: "tier" });
-      }
       const model = deps.models.get(body.model);
       if (!model)
         throw new ZmlError("unknown_model", `model '${body.model}' does not exist`, {
