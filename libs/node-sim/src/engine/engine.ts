@@ -88,15 +88,16 @@ export interface Engine {
 /** A request that needs more KV-cache blocks than the engine has. */
 export class EngineCapacityError extends Error {
   readonly code = "kv_cache_too_small";
-  constructor(
-    readonly blocksNeeded: number,
-    readonly capacity: number,
-  ) {
+  readonly blocksNeeded: number;
+  readonly capacity: number;
+  constructor(blocksNeeded: number, capacity: number) {
     super(
       `the request needs ${blocksNeeded} KV-cache blocks of ${BLOCK_TOKENS} tokens; ` +
         `this engine has ${capacity}`,
     );
     this.name = "EngineCapacityError";
+    this.blocksNeeded = blocksNeeded;
+    this.capacity = capacity;
   }
 }
 

@@ -53,7 +53,8 @@ export function renderResponses(input: unknown, instructions: unknown): string {
   if (!Array.isArray(input)) return text;
   for (const item of input) {
     if (!isRecord(item)) continue;
-    const role = typeof item["role"] === "string" ? item["role"] : String(item["type"] ?? "item");
+    const kind = typeof item["type"] === "string" ? item["type"] : "item";
+    const role = typeof item["role"] === "string" ? item["role"] : kind;
     text += `<|${role}|>\n${contentText(item["content"])}${contentText(item["output"])}\n`;
   }
   return text;
