@@ -123,6 +123,7 @@ describe("cost routing follows live spot prices from each cloud account", () => 
             cost_priority: "cost",
             queue_on_saturation: false,
             max_queue_ms: 0,
+            prefix_affinity: true,
           },
         ],
         cloud_accounts: [

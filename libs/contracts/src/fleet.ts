@@ -166,6 +166,11 @@ export const PolicySpecSchema = z.strictObject({
    * `DISPATCH_HEADERS_TIMEOUT_MS` otherwise.
    */
   first_byte_timeout_ms: z.number().int().min(100).max(600_000).optional(),
+  /**
+   * Rank nodes by what they are expected to hold in their prefix cache as well as by load
+   * (on by default); `false` ranks as if no node held any prefix.
+   */
+  prefix_affinity: z.boolean().default(true),
 });
 export type PolicySpec = z.infer<typeof PolicySpecSchema>;
 

@@ -62,6 +62,7 @@ export function builtinDefaultPolicy(
     cost_priority: "balanced",
     queue_on_saturation: false,
     max_queue_ms: 0,
+    prefix_affinity: true,
   });
 }
 

@@ -172,6 +172,7 @@ function randomPolicy(rnd: Rnd): ResolvedPolicy {
     cost_priority: pick(rnd, ["cost", "balanced", "latency"] as const),
     queue_on_saturation: chance(rnd, 0.5),
     max_queue_ms: 1000,
+    prefix_affinity: true,
   });
 }
 

@@ -194,6 +194,7 @@ function toPolicy(p: PolicyIn): ResolvedPolicy {
     cost_priority: p.costPriority,
     queue_on_saturation: p.queue,
     max_queue_ms: 1000,
+    prefix_affinity: true,
   });
 }
 

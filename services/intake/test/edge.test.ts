@@ -276,6 +276,7 @@ const policy = (name: string): PolicySpec => ({
   cost_priority: "latency",
   queue_on_saturation: false,
   max_queue_ms: 0,
+  prefix_affinity: true,
 });
 
 describe("policyNameFor", () => {

@@ -34,6 +34,7 @@ export const POLICIES: PolicySpec[] = [
     cost_priority: "latency",
     queue_on_saturation: false,
     max_queue_ms: 0,
+    prefix_affinity: true,
   },
 ];
 

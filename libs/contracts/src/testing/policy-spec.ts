@@ -17,6 +17,7 @@ export function chainPolicy(
     cost_priority: "latency",
     queue_on_saturation: false,
     max_queue_ms: 0,
+    prefix_affinity: true,
     ...overrides,
   };
 }
