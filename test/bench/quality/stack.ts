@@ -168,29 +168,39 @@ export async function startZml(nodes: QualityNode[], maxRunning: number): Promis
       ZML_NODE_ALLOW_LOOPBACK: "true",
     };
     let dispatchers = 0;
-    const startService = async (name: string, extra: Record<string, string>) => {
+    /** Starts a service whose `/readyz` answers on `port` (logs are at `warn`: no ready line). */
+    const startService = async (name: string, port: number, extra: Record<string, string>) => {
       const service = name.replace(/-\d+$/, "");
       const proc = await startProcess({
         name,
         command: process.execPath,
         args: [join(root, `services/${service}/src/main.ts`)],
         env: { ...nats.serviceEnv(service), ...env, ...extra },
-        readyLine: /"msg":"[a-z-]+ ready"/,
-        readyTimeoutMs: 60_000,
+        readyUrl: `http://127.0.0.1:${port}/readyz`,
+        readyTimeoutMs: 90_000,
       });
       services.set(name, proc);
       return proc;
     };
-    const addDispatcher = () => {
+    const addDispatcher = async () => {
       dispatchers += 1;
       const name = dispatchers === 1 ? "dispatcher" : `dispatcher-${dispatchers}`;
-      return startService(name, { DISPATCHER_OPS_PORT: "0" });
+      const port = await findFreePort();
+      return startService(name, port, { DISPATCHER_OPS_PORT: String(port) });
     };
+    const [aggregatorOps, attestationOps] = await Promise.all([findFreePort(), findFreePort()]);
     await Promise.all([
-      startService("health-aggregator", { AGGREGATOR_OPS_PORT: "0" }),
-      startService("attestation", { ATTESTATION_OPS_PORT: "0" }),
+      startService("health-aggregator", aggregatorOps, {
+        AGGREGATOR_OPS_PORT: String(aggregatorOps),
+      }),
+      startService("attestation", attestationOps, {
+        ATTESTATION_OPS_PORT: String(attestationOps),
+      }),
       addDispatcher(),
-      startService("intake", { ZML_PORT: String(intakePort), ZML_HOST: "127.0.0.1" }),
+      startService("intake", intakePort, {
+        ZML_PORT: String(intakePort),
+        ZML_HOST: "127.0.0.1",
+      }),
     ]);
     const intakeUrl = `http://127.0.0.1:${intakePort}`;
     await waitUntilRoutable(intakeUrl, [ZML_KEYS.cacheAware, ZML_KEYS.loadOnly]);
