@@ -13,12 +13,7 @@ import { repoRoot } from "@zml/harness";
 import { buildIdOf } from "./build.ts";
 import { startQualityClient } from "./quality/client-process.ts";
 import type { QualityClient } from "./quality/client-process.ts";
-import {
-  delta,
-  readNodeCounters,
-  resetPrefixCaches,
-  waitUntilIdle,
-} from "./quality/node-counters.ts";
+import { delta, resetPrefixCaches, waitUntilIdle } from "./quality/node-counters.ts";
 import type { NodeCounters } from "./quality/node-counters.ts";
 import type { QualityTarget } from "./quality/plan.ts";
 import { renderQualityReport, SIDE_KEYS } from "./quality/report.ts";
@@ -37,15 +32,18 @@ import type { Workload, WorkloadKey } from "./quality/workloads.ts";
 
 const USAGE = `usage: node test/bench/routing-quality.ts [--size full|short|smallest]
   [--workloads ${WORKLOAD_KEYS.join(",")}] [--sides ${SIDE_KEYS.join(",")}]
-  [--duration-s 10] [--rate-scale 1] [--seed 40] [--json] [--out bench-results]
-sizes: full (every workload and side, 10 s a side: about 4 minutes), short (4 s a side),
-  smallest (shared-uniform at half rate, random, tenant-hash and ZML, 3 s a side: for tests)
+  [--warmup-s 5] [--duration-s 8] [--rate-scale 1] [--seed 40] [--json] [--out bench-results]
+Each side: caches reset, --warmup-s of the workload unmeasured (from cold), then --duration-s
+measured. Sizes: full (every workload and side, 5 + 8 s a side: about 5 minutes), short
+(3 + 4 s a side: about 2.5 minutes), smallest (shared-uniform at half rate; random,
+tenant-hash and ZML; 1 + 3 s a side: for tests, about 20 s).
 `;
 
 const SIZES = {
-  full: { durationS: 10, rateScale: 1, workloads: WORKLOAD_KEYS, sides: SIDE_KEYS },
-  short: { durationS: 4, rateScale: 1, workloads: WORKLOAD_KEYS, sides: SIDE_KEYS },
+  full: { warmupS: 5, durationS: 8, rateScale: 1, workloads: WORKLOAD_KEYS, sides: SIDE_KEYS },
+  short: { warmupS: 3, durationS: 4, rateScale: 1, workloads: WORKLOAD_KEYS, sides: SIDE_KEYS },
   smallest: {
+    warmupS: 1,
     durationS: 3,
     rateScale: 0.5,
     workloads: ["shared-uniform"] as const,
@@ -60,6 +58,7 @@ function options() {
       size: { type: "string", default: "full" },
       workloads: { type: "string" },
       sides: { type: "string" },
+      "warmup-s": { type: "string" },
       "duration-s": { type: "string" },
       "rate-scale": { type: "string" },
       seed: { type: "string", default: "40" },
@@ -83,11 +82,18 @@ function options() {
     if (unknown.length > 0) throw new Error(`--${name}: unknown ${unknown.join(", ")}`);
     return items as T[];
   };
-  const number = (name: string, raw: string | undefined, fallback: number, integer: boolean) => {
+  const number = (
+    name: string,
+    raw: string | undefined,
+    fallback: number,
+    integer: boolean,
+    min = Number.MIN_VALUE,
+  ) => {
     if (raw === undefined) return fallback;
     const n = Number(raw);
-    if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
-      throw new Error(`--${name}: expected a positive ${integer ? "integer" : "number"}`);
+    if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
+      const what = min === 0 ? "at least 0" : `a positive ${integer ? "integer" : "number"}`;
+      throw new Error(`--${name}: expected ${what}`);
     }
     return n;
   };
@@ -98,6 +104,7 @@ function options() {
     size: values.size as Size,
     workloads: list("workloads", values.workloads, WORKLOAD_KEYS, size.workloads),
     sides: list("sides", values.sides, SIDE_KEYS, size.sides),
+    warmupS: number("warmup-s", values["warmup-s"], size.warmupS, false, 0),
     durationS: number("duration-s", values["duration-s"], size.durationS, false),
     rateScale: number("rate-scale", values["rate-scale"], size.rateScale, false),
     seed: number("seed", values.seed, 40, true),
@@ -137,20 +144,19 @@ async function runSide(run: Run, workload: Workload, side: SideKey): Promise<Qua
   await resetPrefixCaches(urls);
   const extra = side === "zml-2-dispatchers" ? await run.zml!.addDispatcher() : undefined;
   try {
-    const before = await Promise.all(urls.map(readNodeCounters));
     const result = await run.client.run({
       workload: workload.key,
       seed: run.opts.seed,
       salt: side,
+      warmupS: run.opts.warmupS,
       durationS: run.opts.durationS,
       ratePerS: workload.ratePerS * run.opts.rateScale,
       model: QUALITY_MODEL,
       target: targetOf(run, side),
       drainTimeoutMs: 120_000,
+      nodeUrls: urls,
     });
-    await waitUntilIdle(urls, 30_000);
-    const after = await Promise.all(urls.map(readNodeCounters));
-    const grown = after.map((a, i) => delta(before[i]!, a));
+    const grown = result.nodesAtEnd.map((end, i) => delta(result.nodesAtStart[i]!, end));
     const queries = sum(grown, "prefixCacheQueries");
     const hits = sum(grown, "prefixCacheHits");
     const answered = sum(grown, "requestsSucceeded");
@@ -225,6 +231,7 @@ async function main(): Promise<number> {
     machine: { cpus: availableParallelism(), loadAverage: { start: loadAtStart, end: loadavg() } },
     settings: {
       size: opts.size,
+      warmupS: opts.warmupS,
       durationS: opts.durationS,
       seed: opts.seed,
       rateScale: opts.rateScale,

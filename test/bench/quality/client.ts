@@ -7,6 +7,8 @@ import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Agent } from "undici";
 import { quantile } from "../stats.ts";
+import { readNodeCounters } from "./node-counters.ts";
+import type { NodeCounters } from "./node-counters.ts";
 import type { QualityPlan, QualityResult, QualityTarget } from "./plan.ts";
 import { generateRequests, hashedNode, seededRandom, workloads } from "./workloads.ts";
 import type { QualityRequest } from "./workloads.ts";
@@ -28,7 +30,15 @@ const CACHED_TOKENS = /(?:^|[;,\s])cached-tokens=(\d+)/;
 
 async function run(plan: QualityPlan): Promise<QualityResult> {
   const workload = workloads()[plan.workload];
-  const requests = generateRequests(workload, plan.seed, plan.durationS, plan.ratePerS, plan.salt);
+  const requests = generateRequests(
+    workload,
+    plan.seed,
+    plan.warmupS + plan.durationS,
+    plan.ratePerS,
+    plan.salt,
+  );
+  const measureFromMs = plan.warmupS * 1000;
+  const measured = requests.filter((r) => r.atMs >= measureFromMs).length;
   const urlOf = chooser(plan.target, plan.seed);
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (plan.target.kind === "gateway") headers.authorization = `Bearer ${plan.target.apiKey}`;
@@ -46,6 +56,7 @@ async function run(plan: QualityPlan): Promise<QualityResult> {
 
   const send = async (r: QualityRequest, signal: AbortSignal): Promise<void> => {
     const startedAt = performance.now();
+    const counted = r.atMs >= measureFromMs;
     const body = JSON.stringify({
       model: plan.model,
       messages: r.messages,
@@ -66,7 +77,7 @@ async function run(plan: QualityPlan): Promise<QualityResult> {
     }
     const routing = res.headers["x-zml-routing"];
     const cached = typeof routing === "string" ? CACHED_TOKENS.exec(routing) : null;
-    if (cached !== null) {
+    if (cached !== null && counted) {
       cachedSum += Number(cached[1]);
       cachedCount += 1;
     }
@@ -74,7 +85,7 @@ async function run(plan: QualityPlan): Promise<QualityResult> {
     let tail = "";
     for await (const chunk of res.body as AsyncIterable<Buffer>) {
       if (first) {
-        ttft.push(performance.now() - startedAt);
+        if (counted) ttft.push(performance.now() - startedAt);
         first = false;
       }
       tail = (tail + chunk.toString("utf8")).slice(-64);
@@ -83,16 +94,24 @@ async function run(plan: QualityPlan): Promise<QualityResult> {
       fail("stream ended without [DONE]");
       return;
     }
+    if (!counted) return;
     completed += 1;
     lastEnd = performance.now();
   };
 
   const abort = new AbortController();
   const startedAt = performance.now();
+  const measuringAt = startedAt + measureFromMs;
+  // The nodes' counters as measuring starts, read while the requests keep going out.
+  let atStart: Promise<NodeCounters[]> | undefined;
+  const readAtStart = () => (atStart ??= Promise.all(plan.nodeUrls.map(readNodeCounters)));
+  const startTimer = setTimeout(() => void readAtStart().catch(() => undefined), measureFromMs);
   const pending: Promise<void>[] = [];
   for (const r of requests) {
     const wait = startedAt + r.atMs - performance.now();
     if (wait > 1) await sleep(wait);
+    // A late timer must not let a measured request out before the reading.
+    if (r.atMs >= measureFromMs) await readAtStart();
     pending.push(
       send(r, abort.signal).catch((error: unknown) => {
         const e = error as { code?: string; message?: string };
@@ -104,11 +123,14 @@ async function run(plan: QualityPlan): Promise<QualityResult> {
   const timer = setTimeout(() => abort.abort(new Error("drain timeout")), plan.drainTimeoutMs);
   await drained;
   clearTimeout(timer);
+  clearTimeout(startTimer);
+  const nodesAtStart = await readAtStart();
+  const nodesAtEnd = await Promise.all(plan.nodeUrls.map(readNodeCounters));
 
   const sorted = ttft.sort((a, b) => a - b);
   return {
     id: plan.id,
-    sent: requests.length,
+    sent: measured,
     completed,
     failed,
     failures,
@@ -118,7 +140,9 @@ async function run(plan: QualityPlan): Promise<QualityResult> {
       p99: quantile(sorted, 0.99),
       count: sorted.length,
     },
-    elapsedMs: Math.max(0, lastEnd - startedAt),
+    elapsedMs: Math.max(0, lastEnd - measuringAt),
+    nodesAtStart,
+    nodesAtEnd,
     expectedCachedTokens: cachedCount === 0 ? null : cachedSum / cachedCount,
   };
 }

@@ -40,6 +40,7 @@ export interface QualitySummary {
   machine: { cpus: number; loadAverage: { start: number[]; end: number[] } };
   settings: {
     size: string;
+    warmupS: number;
     durationS: number;
     seed: number;
     rateScale: number;
@@ -86,9 +87,11 @@ export function renderQualityReport(summary: QualitySummary, command: string): s
     `${n.count} simulated caching nodes (node-sim engine model): ${n.kvCacheBlocks} KV blocks of 16 ` +
       `tokens, prefill ${n.prefillTokensPerSecond} tokens/s one at a time, decode step ` +
       `${n.stepBaseMs} + ${n.stepPerSequenceMs} ms × batch, ${n.maxRunning} sequences. ` +
-      `Each side: ${settings.durationS} s of open-loop Poisson arrivals (seed ${settings.seed}), ` +
-      "prompts of its own and every cache reset before it. Hit rate and prefill tokens are the " +
-      "nodes' own counters (`vllm:prefix_cache_*`); TTFT is the client's, to the first event.",
+      `Each side: every cache reset, then open-loop Poisson arrivals (seed ${settings.seed}), ` +
+      `${settings.warmupS} s unmeasured from cold, then ${settings.durationS} s measured; ` +
+      "the same arrivals and tenants on every side, with prompts of its own. Hit rate and " +
+      "prefill tokens are the nodes' own counters (`vllm:prefix_cache_*`) over the measured " +
+      "window; TTFT is the client's, to the first event.",
   ];
   for (const workload of summary.workloads) {
     const rows = summary.rows.filter((r) => r.workload === workload.key);
