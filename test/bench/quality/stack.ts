@@ -103,8 +103,10 @@ function policy(name: string, prefixAffinity: boolean): PolicySpec {
     // Far above any TTFT here: the target never excludes a node.
     latency_target_ms: 60_000,
     cost_priority: "latency",
-    queue_on_saturation: false,
-    max_queue_ms: 0,
+    // A burst over every node's slots waits at the gateway instead of failing, as it would
+    // wait in the nodes' own queues on the direct sides.
+    queue_on_saturation: true,
+    max_queue_ms: 30_000,
     prefix_affinity: prefixAffinity,
   };
 }
@@ -113,8 +115,8 @@ const sha = (key: string) => createHash("sha256").update(key).digest("hex");
 
 /**
  * The ZML gateway over `nodes`: two accounts, `cacheAware` (policy `prefix_affinity: true`)
- * and `loadOnly` (`false`). Each node is declared with a `max_concurrency` of 8 × its running
- * sequences, so that, as with the direct sides, a busy node queues instead of being refused.
+ * and `loadOnly` (`false`). Each node is declared as an operator would a vLLM node: its
+ * `max_concurrency` is the engine's running sequences (`max_num_seqs`).
  */
 export async function startZml(nodes: QualityNode[], maxRunning: number): Promise<ZmlStack> {
   const root = repoRoot();
@@ -136,7 +138,7 @@ export async function startZml(nodes: QualityNode[], maxRunning: number): Promis
           nodeSpec(n.id, {
             endpoint: n.url,
             models: [QUALITY_MODEL],
-            max_concurrency: maxRunning * 8,
+            max_concurrency: maxRunning,
             registered_at: i,
           }),
         ),
