@@ -21,6 +21,7 @@ import type { QualityRow, QualitySummary, SideKey } from "./quality/report.ts";
 import {
   QUALITY_MODEL,
   QUALITY_NODES,
+  routedPerReplica,
   startQualityNodes,
   startZml,
   stopNodes,
@@ -144,6 +145,8 @@ async function runSide(run: Run, workload: Workload, side: SideKey): Promise<Qua
   await resetPrefixCaches(urls);
   const extra = side === "zml-2-dispatchers" ? await run.zml!.addDispatcher() : undefined;
   try {
+    const replicas = side.startsWith("zml") ? run.zml!.dispatcherOpsUrls() : [];
+    const routedBefore = await routedPerReplica(replicas);
     const result = await run.client.run({
       workload: workload.key,
       seed: run.opts.seed,
@@ -157,6 +160,7 @@ async function runSide(run: Run, workload: Workload, side: SideKey): Promise<Qua
       nodeUrls: urls,
     });
     const grown = result.nodesAtEnd.map((end, i) => delta(result.nodesAtStart[i]!, end));
+    const routedAfter = await routedPerReplica(replicas);
     const queries = sum(grown, "prefixCacheQueries");
     const hits = sum(grown, "prefixCacheHits");
     const answered = sum(grown, "requestsSucceeded");
@@ -174,10 +178,12 @@ async function runSide(run: Run, workload: Workload, side: SideKey): Promise<Qua
       busiestNodeShare:
         answered > 0 ? Math.max(...grown.map((g) => g.requestsSucceeded)) / answered : Number.NaN,
       expectedCachedTokens: result.expectedCachedTokens,
+      routedPerReplica:
+        replicas.length === 0 ? null : routedAfter.map((n, i) => n - routedBefore[i]!),
       elapsedS: result.elapsedMs / 1000,
     };
   } finally {
-    await extra?.stop("SIGTERM", 5_000);
+    await extra?.stop();
   }
 }
 

@@ -31,6 +31,11 @@ export interface QualityRow {
   busiestNodeShare: number;
   /** Mean `cached-tokens` of `x-zml-routing` (ZML sides, once the gateway sends it). */
   expectedCachedTokens: number | null;
+  /**
+   * ZML sides: requests each dispatcher replica routed during the side, warm-up included
+   * (`zml_dispatcher_decisions_total{outcome="routed"}`); null on the direct sides.
+   */
+  routedPerReplica: number[] | null;
   elapsedS: number;
 }
 
@@ -138,6 +143,14 @@ export function renderQualityReport(summary: QualitySummary, command: string): s
               `${SIDES[r.side]}: the gateway expected ${int(r.expectedCachedTokens!)} cached tokens a request.`,
           )
           .join(" "),
+      );
+    }
+    const replicated = rows.filter((r) => (r.routedPerReplica?.length ?? 0) > 1);
+    for (const r of replicated) {
+      lines.push(
+        "",
+        `${SIDES[r.side]}: requests routed per replica (warm-up included): ` +
+          `${r.routedPerReplica!.join(", ")}.`,
       );
     }
     for (const r of rows.filter((row) => row.failures.length > 0)) {

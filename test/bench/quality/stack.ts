@@ -50,8 +50,13 @@ export interface QualityNode {
 export interface ZmlStack {
   intakeUrl: string;
   services: Map<string, ManagedProcess>;
-  /** Starts one more dispatcher replica (`dispatcher-<n>`); resolves once it is ready. */
-  addDispatcher(): Promise<ManagedProcess>;
+  /** The ops base URL (`/metrics`) of each dispatcher replica running now. */
+  dispatcherOpsUrls(): string[];
+  /**
+   * Starts one more dispatcher replica (`dispatcher-<n>`); resolves once it is ready, with a
+   * function that stops it again.
+   */
+  addDispatcher(): Promise<{ stop(): Promise<void> }>;
   stop(): Promise<void>;
 }
 
@@ -170,6 +175,7 @@ export async function startZml(nodes: QualityNode[], maxRunning: number): Promis
       ZML_NODE_ALLOW_LOOPBACK: "true",
     };
     let dispatchers = 0;
+    const dispatcherOps = new Map<string, string>();
     /** Starts a service whose `/readyz` answers on `port` (logs are at `warn`: no ready line). */
     const startService = async (name: string, port: number, extra: Record<string, string>) => {
       const service = name.replace(/-\d+$/, "");
@@ -188,7 +194,15 @@ export async function startZml(nodes: QualityNode[], maxRunning: number): Promis
       dispatchers += 1;
       const name = dispatchers === 1 ? "dispatcher" : `dispatcher-${dispatchers}`;
       const port = await findFreePort();
-      return startService(name, port, { DISPATCHER_OPS_PORT: String(port) });
+      const proc = await startService(name, port, { DISPATCHER_OPS_PORT: String(port) });
+      dispatcherOps.set(name, `http://127.0.0.1:${port}`);
+      return {
+        stop: async () => {
+          dispatcherOps.delete(name);
+          services.delete(name);
+          await proc.stop("SIGTERM", 5_000);
+        },
+      };
     };
     const [aggregatorOps, attestationOps] = await Promise.all([findFreePort(), findFreePort()]);
     await Promise.all([
@@ -206,7 +220,13 @@ export async function startZml(nodes: QualityNode[], maxRunning: number): Promis
     ]);
     const intakeUrl = `http://127.0.0.1:${intakePort}`;
     await waitUntilRoutable(intakeUrl, [ZML_KEYS.cacheAware, ZML_KEYS.loadOnly]);
-    return { intakeUrl, services, addDispatcher, stop };
+    return {
+      intakeUrl,
+      services,
+      dispatcherOpsUrls: () => [...dispatcherOps.values()],
+      addDispatcher,
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;
@@ -240,4 +260,18 @@ async function waitUntilRoutable(intakeUrl: string, keys: string[]): Promise<voi
       });
     }
   }
+}
+
+/** Requests each dispatcher replica routed so far (`zml_dispatcher_decisions_total{outcome="routed"}`). */
+export async function routedPerReplica(opsUrls: string[]): Promise<number[]> {
+  return Promise.all(
+    opsUrls.map(async (url) => {
+      const res = await request(`${url}/metrics`);
+      const text = await res.body.text();
+      const line = /^zml_dispatcher_decisions_total\{[^}]*outcome="routed"[^}]*\} (\S+)$/m.exec(
+        text,
+      );
+      return line === null ? 0 : Number(line[1]);
+    }),
+  );
 }
