@@ -13,6 +13,9 @@ const USAGE = `usage: node libs/node-sim/src/cli.ts --id <node-id> --model <id> 
   [--flavour vllm|tgi] (default vllm)   [--host 127.0.0.1] [--port 0]
   [--ttft-ms 0] [--tps 0] [--max-concurrency 8] [--completion-tokens 16] [--instance-id <id>]
   [--reply <words>] what the node answers, a word per token (default a fixed sentence)
+  Engine model (vllm only; any of these turns it on; --max-concurrency is its max_num_seqs):
+  [--engine] [--kv-cache-blocks 4096] [--prefill-tps 16000] [--step-base-ms 8]
+  [--step-per-seq-ms 0.25]
   [--protocol http1|h2c|h2] (default http1; h2c: HTTP/2 without TLS, h2: HTTP/2 over TLS by ALPN)
   [--tls-key-file <pem> --tls-cert-file <pem>] the certificate an h2 node presents (default a
   fresh self-signed one that no client trusts by default)
@@ -69,6 +72,11 @@ function parseOptions(argv: string[]): ParsedArgs | "help" {
         "completion-tokens": { type: "string" },
         "instance-id": { type: "string" },
         reply: { type: "string" },
+        engine: { type: "boolean" },
+        "kv-cache-blocks": { type: "string" },
+        "prefill-tps": { type: "string" },
+        "step-base-ms": { type: "string" },
+        "step-per-seq-ms": { type: "string" },
         protocol: { type: "string", default: "http1" },
         "tls-key-file": { type: "string" },
         "tls-cert-file": { type: "string" },
@@ -120,6 +128,15 @@ function parseOptions(argv: string[]): ParsedArgs | "help" {
   if (completionTokens !== undefined) options.completionTokens = completionTokens;
   if (values["instance-id"] !== undefined) options.instanceId = values["instance-id"];
   if (values.reply !== undefined) options.reply = values.reply;
+  const engine = {
+    kvCacheBlocks: numberArg("kv-cache-blocks", values["kv-cache-blocks"]),
+    prefillTokensPerSecond: numberArg("prefill-tps", values["prefill-tps"]),
+    stepBaseMs: numberArg("step-base-ms", values["step-base-ms"]),
+    stepPerSequenceMs: numberArg("step-per-seq-ms", values["step-per-seq-ms"]),
+  };
+  const engineSet = Object.entries(engine).filter(([, v]) => v !== undefined);
+  if (values.engine === true || engineSet.length > 0)
+    options.engine = Object.fromEntries(engineSet);
   if (keyFile !== undefined && certFile !== undefined) {
     options.certificate = { keyPem: readPem(keyFile), certPem: readPem(certFile) };
   }

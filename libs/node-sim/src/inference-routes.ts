@@ -83,7 +83,7 @@ export function createInferenceRoute(
     }
     const kind = INFERENCE_KINDS[path];
     if (kind === "embeddings") return answerEmbeddings(res, read.body);
-    const parsed = parseInferenceRequest(kind, read.body, models);
+    const parsed = parseInferenceRequest(kind, read.body, models, generation.engine !== undefined);
     if (!("kind" in parsed)) {
       sendJson(res, parsed.status, errorBodyJson(parsed));
       return;

@@ -1,5 +1,6 @@
 import { createHistogram, exponentialBounds, linearBounds } from "./histogram.ts";
 import type { Histogram } from "./histogram.ts";
+import type { EngineCounters } from "./engine/engine.ts";
 import type { SimFlavour } from "./types.ts";
 
 /** Point-in-time values the server reads from its scheduler when metrics are scraped. */
@@ -9,6 +10,8 @@ export interface MetricsGauges {
   maxConcurrency: number;
   /** Prompt plus generation budget of the running requests (TGI's batch max tokens). */
   batchTokens: number;
+  /** The engine's counters, on a node with an engine model. */
+  engine?: EngineCounters;
 }
 
 /** The node's Prometheus metrics: events in, text exposition out. */
@@ -29,12 +32,12 @@ export interface SimMetrics {
   render(gauges: MetricsGauges): string;
 }
 
-function escapeLabel(value: string): string {
+export function escapeLabel(value: string): string {
   return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 }
 
 /** Python's float repr, which vLLM's prometheus_client uses: integers keep a `.0`. */
-function pyFloat(value: number): string {
+export function pyFloat(value: number): string {
   if (value === Infinity) return "+Inf";
   return Number.isInteger(value) && Math.abs(value) < 1e16 ? `${value}.0` : String(value);
 }
@@ -63,15 +66,21 @@ const TGI_DURATION_BOUNDS = exponentialBounds(0.0001, 1.5, 35);
 const TGI_INPUT_BOUNDS = linearBounds(4095, 100);
 const TGI_TOKEN_BOUNDS = linearBounds(4096, 100);
 
+/** `zml_sim_instance_info`, which every flavour ends its exposition with. */
+export function instanceInfoLine(instanceId: string): string {
+  return (
+    "# HELP zml_sim_instance_info Identity of this simulated node process.\n" +
+    "# TYPE zml_sim_instance_info gauge\n" +
+    `zml_sim_instance_info{instance_id="${escapeLabel(instanceId)}"} 1\n`
+  );
+}
+
 export function createSimMetrics(
   flavour: SimFlavour,
   modelName: string,
   instanceId: string,
 ): SimMetrics {
-  const instanceLine =
-    "# HELP zml_sim_instance_info Identity of this simulated node process.\n" +
-    "# TYPE zml_sim_instance_info gauge\n" +
-    `zml_sim_instance_info{instance_id="${escapeLabel(instanceId)}"} 1\n`;
+  const instanceLine = instanceInfoLine(instanceId);
   return flavour === "vllm"
     ? createVllmMetrics(escapeLabel(modelName), instanceLine)
     : createTgiMetrics(instanceLine);

@@ -1,5 +1,6 @@
 import { checkTeeOptions } from "./tee.ts";
 import { SIM_FLAVOURS, SIM_PROTOCOLS } from "./types.ts";
+import type { EngineSettings } from "./engine/engine.ts";
 import type { SimNodeOptions, SimRuntimeConfig } from "./types.ts";
 import { parseSimConfigPatch, SimInputError } from "./validate.ts";
 
@@ -40,6 +41,7 @@ export function checkOptions(options: SimNodeOptions): void {
     fail("instanceId", "expected a non-empty string");
   }
   if (options.tee !== undefined) checkTeeOptions(options.tee);
+  if (options.engine !== undefined) checkEngineOptions(options, fail);
   const protocol = options.protocol ?? "http1";
   if (!SIM_PROTOCOLS.includes(protocol)) {
     fail("protocol", `expected one of ${SIM_PROTOCOLS.join(", ")}`);
@@ -76,4 +78,48 @@ export function initialConfig(options: SimNodeOptions): SimRuntimeConfig {
     "invalid_options",
   );
   return { ...DEFAULTS, ...initial };
+}
+
+const ENGINE_DEFAULTS = {
+  kvCacheBlocks: 4096,
+  prefillTokensPerSecond: 16_000,
+  stepBaseMs: 8,
+  stepPerSequenceMs: 0.25,
+} as const;
+
+function checkEngineOptions(
+  options: SimNodeOptions,
+  fail: (field: string, message: string) => never,
+): void {
+  const engine = options.engine;
+  if (typeof engine !== "object" || engine === null) fail("engine", "expected an object");
+  if (options.flavour !== "vllm") fail("engine", "the engine model imitates vLLM: flavour vllm");
+  const allowed = Object.keys(ENGINE_DEFAULTS);
+  for (const key of Object.keys(engine ?? {})) {
+    if (!allowed.includes(key))
+      fail(`engine.${key}`, `unknown field (allowed: ${allowed.join(", ")})`);
+  }
+  const blocks = engine?.kvCacheBlocks;
+  if (blocks !== undefined && (!Number.isInteger(blocks) || blocks < 1 || blocks > 1e8)) {
+    fail("engine.kvCacheBlocks", "expected an integer from 1 to 100000000");
+  }
+  const rate = engine?.prefillTokensPerSecond;
+  if (rate !== undefined && (!Number.isFinite(rate) || rate <= 0)) {
+    fail("engine.prefillTokensPerSecond", "expected a positive number");
+  }
+  for (const key of ["stepBaseMs", "stepPerSequenceMs"] as const) {
+    const value = engine?.[key];
+    if (value !== undefined && (!Number.isFinite(value) || value < 0 || value > 60_000)) {
+      fail(`engine.${key}`, "expected a number from 0 to 60000");
+    }
+  }
+}
+
+/** The engine settings a node starts with, or undefined for a node without engine model. */
+export function engineSettings(
+  options: SimNodeOptions,
+  config: SimRuntimeConfig,
+): EngineSettings | undefined {
+  if (options.engine === undefined) return undefined;
+  return { ...ENGINE_DEFAULTS, ...options.engine, maxRunning: config.maxConcurrency };
 }

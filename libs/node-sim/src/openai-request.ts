@@ -1,4 +1,5 @@
 import { STATUS_CODES } from "node:http";
+import { renderChat, renderCompletion, renderResponses } from "./engine/prompt-text.ts";
 
 /** The OpenAI-compatible generating endpoints the node serves (embeddings: `embeddings.ts`). */
 export type InferenceKind = "chat" | "completion" | "responses";
@@ -13,6 +14,11 @@ export interface InferenceRequest {
   maxTokens: number | undefined;
   /** Rough prompt size: 4 characters per token, token ids counted one each. */
   promptTokens: number;
+  /**
+   * The prompt as an engine would tokenize it (roles and contents in order), asked for by
+   * nodes with an engine model; `promptTokens` is then this text's estimate.
+   */
+  promptText?: string;
 }
 
 /** An error answered with the OpenAI envelope `{error:{message,type,param,code}}`. */
@@ -142,6 +148,7 @@ export function parseInferenceRequest(
   kind: InferenceKind,
   raw: Buffer,
   models: ReadonlySet<string>,
+  renderPrompt = false,
 ): InferenceRequest | ApiError {
   const parsed = parseModelBody(raw);
   if ("status" in parsed) return parsed;
@@ -193,7 +200,7 @@ export function parseInferenceRequest(
     return { status: 404, message: `The model \`${model}\` does not exist.`, param: "model" };
   }
 
-  return {
+  const request: InferenceRequest = {
     kind,
     model,
     stream: stream === true,
@@ -201,4 +208,15 @@ export function parseInferenceRequest(
     maxTokens: maxCompletion ?? maxTokens,
     promptTokens,
   };
+  if (renderPrompt) {
+    const text =
+      kind === "chat"
+        ? renderChat(body["messages"] as unknown[])
+        : kind === "responses"
+          ? renderResponses(body["input"], body["instructions"])
+          : renderCompletion(body["prompt"]);
+    request.promptText = text;
+    request.promptTokens = estimateTokens(text.length, 0);
+  }
+  return request;
 }

@@ -24,11 +24,14 @@ export function createProbeRoutes(faults: FaultSlot, generation: GenerationConte
       }
     },
     metrics(res) {
+      const engine = generation.engine?.counters();
+      const load = engine ?? generation.gate;
       const text = generation.metrics.render({
-        running: generation.gate.running,
-        waiting: generation.gate.waiting,
+        running: load.running,
+        waiting: load.waiting,
         maxConcurrency: generation.config.maxConcurrency,
         batchTokens: generation.batchTokens,
+        ...(engine === undefined ? {} : { engine }),
       });
       res.writeHead(200, {
         "content-type": "text/plain; version=0.0.4; charset=utf-8",

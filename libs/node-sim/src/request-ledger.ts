@@ -1,13 +1,15 @@
 import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import type { ConcurrencyGate } from "./concurrency-gate.ts";
-import type { SimLastRequest, SimStats } from "./types.ts";
+import type { SimEngineStats, SimLastRequest, SimStats } from "./types.ts";
 
 /** The node's own state that the stats report beside the ledger's counts. */
 export interface LedgerSources {
   nodeId: string;
   instanceId: string;
-  gate: ConcurrencyGate;
+  /** Requests generating now and queued for it (the gate's, or the engine's). */
+  load(): { running: number; waiting: number };
+  /** The engine's counters; undefined: a node without engine model. */
+  engine(): SimEngineStats | undefined;
   /** Quotes served so far; undefined: not a TEE node. */
   quotesServed(): number | undefined;
   /** SHA-256 of the key the TLS server presents now; undefined: a plain-HTTP node. */
@@ -74,14 +76,16 @@ export function createRequestLedger(sources: LedgerSources): RequestLedger {
         };
       }
       const quotesServed = sources.quotesServed();
+      const load = sources.load();
+      const engine = sources.engine();
       const tlsKey = sources.servedTlsKey();
       return {
         node_id: sources.nodeId,
         instance_id: sources.instanceId,
         payloads_received: payloadsReceived,
         in_flight: inFlight,
-        running: sources.gate.running,
-        waiting: sources.gate.waiting,
+        running: load.running,
+        waiting: load.waiting,
         completed,
         last_request: last === null ? null : lastSummary,
         payloads_by_http_version: { ...payloadsByVersion },
@@ -89,6 +93,7 @@ export function createRequestLedger(sources: LedgerSources): RequestLedger {
         ...(tlsKey === undefined
           ? {}
           : { tls_key_sha256: tlsKey, payloads_by_tls_key: { ...payloadsByKey } }),
+        ...(engine === undefined ? {} : { engine }),
       };
     },
     reset() {

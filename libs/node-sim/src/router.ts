@@ -16,6 +16,8 @@ export interface SimRoutes {
   models: ModelRoutes;
   quote(req: IncomingMessage, res: ServerResponse): void;
   control: ControlRoutes;
+  /** Engine nodes: vLLM's `POST /reset_prefix_cache`; undefined: the path is unknown. */
+  resetPrefixCache: (() => void) | undefined;
 }
 
 /**
@@ -54,6 +56,14 @@ export function createRouter(
         return method === "GET" ? routes.control.stats(res) : methodNotAllowed(res);
       case "/_sim/reset-stats":
         return method === "POST" ? routes.control.resetStats(res) : methodNotAllowed(res);
+      case "/reset_prefix_cache":
+        if (routes.resetPrefixCache === undefined) return notFound(res);
+        if (method !== "POST") return methodNotAllowed(res);
+        // vLLM answers an empty 200.
+        routes.resetPrefixCache();
+        res.writeHead(200, { "content-length": 0 });
+        res.end();
+        return;
       default:
         if (path.startsWith(MODEL_PATH_PREFIX) && method === "GET") {
           return routes.models.one(res, decodeURIComponent(path.slice(MODEL_PATH_PREFIX.length)));

@@ -7,9 +7,13 @@ import { createFaultSlot } from "./fault-slot.ts";
 import type { GenerationContext } from "./generation.ts";
 import { asHttp1 } from "./http-reply.ts";
 import { createInferenceRoute } from "./inference-routes.ts";
+import { createEngine, REAL_ENGINE_CLOCK } from "./engine/engine.ts";
+import type { Engine } from "./engine/engine.ts";
+import { createEngineMetrics } from "./engine/engine-metrics.ts";
 import { createSimMetrics } from "./metrics.ts";
+import type { SimMetrics } from "./metrics.ts";
 import { createModelRoutes } from "./model-routes.ts";
-import { checkOptions, initialConfig } from "./node-options.ts";
+import { checkOptions, engineSettings, initialConfig } from "./node-options.ts";
 import { createNodeServer } from "./node-server.ts";
 import { createVocabulary, DEFAULT_VOCABULARY } from "./openai-response.ts";
 import { createProbeRoutes } from "./probe-routes.ts";
@@ -19,8 +23,15 @@ import { createRouter } from "./router.ts";
 import { createTeeQuoter } from "./tee.ts";
 import { createTlsIdentity, tlsIdentityOf } from "./tls-identity.ts";
 import type { TlsIdentity } from "./tls-identity.ts";
-import type { SimFault, SimNode, SimNodeOptions, SimProtocol, SimRuntimeConfig } from "./types.ts";
-import { parseSimConfigPatch, parseSimFault } from "./validate.ts";
+import type {
+  SimEngineStats,
+  SimFault,
+  SimNode,
+  SimNodeOptions,
+  SimProtocol,
+  SimRuntimeConfig,
+} from "./types.ts";
+import { parseSimConfigPatch, parseSimFault, SimInputError } from "./validate.ts";
 
 /**
  * Starts a simulated vLLM or TGI node on `host:port` (port 0: a free one) and resolves once
@@ -41,11 +52,14 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
 
   const faults = createFaultSlot();
   const gate = createConcurrencyGate(config.maxConcurrency);
+  const modelName = options.models[0] ?? "";
+  const { engine, metrics } = engineAndMetrics(options, config, modelName, instanceId);
   // The handlers below reach `nodeServer` (made last, from them) only while serving.
   const ledger = createRequestLedger({
     nodeId,
     instanceId,
-    gate,
+    load: () => engine?.counters() ?? gate,
+    engine: () => (engine === undefined ? undefined : engineStats(engine)),
     quotesServed: () => quoter?.served,
     servedTlsKey: () => nodeServer.servedIdentity()?.keySha256,
   });
@@ -53,7 +67,8 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     flavour,
     config,
     gate,
-    metrics: createSimMetrics(flavour, options.models[0] ?? "", instanceId),
+    engine,
+    metrics,
     vocabulary: options.reply?.trim()
       ? createVocabulary(options.reply.split(" ").filter(Boolean))
       : DEFAULT_VOCABULARY,
@@ -65,7 +80,17 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
   function configure(patch: Partial<SimRuntimeConfig>): void {
     const checked = parseSimConfigPatch(patch);
     Object.assign(config, checked);
-    if (checked.maxConcurrency !== undefined) gate.setLimit(checked.maxConcurrency);
+    if (checked.maxConcurrency !== undefined) {
+      gate.setLimit(checked.maxConcurrency);
+      engine?.setMaxRunning(checked.maxConcurrency);
+    }
+  }
+
+  function resetPrefixCache(): void {
+    if (engine === undefined) {
+      throw new SimInputError("invalid_config", "this node runs no engine model", "engine");
+    }
+    engine.resetPrefixCache();
   }
 
   function setFault(fault: SimFault | null): void {
@@ -86,6 +111,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     models: createModelRoutes(flavour, options.models),
     quote: createQuoteRoute(faults, quoter, tdIdentity),
     control: createControlRoutes({ faults, setFault, config, configure, ledger }),
+    resetPrefixCache: engine === undefined ? undefined : resetPrefixCache,
   });
 
   const handler = (
@@ -122,6 +148,7 @@ export async function startSimNode(options: SimNodeOptions): Promise<SimNode> {
     },
     configure,
     resetStats: () => ledger.reset(),
+    resetPrefixCache,
     close,
     [Symbol.asyncDispose]: close,
   };
@@ -137,4 +164,32 @@ function tlsIdentityFor(options: SimNodeOptions, protocol: SimProtocol): TlsIden
   }
   const tls = options.tee !== undefined || options.tls === true || protocol === "h2";
   return tls ? createTlsIdentity(options.nodeId) : undefined;
+}
+
+/** The engine model and its metrics, or the flavour's plain metrics without engine. */
+function engineAndMetrics(
+  options: SimNodeOptions,
+  config: SimRuntimeConfig,
+  modelName: string,
+  instanceId: string,
+): { engine: Engine | undefined; metrics: SimMetrics } {
+  const settings = engineSettings(options, config);
+  if (settings === undefined) {
+    return { engine: undefined, metrics: createSimMetrics(options.flavour, modelName, instanceId) };
+  }
+  const metrics = createEngineMetrics({ modelName, instanceId, settings });
+  return { engine: createEngine(settings, REAL_ENGINE_CLOCK, metrics), metrics };
+}
+
+function engineStats(engine: Engine): SimEngineStats {
+  const c = engine.counters();
+  return {
+    kv_cache_blocks: engine.settings.kvCacheBlocks,
+    cached_blocks: c.cachedBlocks,
+    kv_cache_usage: c.kvCacheUsage,
+    prefix_cache_queries: c.prefixCacheQueries,
+    prefix_cache_hits: c.prefixCacheHits,
+    prompt_tokens: c.promptTokens,
+    generation_tokens: c.generationTokens,
+  };
 }

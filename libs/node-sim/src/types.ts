@@ -122,6 +122,8 @@ export interface SimStats {
    */
   tls_key_sha256?: string;
   payloads_by_tls_key?: Record<string, number>;
+  /** Nodes with an engine model only. */
+  engine?: SimEngineStats;
 }
 
 /** The test PCK that signs a TEE node's quotes, e.g. from `createTestPki()` of `@zml/tdx/testing`. */
@@ -157,6 +159,34 @@ export interface SimTeeOptions {
   collateral?: Readonly<Record<string, string>>;
 }
 
+/**
+ * The engine model (README, "Engine model"): the node schedules, prefills and decodes like a
+ * vLLM engine with automatic prefix caching instead of pacing every request alike. Every
+ * field has a default; `maxConcurrency` is the engine's `max_num_seqs`.
+ */
+export interface SimEngineOptions {
+  /** KV-cache blocks of 16 tokens (vLLM's `num_gpu_blocks`); default 4096. */
+  kvCacheBlocks?: number;
+  /** Uncached prompt tokens prefilled per second, one prefill at a time; default 16000. */
+  prefillTokensPerSecond?: number;
+  /** A decode step's fixed time in milliseconds; default 8. */
+  stepBaseMs?: number;
+  /** What each running sequence adds to a decode step, in milliseconds; default 0.25. */
+  stepPerSequenceMs?: number;
+}
+
+/** The engine's counters in `GET /_sim/stats` (nodes with an engine model). */
+export interface SimEngineStats {
+  kv_cache_blocks: number;
+  cached_blocks: number;
+  kv_cache_usage: number;
+  /** Prompt tokens looked up in the prefix cache, and those found there. */
+  prefix_cache_queries: number;
+  prefix_cache_hits: number;
+  prompt_tokens: number;
+  generation_tokens: number;
+}
+
 /** Options of {@link startSimNode}. */
 export interface SimNodeOptions {
   nodeId: string;
@@ -180,6 +210,11 @@ export interface SimNodeOptions {
   maxConcurrency?: number;
   /** Default 16. */
   completionTokens?: number;
+  /**
+   * Run an engine model (vLLM flavour only): prefix caching, serial prefill, batched decode
+   * and vLLM's cache metrics. `ttftMs` and `tokensPerSecond` then no longer pace answers.
+   */
+  engine?: SimEngineOptions;
   /** Default: a random UUID, so a restarted node at the same port can be told apart. */
   instanceId?: string;
   /** Tier 3/4 mode: serve HTTPS and TDX quotes (see {@link SimTeeOptions}). */
@@ -215,6 +250,11 @@ export interface SimNode {
   configure(patch: Partial<SimRuntimeConfig>): void;
   /** Zeroes `payloads_received` and `completed` and forgets the last request. */
   resetStats(): void;
+  /**
+   * Engine nodes: evicts every cached prefix block no running request holds, as vLLM's
+   * `POST /reset_prefix_cache` does. Throws {@link SimInputError} on a node without engine.
+   */
+  resetPrefixCache(): void;
   /** Stops listening and ends every open connection, hanging and stalled ones included. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;

@@ -69,6 +69,38 @@ describe("cli", () => {
     }
   });
 
+  it("runs the engine model with the settings of its flags", async () => {
+    const { child, exited } = run(
+      ["--id", "e", "--model", "m", "--max-concurrency", "3"].concat([
+        "--kv-cache-blocks",
+        "128",
+        "--prefill-tps",
+        "40000",
+        "--step-base-ms",
+        "1",
+      ]),
+    );
+    try {
+      const lines = createInterface({ input: child.stdout });
+      const [first] = (await once(lines, "line")) as [string];
+      const { url } = JSON.parse(first) as Ready;
+      const res = await fetch(`${url}/v1/completions`, {
+        method: "POST",
+        body: JSON.stringify({ model: "m", prompt: "p".repeat(200) }),
+      });
+      expect(res.status).toBe(200);
+      const metrics = await (await fetch(`${url}/metrics`)).text();
+      expect(metrics).toMatch(/^vllm:cache_config_info\{.*num_gpu_blocks="128".*\} 1\.0$/m);
+      expect(metrics).toContain('vllm:prefix_cache_queries_total{model_name="m",engine="0"} 50.0');
+      const stats = await readJson<SimStats>(await fetch(`${url}/_sim/stats`));
+      expect(stats.engine).toMatchObject({ kv_cache_blocks: 128, cached_blocks: 3 });
+      child.kill("SIGTERM");
+      expect((await exited)[0]).toBe(0);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+
   it("closes on SIGTERM even with a hanging request", async () => {
     const { child, exited } = run(["--id", "n", "--model", "m"]);
     try {
