@@ -97,5 +97,8 @@ export function readCustomHealth(json: unknown): CustomHealthReading {
     // tokens per second ÷ running (libs/routing README, "Formulas").
     tokenLatency: null,
     instanceId: doc.instance_id ?? null,
+    prefixCache: null,
+    prefill: null,
+    kvCacheCapacityTokens: null,
   };
 }

@@ -7,6 +7,7 @@ import type { PollSchedulerOptions } from "./poll-scheduler.ts";
 import { ownedKeys } from "./rendezvous.ts";
 
 export interface AggregatorLogger {
+  warn(obj: object, msg?: string): void;
   info(obj: object, msg?: string): void;
   debug(obj: object, msg?: string): void;
 }
@@ -67,13 +68,32 @@ export function createAggregator(options: AggregatorOptions): Aggregator {
     if (update.publish) options.publish(state);
   };
 
+  // The last probe failure told per node: each different one is logged once, at the default
+  // level, so an operator sees why a node is not Active without a log line every poll.
+  const lastProbeError = new Map<string, string>();
+  const reportProbe = (node: NodeSpec, error: string | null) => {
+    const previous = lastProbeError.get(node.id);
+    if (error === null) {
+      if (previous === undefined) return;
+      lastProbeError.delete(node.id);
+      log.info({ node: node.id, previous_error: previous }, "probe succeeded again");
+      return;
+    }
+    if (previous === error) return;
+    lastProbeError.set(node.id, error);
+    log.warn(
+      { node: node.id, framework: node.framework, endpoint: node.endpoint, error },
+      "probe failed",
+    );
+  };
+
   const poll = async (node: NodeSpec) => {
     const startedAt = clock();
     const result = await options.probe(node);
     metrics.probe(result.ok ? "ok" : "failed", (clock() - startedAt) / 1000);
     // Ownership may have moved while the probe ran; the new owner's view wins.
     if (!owned.has(node.id)) return;
-    if (!result.ok) log.debug({ node: node.id, error: result.error }, "probe failed");
+    reportProbe(node, result.ok ? null : result.error);
     apply(table.onProbe(nodes.get(node.id) ?? node, result, clock()));
   };
 
@@ -92,6 +112,7 @@ export function createAggregator(options: AggregatorOptions): Aggregator {
       if (nodes.has(id)) lost.push(id);
       table.forget(id);
       metrics.forgetNode(id);
+      lastProbeError.delete(id);
     }
     for (const id of next) {
       if (owned.has(id)) continue;

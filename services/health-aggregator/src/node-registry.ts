@@ -29,7 +29,7 @@ export interface HealthUpdate {
 /**
  * The aggregator's per-node health table. Pure bookkeeping over the health lib's state
  * machine: it decides when a state is worth publishing (a change in anything routing reads,
- * or a heartbeat) but does no I/O itself.
+ * or in the probe's failure reason, or a heartbeat) but does no I/O itself.
  */
 export interface NodeRegistry {
   onProbe(node: NodeSpec, probe: ProbeResult, now: number): HealthUpdate;
@@ -144,5 +144,7 @@ function rawStatusOf(h: NodeHealth): string {
 
 /** The fields routing decisions read; a change in any of them is published at once. */
 function routingFingerprint(s: NodeState): string {
-  return `${s.status}|${s.probe_pending}|${s.queue_depth}|${Math.round(s.health_score)}|${s.instance_id}`;
+  // The probe's failure reason is in it so that operators see a new reason at once; it
+  // changes only when the reason does, not with every failed poll.
+  return `${s.status}|${s.probe_pending}|${s.queue_depth}|${Math.round(s.health_score)}|${s.instance_id}|${s.last_error}`;
 }

@@ -6,6 +6,7 @@ import { guardedConnector, NodeAddressRefusedError, systemResolver } from "@zml/
 import type { HostResolver } from "@zml/runtime";
 import { Agent } from "undici";
 import type { Dispatcher } from "undici";
+import { z } from "zod";
 
 /** The real probe: HTTP through keep-alive agents, one for plain nodes, one for TEE nodes. */
 export function createNodeProber(options: {
@@ -45,9 +46,10 @@ export function createNodeProber(options: {
 }
 
 /**
- * Probes one node: its health endpoint, then (for vLLM and TGI) its Prometheus metrics;
- * custom servers answer the JSON health format on their health path. Every failure becomes
- * a failed ProbeResult with a reason; nothing throws.
+ * Probes one node: its health endpoint, then the engine's Prometheus metrics (vLLM, TGI,
+ * llama.cpp, SGLang) and, for llama.cpp, its slots; custom servers answer the JSON health
+ * format on their health path. Every failure becomes a failed ProbeResult whose reason an
+ * operator can act on; nothing throws.
  */
 export async function probeNode(
   agent: Dispatcher,
@@ -67,7 +69,7 @@ export async function probeNode(
     const health = await get(node.health_path);
     const healthText = await readCapped(health.body, maxBodyBytes, "health");
     if (health.statusCode !== 200) {
-      return { ok: false, error: `health endpoint answered ${health.statusCode}` };
+      return { ok: false, error: healthFailure(node, health.statusCode, healthText) };
     }
     if (node.framework === "custom") {
       const reading = readCustomHealth(JSON.parse(healthText));
@@ -81,9 +83,12 @@ export async function probeNode(
     const metrics = await get(node.metrics_path);
     const text = await readCapped(metrics.body, maxBodyBytes, "metrics");
     if (metrics.statusCode !== 200) {
-      return { ok: false, error: `metrics endpoint answered ${metrics.statusCode}` };
+      return { ok: false, error: metricsFailure(node, metrics.statusCode, text) };
     }
-    return { ok: true, reading: readMetrics(node.framework, text) };
+    const reading = readMetrics(node.framework, text);
+    if (node.framework !== "llamacpp") return { ok: true, reading };
+    const capacity = await llamacppCapacity(get, maxBodyBytes);
+    return { ok: true, reading: { ...reading, kvCacheCapacityTokens: capacity } };
   } catch (err) {
     // Only what the node's answer said is told; every failure below HTTP (refused, reset,
     // timed out, not HTTP at all) reads alike, or node registration becomes a port scanner
@@ -99,6 +104,85 @@ export async function probeNode(
     }
     if (err instanceof SyntaxError) return { ok: false, error: "health answer is not JSON" };
     return { ok: false, error: "no HTTP answer from the node" };
+  }
+}
+
+type Get = (path: string) => Promise<Dispatcher.ResponseData>;
+
+/**
+ * The tokens llama.cpp's KV cache holds: the contexts of its slots (`/slots`, each `n_ctx`),
+ * summed. `null` when the server does not expose its slots (started without `--slots`) or
+ * answers something else: capacity is a refinement, never a reason to fail the probe. With
+ * `--kv-unified` the slots share one cache and the sum overstates it.
+ */
+async function llamacppCapacity(get: Get, maxBodyBytes: number): Promise<number | null> {
+  const slots = await get("/slots");
+  const text = await readCapped(slots.body, maxBodyBytes, "slots");
+  if (slots.statusCode !== 200) return null;
+  const parsed = LlamacppSlotsSchema.safeParse(safeJson(text));
+  if (!parsed.success || parsed.data.length === 0) return null;
+  return parsed.data.reduce((total, slot) => total + slot.n_ctx, 0);
+}
+
+const LlamacppSlotsSchema = z.array(z.looseObject({ n_ctx: z.number().int().positive() }));
+
+/** Why a health endpoint's non-200 answer fails the probe, with the engine's own words. */
+function healthFailure(node: NodeSpec, status: number, body: string): string {
+  const said = engineMessage(body);
+  const base = `health endpoint answered ${status}${said === null ? "" : `: ${said}`}`;
+  // llama-server answers every path 503 until its model is loaded.
+  if (status === 503 && said !== null && /loading model/i.test(said)) {
+    return `${base} (the engine is still loading its model)`;
+  }
+  if (status === 404 && node.health_path !== "/health") {
+    return `${base} (health_path is ${node.health_path}; the engines named here serve /health)`;
+  }
+  return base;
+}
+
+/** Why a metrics endpoint's non-200 answer fails the probe, and what would fix it. */
+function metricsFailure(node: NodeSpec, status: number, body: string): string {
+  const said = engineMessage(body);
+  const base = `metrics endpoint answered ${status}${said === null ? "" : `: ${said}`}`;
+  if (node.framework === "llamacpp" && (status === 501 || /--metrics/.test(said ?? ""))) {
+    return `${base} (start llama-server with --metrics)`;
+  }
+  if (node.framework === "sglang" && status === 404) {
+    return `${base} (start SGLang with --enable-metrics)`;
+  }
+  return base;
+}
+
+/**
+ * The message of an engine's JSON error (`{"error":{"message":…}}` from llama.cpp and
+ * vLLM, `{"error":"…"}` from TGI), or a short plain-text body; at most 160 printable
+ * characters, since it lands in logs and node state.
+ */
+function engineMessage(body: string): string | null {
+  const json = safeJson(body);
+  const fromJson = EngineErrorSchema.safeParse(json);
+  let message: string | null = null;
+  if (fromJson.success) {
+    const e = fromJson.data.error;
+    message = typeof e === "string" ? e : (e.message ?? null);
+  } else if (json === undefined && body.trim() !== "" && !body.trimStart().startsWith("<")) {
+    message = body;
+  }
+  if (message === null) return null;
+  const clean = message.replace(/[^\x20-\x7e]+/g, " ").trim();
+  if (clean === "") return null;
+  return clean.length > 160 ? `${clean.slice(0, 157)}...` : clean;
+}
+
+const EngineErrorSchema = z.object({
+  error: z.union([z.string(), z.looseObject({ message: z.string().optional() })]),
+});
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
   }
 }
 

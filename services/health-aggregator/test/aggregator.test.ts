@@ -215,6 +215,35 @@ describe("an aggregator replica", () => {
     expect(text).toMatch(/zml_aggregator_probes_total\{outcome="failed"\} [1-9]/);
   });
 
+  it("logs why probes fail at warn level once per different reason, and the recovery", async () => {
+    kv = new Map();
+    let result: ProbeResult = OK;
+    let probes = 0;
+    const a = replica("agg-a", () => {
+      probes++;
+      return Promise.resolve(result);
+    });
+    a.aggregator.setReplicas(["agg-a"]);
+    a.aggregator.setNodes(new Map([["h100-a", spec("h100-a")]]));
+    await pollUntil(() => kv.get("h100-a")?.status === "Active");
+    const failed = () => a.log.lines.filter((l) => l.msg === "probe failed");
+    result = { ok: false, error: "health endpoint answered 503: Loading model" };
+    let from = probes;
+    await pollUntil(() => probes >= from + 4);
+    result = { ok: false, error: "unreadable vllm metrics: missing series vllm:x" };
+    from = probes;
+    await pollUntil(() => probes >= from + 3);
+    expect(kv.get("h100-a")?.last_error).toBe("unreadable vllm metrics: missing series vllm:x");
+    // A node whose probes fail is never shown at full health.
+    expect(kv.get("h100-a")?.health_score).toBeLessThan(50);
+    result = OK;
+    await pollUntil(() => a.log.lines.some((l) => l.msg === "probe succeeded again"));
+    expect(failed().map((l) => [l.level, l.node, l.error])).toEqual([
+      ["warn", "h100-a", "health endpoint answered 503: Loading model"],
+      ["warn", "h100-a", "unreadable vllm metrics: missing series vllm:x"],
+    ]);
+  });
+
   it("retracts a node removed from the fleet and forgets its metrics", async () => {
     kv = new Map();
     const a = replica("agg-a", () => Promise.resolve(OK));
