@@ -209,6 +209,26 @@ describe("zml get", () => {
     expect(json.find((n) => n.spec.id === "h100-a")!.state!.queue_depth).toBe(3);
   });
 
+  it("shows why a node's probes fail in the table", async () => {
+    const reason =
+      "unreadable vllm metrics: missing series vllm:num_requests_running; these are llama.cpp metrics: register the node with framework: llamacpp";
+    const state = {
+      ...activeNodeState("mi300x-a", 1),
+      status: "Isolated" as const,
+      health_score: 0,
+      consecutive_failures: 3,
+      last_error: reason,
+    };
+    await (await openKv(rig.bus, KV_BUCKETS.nodeState)).put("mi300x-a", JSON.stringify(state));
+    const res = await zml(["get", "nodes"]);
+    const lines = res.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/\sLAST-PROBE-ERROR$/);
+    const row = lines.find((l) => l.startsWith("mi300x-a"))!;
+    expect(row).toMatch(/Isolated\s+0\/\d+\s+0\s/);
+    expect(row.endsWith(reason)).toBe(true);
+    expect(lines.find((l) => l.startsWith("h100-a"))).toMatch(/\s-$/);
+  });
+
   it("shows each policy's chain with active nodes per family, models and accounts", async () => {
     expect((await zml(["get", "policies"])).stdout).toMatch(
       /interactive\s+H100 1\/1 > MI300X 0\/1\s+latency\s+1500ms\s+fail fast/,

@@ -116,6 +116,7 @@ const VIEWS: Record<Kind, (bus: Bus) => Promise<View>> = {
         "FRAMEWORK",
         "MODELS",
         "ENDPOINT",
+        "LAST-PROBE-ERROR",
       ],
       rows: nodes.map(({ spec, state }) => [
         spec.id,
@@ -127,6 +128,9 @@ const VIEWS: Record<Kind, (bus: Bus) => Promise<View>> = {
         spec.framework,
         spec.models.join(","),
         spec.endpoint,
+        // Why the node's last probe failed, in the aggregator's words: the first thing an
+        // operator needs when a node is not Active.
+        state?.last_error ?? "-",
       ]),
       json: nodes,
     };
