@@ -145,6 +145,9 @@ function rawStatusOf(h: NodeHealth): string {
 /** The fields routing decisions read; a change in any of them is published at once. */
 function routingFingerprint(s: NodeState): string {
   // The probe's failure reason is in it so that operators see a new reason at once; it
-  // changes only when the reason does, not with every failed poll.
-  return `${s.status}|${s.probe_pending}|${s.queue_depth}|${Math.round(s.health_score)}|${s.instance_id}|${s.last_error}`;
+  // changes only when the reason does, not with every failed poll. The prefix-cache hit rate
+  // (in tenths) is, so that cache-aware routing learns of a node whose cache stopped (or
+  // started) serving within a poll, not a heartbeat.
+  const hitRate = s.prefix_cache_hit_rate === null ? "-" : Math.round(s.prefix_cache_hit_rate * 10);
+  return `${s.status}|${s.probe_pending}|${s.queue_depth}|${Math.round(s.health_score)}|${s.instance_id}|${s.last_error}|${hitRate}`;
 }
