@@ -20,7 +20,7 @@ import { postChat } from "../support/http.ts";
 import { startRecordingProxy } from "../support/recording-proxy.ts";
 import type { RecordingProxy } from "../support/recording-proxy.ts";
 import { runCommand } from "../support/run-command.ts";
-import { authHeaders, startStack } from "../support/stack.ts";
+import { startStack } from "../support/stack.ts";
 import type { Stack } from "../support/stack.ts";
 
 /** Served by every node. */
@@ -234,8 +234,9 @@ describe("llama.cpp nodes behind ZML", () => {
   it("reads queue depth from llama.cpp's metrics while requests wait for a slot", async () => {
     const b = nodes.get("llama-b")!;
     // Straight to the server, past the gateway: only llama.cpp's own gauges can report them.
+    // One request more than the slots: two run, one waits, for seconds.
     const controller = new AbortController();
-    const load = Array.from({ length: 6 }, () =>
+    const load = Array.from({ length: SLOTS + 1 }, () =>
       request(`http://127.0.0.1:${b.port}/v1/chat/completions`, {
         method: "POST",
         headers: { "content-type": "application/json" },
@@ -249,16 +250,32 @@ describe("llama.cpp nodes behind ZML", () => {
         () => "aborted",
       ),
     );
+    const seen: NodeState[] = [];
     try {
       const busy = await waitForState(
         "llama-b",
-        (s) => s.running === SLOTS && s.waiting >= 1,
-        "both slots busy and requests deferred",
+        (s) => {
+          seen.push(s);
+          return s.queue_depth > 0;
+        },
+        "requests running",
       );
-      expect(busy.queue_depth).toBe(busy.running + busy.waiting);
       expect(busy.status).toBe("Active");
+      const full = await waitForState(
+        "llama-b",
+        (s) => {
+          seen.push(s);
+          return s.running === SLOTS && s.waiting === 1;
+        },
+        "both slots busy and one request deferred",
+      );
+      expect(full.queue_depth).toBe(SLOTS + 1);
+      // llama.cpp never runs more requests than it has slots.
+      expect(seen.every((s) => s.running <= SLOTS && s.queue_depth === s.running + s.waiting)).toBe(
+        true,
+      );
       // The slots' contexts, from /slots.
-      expect(busy.kv_cache_capacity_tokens).toBe(CONTEXT);
+      expect(full.kv_cache_capacity_tokens).toBe(CONTEXT);
     } finally {
       // llama-server cancels a request whose client went away.
       controller.abort();
