@@ -61,10 +61,15 @@ async function resolvePort(port: number): Promise<number> {
   return port === 0 ? pickFreePort(pickedPorts) : port;
 }
 
+/** The simulator speaking the node's framework; vLLM's wire format for the others. */
+function simFlavour(node: NodeSpec): "vllm" | "tgi" | "llamacpp" {
+  return node.framework === "tgi" || node.framework === "llamacpp" ? node.framework : "vllm";
+}
+
 /** Starts a simulator for `node` on `port` (0: any free one); resolves with its URL. */
 async function startSim(node: NodeSpec, port: number): Promise<string> {
   const args = [join(root, "libs/node-sim/src/cli.ts"), "--id", node.id, "--port", String(port)];
-  args.push("--flavour", node.framework === "tgi" ? "tgi" : "vllm", "--tps", "200");
+  args.push("--flavour", simFlavour(node), "--tps", "200");
   args.push("--max-concurrency", String(node.max_concurrency));
   for (const m of node.models) args.push("--model", m);
   const sim = await startProcess({

@@ -10,6 +10,7 @@ import { createNodeAddressPolicy } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import { nodeSpec } from "@zml/contracts/testing";
 import type { HostResolver } from "@zml/runtime";
+import { startSimNode } from "@zml/node-sim";
 import { createNodeProber, probeNode } from "../src/probe.ts";
 
 const agent = new Agent();
@@ -64,6 +65,63 @@ describe("probeNode", () => {
     const result = await probeNode(agent, spec(url), limits);
     expect(result).toEqual({ ok: false, error: "metrics answer is larger than 65536 bytes" });
     expect(metricsSent).toBeLessThan(10_000);
+  });
+});
+
+describe("probeNode: llama.cpp nodes and probe failures that say why", () => {
+  const llamacpp = (endpoint: string, framework: NodeSpec["framework"] = "llamacpp") =>
+    nodeSpec("cpu-a", { endpoint, framework, max_concurrency: 2 });
+
+  it("reads a llama.cpp node's metrics and its slots' contexts", async () => {
+    await using sim = await startSimNode({
+      nodeId: "cpu-a",
+      flavour: "llamacpp",
+      models: ["m"],
+      maxConcurrency: 3,
+    });
+    const result = await probeNode(agent, llamacpp(sim.url), limits);
+    expect(result).toMatchObject({
+      ok: true,
+      reading: { running: 0, waiting: 0, kvCacheCapacityTokens: 3 * 4096 },
+    });
+  });
+
+  it("says a llama.cpp server is still loading its model", async () => {
+    await using sim = await startSimNode({ nodeId: "cpu-a", flavour: "llamacpp", models: ["m"] });
+    sim.setFault({ kind: "health_fail" });
+    expect(await probeNode(agent, llamacpp(sim.url), limits)).toEqual({
+      ok: false,
+      error: "health endpoint answered 503: Loading model (the engine is still loading its model)",
+    });
+  });
+
+  it("names the framework that fits when a node is declared as another", async () => {
+    await using sim = await startSimNode({ nodeId: "cpu-a", flavour: "llamacpp", models: ["m"] });
+    const result = await probeNode(agent, llamacpp(sim.url, "vllm"), limits);
+    expect(result).toEqual({
+      ok: false,
+      error:
+        "unreadable vllm metrics: missing series vllm:num_requests_running; missing series " +
+        "vllm:num_requests_waiting; these are llama.cpp metrics: register the node with framework: llamacpp",
+    });
+  });
+
+  it("says to start llama-server with --metrics when its metrics endpoint is off", async () => {
+    // What llama-server answers on /metrics without --metrics (server-context.cpp).
+    const url = await listen(
+      createServer((req, res) => {
+        if (req.url === "/health") return void res.end('{"status":"ok"}');
+        res.writeHead(501, { "content-type": "application/json; charset=utf-8" });
+        res.end(
+          '{"error":{"code":501,"message":"This server does not support metrics endpoint. Start it with `--metrics`","type":"not_supported_error"}}',
+        );
+      }),
+    );
+    expect(await probeNode(agent, llamacpp(url), limits)).toEqual({
+      ok: false,
+      error:
+        "metrics endpoint answered 501: This server does not support metrics endpoint. Start it with `--metrics` (start llama-server with --metrics)",
+    });
   });
 });
 
