@@ -1,10 +1,15 @@
 import { randomBytes } from "node:crypto";
 import type { InferenceRequest } from "./openai-request.ts";
-import type { Vocabulary } from "./openai-response.ts";
 import type { ResponseRender } from "./types.ts";
 
 /** What llama-server (build b1-80fb11a, the one the e2e tests run) puts in every answer. */
 export const LLAMACPP_FINGERPRINT = "b1-80fb11a";
+
+/** The node's words (openai-response's `Vocabulary`), by token index. */
+interface Words {
+  text(index: number): string;
+  json(index: number): string;
+}
 
 const ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -29,7 +34,7 @@ export function createLlamacppChatRender(
   tokens: number,
   finishReason: "stop" | "length",
   createdS: number,
-  vocabulary: Vocabulary,
+  vocabulary: Words,
 ): ResponseRender {
   const id = completionId("chatcmpl");
   const model = JSON.stringify(request.model);
