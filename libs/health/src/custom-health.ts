@@ -100,5 +100,6 @@ export function readCustomHealth(json: unknown): CustomHealthReading {
     prefixCache: null,
     prefill: null,
     kvCacheCapacityTokens: null,
+    servedModels: null,
   };
 }

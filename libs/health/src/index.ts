@@ -27,6 +27,7 @@ export {
   errorRateOf,
 } from "./node-health.ts";
 export { restoreNodeHealth } from "./restore.ts";
+export { unservedModels, unlistedModels, refusesUnservedModels } from "./served-models.ts";
 export type {
   NodeHealth,
   ProbeResult,

@@ -51,6 +51,11 @@ export interface MetricsReading {
   readonly prefill: PrefillTotals | null;
   /** Tokens the KV cache holds in all; `null` when not reported. */
   readonly kvCacheCapacityTokens: number | null;
+  /**
+   * Model ids the engine says it serves (its `/v1/models`, TGI's `/info`), which the probe reads
+   * beside the metrics; `null` when not known.
+   */
+  readonly servedModels: readonly string[] | null;
 }
 
 /** Cumulative totals of a time-per-output-token histogram. */
@@ -214,6 +219,7 @@ function readVllm(e: Exposition, problems: SeriesProblem[]): MetricsReading {
         ? { tokens: Math.max(0, promptTokensTotal - (hits ?? 0)), seconds: prefillSeconds }
         : null,
     kvCacheCapacityTokens: vllmCapacity(e),
+    servedModels: null,
   };
 }
 
@@ -252,6 +258,7 @@ function readTgi(e: Exposition, problems: SeriesProblem[]): MetricsReading {
     prefixCache: null,
     prefill: null,
     kvCacheCapacityTokens: null,
+    servedModels: null,
   };
 }
 
@@ -288,6 +295,7 @@ function readLlamacpp(e: Exposition, problems: SeriesProblem[]): MetricsReading 
         : null,
     // Not in its metrics: the probe reads the slots' contexts from `/slots`.
     kvCacheCapacityTokens: null,
+    servedModels: null,
   };
 }
 
@@ -314,6 +322,7 @@ function readSglang(e: Exposition, problems: SeriesProblem[]): MetricsReading {
     prefixCache: hitRate === null ? null : { kind: "rate", hitRate },
     prefill: null,
     kvCacheCapacityTokens: capacity !== null && capacity > 0 ? Math.round(capacity) : null,
+    servedModels: null,
   };
 }
 
@@ -349,6 +358,7 @@ export function idleReading(): MetricsReading {
     prefixCache: null,
     prefill: null,
     kvCacheCapacityTokens: null,
+    servedModels: null,
   };
 }
 

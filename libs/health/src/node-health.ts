@@ -100,6 +100,8 @@ export interface NodeHealth {
   readonly lastPrefill: PrefillTotals | null;
   /** Tokens the node's KV cache holds in all, as last reported. */
   readonly kvCacheCapacityTokens: number | null;
+  /** Model ids the engine last said it serves; `null` when it did not say. */
+  readonly servedModels: readonly string[] | null;
   /** Dispatch outcomes inside the error window, oldest first. */
   readonly recentObservations: readonly ObservationMark[];
   /** Failed share of recent dispatches; see {@link errorRateOf}. */
@@ -150,6 +152,7 @@ export function createNodeHealth(nodeId: string, now: number): NodeHealth {
     prefillTokensPerSecond: null,
     lastPrefill: null,
     kvCacheCapacityTokens: null,
+    servedModels: null,
     recentObservations: [],
     errorRate: 0,
     healthScore: healthScore({ queueDepth: 0, errorRate: 0, maxConcurrency: 1 }),
@@ -300,6 +303,10 @@ export function toNodeState(health: NodeHealth, now: number): NodeState {
       h.kvCacheCapacityTokens !== null && h.kvCacheCapacityTokens >= 1
         ? Math.round(h.kvCacheCapacityTokens)
         : null,
+    served_models: h.servedModels === null ? null : [...h.servedModels],
+    // What the node is registered for is not part of its health: the aggregator, which knows
+    // the registration, fills this in (see `unservedModels`).
+    unserved_models: [],
   };
 }
 
@@ -430,6 +437,7 @@ function recordReading(
     ...prefixCacheHits(h, reading.prefixCache),
     ...prefillSpeed(h, reading.prefill, config),
     kvCacheCapacityTokens: reading.kvCacheCapacityTokens,
+    servedModels: reading.servedModels,
     instanceId: reading.instanceId ?? h.instanceId,
     checkedAt: now,
     lastOkAt: now,

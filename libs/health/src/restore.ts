@@ -60,6 +60,7 @@ export function restoreNodeHealth(state: NodeState, config: HealthConfig, now: n
     prefixCacheHitRate: state.prefix_cache_hit_rate,
     prefillTokensPerSecond: state.prefill_tokens_per_second,
     kvCacheCapacityTokens: state.kv_cache_capacity_tokens,
+    servedModels: state.served_models,
     healthScore: state.health_score,
   };
 }

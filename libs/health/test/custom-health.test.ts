@@ -41,6 +41,7 @@ describe("readCustomHealth", () => {
       prefixCache: null,
       prefill: null,
       kvCacheCapacityTokens: null,
+      servedModels: null,
     });
   });
 
@@ -60,6 +61,7 @@ describe("readCustomHealth", () => {
       prefixCache: null,
       prefill: null,
       kvCacheCapacityTokens: null,
+      servedModels: null,
     });
   });
 

@@ -34,6 +34,7 @@ describe("readMetrics: llama.cpp (real llama-server capture)", () => {
       prefill: { tokens: 152, seconds: 0.018902 },
       // From /slots, which the probe reads beside the metrics.
       kvCacheCapacityTokens: null,
+      servedModels: null,
     });
   });
 
@@ -61,6 +62,7 @@ describe("readMetrics: SGLang (documented form)", () => {
       prefixCache: { kind: "rate", hitRate: 0.007507552643049313 },
       prefill: null,
       kvCacheCapacityTokens: null,
+      servedModels: null,
     });
   });
 
@@ -81,6 +83,7 @@ describe("readMetrics: SGLang (documented form)", () => {
       waiting: 1,
       queueDepth: 5,
       kvCacheCapacityTokens: 500_000,
+      servedModels: null,
     });
   });
 

@@ -35,6 +35,7 @@ describe("readMetrics: vLLM (real captures)", () => {
       prefill: { tokens: 14, seconds: 0.2732269763946533 },
       // cache_config_info: num_gpu_blocks="2340" × block_size="16".
       kvCacheCapacityTokens: 37_440,
+      servedModels: null,
     });
   });
 
@@ -166,6 +167,7 @@ describe("readMetrics: TGI (assembled from TGI's real names and formats)", () =>
       prefixCache: null,
       prefill: null,
       kvCacheCapacityTokens: null,
+      servedModels: null,
     });
   });
 

@@ -86,9 +86,12 @@ export async function probeNode(
       return { ok: false, error: metricsFailure(node, metrics.statusCode, text) };
     }
     const reading = readMetrics(node.framework, text);
-    if (node.framework !== "llamacpp") return { ok: true, reading };
-    const capacity = await llamacppCapacity(get, maxBodyBytes);
-    return { ok: true, reading: { ...reading, kvCacheCapacityTokens: capacity } };
+    const servedModels = await engineModels(node.framework, get, maxBodyBytes);
+    const kvCacheCapacityTokens =
+      node.framework === "llamacpp"
+        ? await llamacppCapacity(get, maxBodyBytes)
+        : reading.kvCacheCapacityTokens;
+    return { ok: true, reading: { ...reading, servedModels, kvCacheCapacityTokens } };
   } catch (err) {
     // Only what the node's answer said is told; every failure below HTTP (refused, reset,
     // timed out, not HTTP at all) reads alike, or node registration becomes a port scanner
@@ -108,6 +111,34 @@ export async function probeNode(
 }
 
 type Get = (path: string) => Promise<Dispatcher.ResponseData>;
+
+/**
+ * The model ids the engine says it serves: `GET /v1/models` (`data[].id`, and llama.cpp's
+ * `aliases`), or TGI's `GET /info` (`model_id`). `null` when it does not answer that: what a
+ * node serves refines routing, and is never a reason to fail the probe.
+ */
+async function engineModels(
+  framework: NodeSpec["framework"],
+  get: Get,
+  maxBodyBytes: number,
+): Promise<string[] | null> {
+  const tgi = framework === "tgi";
+  const res = await get(tgi ? "/info" : "/v1/models");
+  const text = await readCapped(res.body, maxBodyBytes, "models");
+  if (res.statusCode !== 200) return null;
+  if (tgi) {
+    const info = TgiInfoSchema.safeParse(safeJson(text));
+    return info.success ? [info.data.model_id] : null;
+  }
+  const list = ModelListSchema.safeParse(safeJson(text));
+  if (!list.success) return null;
+  return [...new Set(list.data.data.flatMap((m) => [m.id, ...(m.aliases ?? [])]))];
+}
+
+const ModelListSchema = z.looseObject({
+  data: z.array(z.looseObject({ id: z.string(), aliases: z.array(z.string()).optional() })),
+});
+const TgiInfoSchema = z.looseObject({ model_id: z.string() });
 
 /**
  * The tokens llama.cpp's KV cache holds: the contexts of its slots (`/slots`, each `n_ctx`),

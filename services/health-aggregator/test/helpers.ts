@@ -19,6 +19,7 @@ export function reading(overrides: Partial<MetricsReading> = {}): MetricsReading
     prefixCache: null,
     prefill: null,
     kvCacheCapacityTokens: null,
+    servedModels: null,
     ...overrides,
   };
 }

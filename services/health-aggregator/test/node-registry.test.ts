@@ -46,6 +46,26 @@ describe("node registry", () => {
     );
   });
 
+  it("says which registered models a vLLM node's engine does not serve, and publishes the change", () => {
+    const table = createNodeRegistry(config, HEARTBEAT);
+    const vllmNode = { ...node, models: ["llama-3.1-8b", "mistral-7b"] };
+    const serving = (servedModels: string[] | null) => ({
+      ok: true as const,
+      reading: reading({ servedModels }),
+    });
+    expect(table.onProbe(vllmNode, serving(null), T0).state.unserved_models).toEqual([]);
+    const partial = table.onProbe(vllmNode, serving(["llama-3.1-8b"]), T0 + 1_000);
+    expect(partial.publish).toBe(true);
+    expect(partial.state).toMatchObject({
+      served_models: ["llama-3.1-8b"],
+      unserved_models: ["mistral-7b"],
+      status: "Active",
+    });
+    // A llama.cpp node answers any name with its one model: nothing is withheld.
+    const llama = { ...node, id: "cpu-a", framework: "llamacpp" as const, models: ["tiny"] };
+    expect(table.onProbe(llama, serving(["tiny.gguf"]), T0).state.unserved_models).toEqual([]);
+  });
+
   it("reports each status change with its reason, including an isolation running out", () => {
     const table = createNodeRegistry(config, HEARTBEAT);
     expect(table.onProbe(node, OK, T0).transitions).toEqual([

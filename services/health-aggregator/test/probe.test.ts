@@ -125,6 +125,56 @@ describe("probeNode: llama.cpp nodes and probe failures that say why", () => {
   });
 });
 
+describe("probeNode: the models an engine serves", () => {
+  it("reads vLLM's /v1/models, llama.cpp's aliases and TGI's /info, and fails nothing without them", async () => {
+    const server = (routes: Record<string, string>, metrics: string) =>
+      listen(
+        createServer((req, res) => {
+          if (req.url === "/health") return void res.end();
+          if (req.url === "/metrics") return void res.end(metrics);
+          const body = routes[req.url ?? ""];
+          if (body === undefined) return void res.writeHead(404).end('{"detail":"Not Found"}');
+          res.end(body);
+        }),
+      );
+    const vllmMetrics = "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n";
+    const vllm = await server(
+      {
+        "/v1/models":
+          '{"object":"list","data":[{"id":"meta-llama/Llama-3.1-8B-Instruct","object":"model","owned_by":"vllm","root":"meta-llama/Llama-3.1-8B-Instruct","parent":null}]}',
+      },
+      vllmMetrics,
+    );
+    const served = (r: Awaited<ReturnType<typeof probeNode>>) =>
+      r.ok ? r.reading.servedModels : r.error;
+    expect(served(await probeNode(agent, spec(vllm), limits))).toEqual([
+      "meta-llama/Llama-3.1-8B-Instruct",
+    ]);
+    await using llama = await startSimNode({ nodeId: "l", flavour: "llamacpp", models: ["tiny"] });
+    expect(
+      served(
+        await probeNode(
+          agent,
+          nodeSpec("l", { endpoint: llama.url, framework: "llamacpp" }),
+          limits,
+        ),
+      ),
+    ).toEqual(["tiny"]);
+    const tgi = await server(
+      { "/info": '{"model_id":"mistralai/Mistral-7B-Instruct-v0.3","max_total_tokens":4096}' },
+      "",
+    );
+    expect(
+      served(await probeNode(agent, nodeSpec("t", { endpoint: tgi, framework: "tgi" }), limits)),
+    ).toEqual(["mistralai/Mistral-7B-Instruct-v0.3"]);
+    const silent = await server({}, vllmMetrics);
+    expect(await probeNode(agent, spec(silent), limits)).toMatchObject({
+      ok: true,
+      reading: { servedModels: null },
+    });
+  });
+});
+
 describe("createNodeProber", () => {
   // `node.example.test` resolves to 127.0.0.1, where a healthy vLLM-like server answers.
   const resolveHost: HostResolver = (hostname) =>
@@ -163,7 +213,8 @@ describe("createNodeProber", () => {
       });
       expect(polls).toBe(0);
       expect(await allowing.probe(node)).toMatchObject({ ok: true, reading: { queueDepth: 0 } });
-      expect(polls).toBe(2);
+      // Health, metrics, and the models the engine serves.
+      expect(polls).toBe(3);
     } finally {
       await refusing.close();
       await allowing.close();
