@@ -276,6 +276,10 @@ describe("llama.cpp nodes behind ZML", () => {
       );
       // The slots' contexts, from /slots.
       expect(full.kv_cache_capacity_tokens).toBe(CONTEXT);
+      // What the engine says it serves, from its /v1/models (its --alias). llama-server
+      // answers any model name with its one model, so nothing is withheld from it.
+      expect(full.served_models).toEqual([ANY]);
+      expect(full.unserved_models).toEqual([]);
     } finally {
       // llama-server cancels a request whose client went away.
       controller.abort();
