@@ -129,16 +129,23 @@ cmake -S "$work/src" -B "$work/build" \
 
 jobs="${ZML_BUILD_JOBS:-$(nproc)}"
 say "4/4 compiling llama-server with $jobs job(s); this is the long step (minutes). Progress:"
-# make prints "[ NN%]" on each step: say each new tenth, and the time taken so far.
+# make prints "[ NN%]" on each step: say each new tenth, and otherwise a new percentage at
+# most once a minute (some single files take minutes), with the time taken so far.
 last_tenth=-1
+said_percent=-1
+last_said=$(date +%s)
 set +e
 cmake --build "$work/build" --target llama-server -j "$jobs" 2>&1 | tee -a "$log" |
   while IFS= read -r line; do
     if [[ $line =~ ^\[\ *([0-9]+)%\] ]]; then
-      tenth=$((BASH_REMATCH[1] / 10))
-      if [ "$tenth" -gt "$last_tenth" ]; then
+      percent=${BASH_REMATCH[1]}
+      tenth=$((percent / 10))
+      now=$(date +%s)
+      if [ "$tenth" -gt "$last_tenth" ] || { [ "$percent" -gt "$said_percent" ] && [ $((now - last_said)) -ge 60 ]; }; then
         last_tenth=$tenth
-        say "   ${BASH_REMATCH[1]}% after $(elapsed)"
+        said_percent=$percent
+        last_said=$now
+        say "   $percent% after $(elapsed)"
       fi
     fi
   done
