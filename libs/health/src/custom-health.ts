@@ -101,5 +101,6 @@ export function readCustomHealth(json: unknown): CustomHealthReading {
     prefill: null,
     kvCacheCapacityTokens: null,
     servedModels: null,
+    slots: null,
   };
 }

@@ -56,6 +56,11 @@ export interface MetricsReading {
    * beside the metrics; `null` when not known.
    */
   readonly servedModels: readonly string[] | null;
+  /**
+   * Requests the engine runs at once, where it says (llama.cpp's slots, from `/slots`): a hint
+   * for the node's `max_concurrency`. `null` when not known.
+   */
+  readonly slots: number | null;
 }
 
 /** Cumulative totals of a time-per-output-token histogram. */
@@ -220,6 +225,7 @@ function readVllm(e: Exposition, problems: SeriesProblem[]): MetricsReading {
         : null,
     kvCacheCapacityTokens: vllmCapacity(e),
     servedModels: null,
+    slots: null,
   };
 }
 
@@ -259,6 +265,7 @@ function readTgi(e: Exposition, problems: SeriesProblem[]): MetricsReading {
     prefill: null,
     kvCacheCapacityTokens: null,
     servedModels: null,
+    slots: null,
   };
 }
 
@@ -296,6 +303,7 @@ function readLlamacpp(e: Exposition, problems: SeriesProblem[]): MetricsReading 
     // Not in its metrics: the probe reads the slots' contexts from `/slots`.
     kvCacheCapacityTokens: null,
     servedModels: null,
+    slots: null,
   };
 }
 
@@ -323,6 +331,7 @@ function readSglang(e: Exposition, problems: SeriesProblem[]): MetricsReading {
     prefill: null,
     kvCacheCapacityTokens: capacity !== null && capacity > 0 ? Math.round(capacity) : null,
     servedModels: null,
+    slots: null,
   };
 }
 
@@ -359,6 +368,7 @@ export function idleReading(): MetricsReading {
     prefill: null,
     kvCacheCapacityTokens: null,
     servedModels: null,
+    slots: null,
   };
 }
 

@@ -42,6 +42,7 @@ describe("readCustomHealth", () => {
       prefill: null,
       kvCacheCapacityTokens: null,
       servedModels: null,
+      slots: null,
     });
   });
 
@@ -62,6 +63,7 @@ describe("readCustomHealth", () => {
       prefill: null,
       kvCacheCapacityTokens: null,
       servedModels: null,
+      slots: null,
     });
   });
 

@@ -35,6 +35,7 @@ describe("readMetrics: llama.cpp (real llama-server capture)", () => {
       // From /slots, which the probe reads beside the metrics.
       kvCacheCapacityTokens: null,
       servedModels: null,
+      slots: null,
     });
   });
 
@@ -63,6 +64,7 @@ describe("readMetrics: SGLang (documented form)", () => {
       prefill: null,
       kvCacheCapacityTokens: null,
       servedModels: null,
+      slots: null,
     });
   });
 
@@ -84,6 +86,7 @@ describe("readMetrics: SGLang (documented form)", () => {
       queueDepth: 5,
       kvCacheCapacityTokens: 500_000,
       servedModels: null,
+      slots: null,
     });
   });
 

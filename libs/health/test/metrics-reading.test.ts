@@ -36,6 +36,7 @@ describe("readMetrics: vLLM (real captures)", () => {
       // cache_config_info: num_gpu_blocks="2340" × block_size="16".
       kvCacheCapacityTokens: 37_440,
       servedModels: null,
+      slots: null,
     });
   });
 
@@ -168,6 +169,7 @@ describe("readMetrics: TGI (assembled from TGI's real names and formats)", () =>
       prefill: null,
       kvCacheCapacityTokens: null,
       servedModels: null,
+      slots: null,
     });
   });
 

@@ -87,6 +87,23 @@ export function createAggregator(options: AggregatorOptions): Aggregator {
     );
   };
 
+  // A llama.cpp node runs as many requests at once as it has slots; a max_concurrency above
+  // that queues in llama.cpp, one below leaves slots idle. Said once per node and slot count.
+  const slotsNoted = new Map<string, string>();
+  const reportSlots = (node: NodeSpec, slots: number | null) => {
+    if (slots === null) return;
+    const note = `${slots}/${node.max_concurrency}`;
+    if (slotsNoted.get(node.id) === note) return;
+    slotsNoted.set(node.id, note);
+    if (slots === node.max_concurrency) return;
+    log.warn(
+      { node: node.id, slots, max_concurrency: node.max_concurrency },
+      slots < node.max_concurrency
+        ? "node has fewer slots than its max_concurrency: requests beyond them wait in its own queue"
+        : "node has more slots than its max_concurrency: some stay idle",
+    );
+  };
+
   const poll = async (node: NodeSpec) => {
     const startedAt = clock();
     const result = await options.probe(node);
@@ -94,6 +111,7 @@ export function createAggregator(options: AggregatorOptions): Aggregator {
     // Ownership may have moved while the probe ran; the new owner's view wins.
     if (!owned.has(node.id)) return;
     reportProbe(node, result.ok ? null : result.error);
+    if (result.ok) reportSlots(node, result.reading.slots);
     apply(table.onProbe(nodes.get(node.id) ?? node, result, clock()));
   };
 
@@ -113,6 +131,7 @@ export function createAggregator(options: AggregatorOptions): Aggregator {
       table.forget(id);
       metrics.forgetNode(id);
       lastProbeError.delete(id);
+      slotsNoted.delete(id);
     }
     for (const id of next) {
       if (owned.has(id)) continue;

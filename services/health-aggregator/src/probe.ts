@@ -87,11 +87,15 @@ export async function probeNode(
     }
     const reading = readMetrics(node.framework, text);
     const servedModels = await engineModels(node.framework, get, maxBodyBytes);
-    const kvCacheCapacityTokens =
-      node.framework === "llamacpp"
-        ? await llamacppCapacity(get, maxBodyBytes)
-        : reading.kvCacheCapacityTokens;
-    return { ok: true, reading: { ...reading, servedModels, kvCacheCapacityTokens } };
+    const slots = node.framework === "llamacpp" ? await llamacppSlots(get, maxBodyBytes) : null;
+    return {
+      ok: true,
+      reading: {
+        ...reading,
+        servedModels,
+        ...(slots === null ? {} : { slots: slots.count, kvCacheCapacityTokens: slots.tokens }),
+      },
+    };
   } catch (err) {
     // Only what the node's answer said is told; every failure below HTTP (refused, reset,
     // timed out, not HTTP at all) reads alike, or node registration becomes a port scanner
@@ -141,18 +145,25 @@ const ModelListSchema = z.looseObject({
 const TgiInfoSchema = z.looseObject({ model_id: z.string() });
 
 /**
- * The tokens llama.cpp's KV cache holds: the contexts of its slots (`/slots`, each `n_ctx`),
- * summed. `null` when the server does not expose its slots (started without `--slots`) or
- * answers something else: capacity is a refinement, never a reason to fail the probe. With
- * `--kv-unified` the slots share one cache and the sum overstates it.
+ * llama.cpp's slots (`/slots`): how many requests it runs at once, and the tokens its KV cache
+ * holds, the slots' contexts (`n_ctx`) summed. `null` when the server does not expose its
+ * slots (started without `--slots`) or answers something else: they refine what is known,
+ * never a reason to fail the probe. With `--kv-unified` the slots share one cache and the sum
+ * overstates it.
  */
-async function llamacppCapacity(get: Get, maxBodyBytes: number): Promise<number | null> {
-  const slots = await get("/slots");
-  const text = await readCapped(slots.body, maxBodyBytes, "slots");
-  if (slots.statusCode !== 200) return null;
+async function llamacppSlots(
+  get: Get,
+  maxBodyBytes: number,
+): Promise<{ count: number; tokens: number } | null> {
+  const res = await get("/slots");
+  const text = await readCapped(res.body, maxBodyBytes, "slots");
+  if (res.statusCode !== 200) return null;
   const parsed = LlamacppSlotsSchema.safeParse(safeJson(text));
   if (!parsed.success || parsed.data.length === 0) return null;
-  return parsed.data.reduce((total, slot) => total + slot.n_ctx, 0);
+  return {
+    count: parsed.data.length,
+    tokens: parsed.data.reduce((total, slot) => total + slot.n_ctx, 0),
+  };
 }
 
 const LlamacppSlotsSchema = z.array(z.looseObject({ n_ctx: z.number().int().positive() }));

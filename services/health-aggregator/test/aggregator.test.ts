@@ -9,7 +9,7 @@ import type { Aggregator } from "../src/aggregator.ts";
 import { createAggregatorMetrics } from "../src/metrics.ts";
 import { createNodeRegistry } from "../src/node-registry.ts";
 import { rendezvousOwner } from "../src/rendezvous.ts";
-import { FAIL, OK, captureLog, spec } from "./helpers.ts";
+import { FAIL, OK, captureLog, reading, spec } from "./helpers.ts";
 
 const config = { ...DEFAULT_HEALTH_CONFIG, isolationBaseMs: 60_000 };
 const fleet = new Map<string, NodeSpec>(
@@ -241,6 +241,28 @@ describe("an aggregator replica", () => {
     expect(failed().map((l) => [l.level, l.node, l.error])).toEqual([
       ["warn", "h100-a", "health endpoint answered 503: Loading model"],
       ["warn", "h100-a", "unreadable vllm metrics: missing series vllm:x"],
+    ]);
+  });
+
+  it("warns once when a llama.cpp node's slots and its max_concurrency differ", async () => {
+    kv = new Map();
+    let probes = 0;
+    const a = replica("agg-a", () => {
+      probes++;
+      return Promise.resolve({ ok: true, reading: reading({ slots: 2 }) });
+    });
+    a.aggregator.setReplicas(["agg-a"]);
+    a.aggregator.setNodes(new Map([["cpu-a", spec("cpu-a", 8)]]));
+    await pollUntil(() => probes >= 4);
+    const notes = a.log.lines.filter((l) => l.node === "cpu-a" && l.slots !== undefined);
+    expect(notes).toEqual([
+      {
+        node: "cpu-a",
+        slots: 2,
+        max_concurrency: 8,
+        level: "warn",
+        msg: "node has fewer slots than its max_concurrency: requests beyond them wait in its own queue",
+      },
     ]);
   });
 

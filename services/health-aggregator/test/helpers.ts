@@ -20,6 +20,7 @@ export function reading(overrides: Partial<MetricsReading> = {}): MetricsReading
     prefill: null,
     kvCacheCapacityTokens: null,
     servedModels: null,
+    slots: null,
     ...overrides,
   };
 }

@@ -82,7 +82,7 @@ describe("probeNode: llama.cpp nodes and probe failures that say why", () => {
     const result = await probeNode(agent, llamacpp(sim.url), limits);
     expect(result).toMatchObject({
       ok: true,
-      reading: { running: 0, waiting: 0, kvCacheCapacityTokens: 3 * 4096 },
+      reading: { running: 0, waiting: 0, slots: 3, kvCacheCapacityTokens: 3 * 4096 },
     });
   });
 
