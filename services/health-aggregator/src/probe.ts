@@ -86,8 +86,11 @@ export async function probeNode(
       return { ok: false, error: metricsFailure(node, metrics.statusCode, text) };
     }
     const reading = readMetrics(node.framework, text);
-    const servedModels = await engineModels(node.framework, get, maxBodyBytes);
-    const slots = node.framework === "llamacpp" ? await llamacppSlots(get, maxBodyBytes) : null;
+    // What the engine serves and its slots refine the reading: a node that answers them
+    // badly, slowly or not at all is judged on its health and metrics alone.
+    const servedModels = await unlessFailing(engineModels(node.framework, get, maxBodyBytes));
+    const slots =
+      node.framework === "llamacpp" ? await unlessFailing(llamacppSlots(get, maxBodyBytes)) : null;
     return {
       ok: true,
       reading: {
@@ -115,6 +118,15 @@ export async function probeNode(
 }
 
 type Get = (path: string) => Promise<Dispatcher.ResponseData>;
+
+/** The answer, or `null` for any failure to get it (refused, timed out, too large, garbage). */
+async function unlessFailing<T>(answer: Promise<T | null>): Promise<T | null> {
+  try {
+    return await answer;
+  } catch {
+    return null;
+  }
+}
 
 /**
  * The model ids the engine says it serves: `GET /v1/models` (`data[].id`, and llama.cpp's

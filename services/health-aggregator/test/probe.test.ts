@@ -172,6 +172,17 @@ describe("probeNode: the models an engine serves", () => {
       ok: true,
       reading: { servedModels: null },
     });
+    // One that never answers its model list is still judged on its health and metrics.
+    const hanging = await listen(
+      createServer((req, res) => {
+        if (req.url === "/health") return void res.end();
+        if (req.url === "/metrics") return void res.end(vllmMetrics);
+      }),
+    );
+    expect(await probeNode(agent, spec(hanging), limits)).toMatchObject({
+      ok: true,
+      reading: { queueDepth: 0, servedModels: null },
+    });
   });
 });
 
