@@ -209,16 +209,20 @@ function metricsFailure(node: NodeSpec, status: number, body: string): string {
 
 /**
  * The message of an engine's JSON error (`{"error":{"message":…}}` from llama.cpp and
- * vLLM, `{"error":"…"}` from TGI), or a short plain-text body; at most 160 printable
+ * vLLM, `{"error":"…"}` from TGI, FastAPI's `{"detail":"…"}` from vLLM's and SGLang's
+ * servers), or a short plain-text body; at most 160 printable
  * characters, since it lands in logs and node state.
  */
 function engineMessage(body: string): string | null {
   const json = safeJson(body);
   const fromJson = EngineErrorSchema.safeParse(json);
+  const fromFastApi = FastApiErrorSchema.safeParse(json);
   let message: string | null = null;
   if (fromJson.success) {
     const e = fromJson.data.error;
     message = typeof e === "string" ? e : (e.message ?? null);
+  } else if (fromFastApi.success) {
+    message = fromFastApi.data.detail;
   } else if (json === undefined && body.trim() !== "" && !body.trimStart().startsWith("<")) {
     message = body;
   }
@@ -227,6 +231,8 @@ function engineMessage(body: string): string | null {
   if (clean === "") return null;
   return clean.length > 160 ? `${clean.slice(0, 157)}...` : clean;
 }
+
+const FastApiErrorSchema = z.object({ detail: z.string() });
 
 const EngineErrorSchema = z.object({
   error: z.union([z.string(), z.looseObject({ message: z.string().optional() })]),

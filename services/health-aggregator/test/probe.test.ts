@@ -125,6 +125,34 @@ describe("probeNode: llama.cpp nodes and probe failures that say why", () => {
   });
 });
 
+describe("probeNode: SGLang nodes", () => {
+  it("reads its documented metrics, and says to enable them when they are off", async () => {
+    let metricsOn = true;
+    const url = await listen(
+      createServer((req, res) => {
+        if (req.url === "/health") return void res.end();
+        if (req.url === "/metrics" && metricsOn) {
+          return void res.end(
+            'sglang:num_running_reqs{model_name="m"} 3.0\nsglang:num_queue_reqs{model_name="m"} 1.0\n' +
+              'sglang:cache_hit_rate{model_name="m"} 0.25\n',
+          );
+        }
+        res.writeHead(404, { "content-type": "application/json" }).end('{"detail":"Not Found"}');
+      }),
+    );
+    const sglang = nodeSpec("sg-a", { endpoint: url, framework: "sglang" });
+    expect(await probeNode(agent, sglang, limits)).toMatchObject({
+      ok: true,
+      reading: { running: 3, waiting: 1, prefixCache: { kind: "rate", hitRate: 0.25 } },
+    });
+    metricsOn = false;
+    expect(await probeNode(agent, sglang, limits)).toEqual({
+      ok: false,
+      error: "metrics endpoint answered 404: Not Found (start SGLang with --enable-metrics)",
+    });
+  });
+});
+
 describe("probeNode: the models an engine serves", () => {
   it("reads vLLM's /v1/models, llama.cpp's aliases and TGI's /info, and fails nothing without them", async () => {
     const server = (routes: Record<string, string>, metrics: string) =>
