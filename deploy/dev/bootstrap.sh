@@ -4,7 +4,8 @@
 #                             the npm workspace, which brings its own Node 24 (the `node`
 #                             devDependency) ahead of the system Node on every npm script's PATH;
 #   bootstrap.sh --for-tests  that, plus what the test suite needs (test.sh): Debian's Python
-#                             test tools, Chromium, promtool and kubectl.
+#                             test tools, Chromium, promtool, kubectl, and the C++ toolchain
+#                             (git, cmake, g++, make) that builds llama-server.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for_tests=false
@@ -53,6 +54,13 @@ if $for_tests; then
   # the PATH will do.
   if ! command -v kubectl >/dev/null 2>&1; then
     apt_install "kubectl for the Kubernetes manifests' tests" kubernetes-client
+  fi
+  # The end-to-end tests run real llama.cpp servers, built from source once per machine by
+  # deploy/dev/llama-server.sh (test.sh runs it): git, cmake and Debian's g++.
+  llama_tools=()
+  for tool in git cmake g++ make; do command -v "$tool" >/dev/null 2>&1 || llama_tools+=("$tool"); done
+  if [ ${#llama_tools[@]} -gt 0 ]; then
+    apt_install "building llama-server for the end-to-end tests" "${llama_tools[@]}"
   fi
 fi
 

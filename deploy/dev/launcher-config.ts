@@ -36,6 +36,8 @@ const LauncherSchema = z
      */
     NATS_INSECURE: BUS_CONFIG_SHAPE.NATS_INSECURE,
     LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("warn"),
+    /** `llamacpp`: add one real llama.cpp node (llama-server and a tiny generated model). */
+    ZML_REAL_NODE: z.enum(["llamacpp"]).optional(),
   })
   .refine((c) => c.NATS_URL === undefined || c.NATS_INSECURE, {
     message: "required with NATS_URL: the launcher has no bus identities for that server",
@@ -46,6 +48,8 @@ const FIXES = {
   ZML_ADMIN_TOKEN:
     "set ZML_ADMIN_TOKEN to a random secret of at least 16 characters (e.g. `openssl rand -hex 24`), or unset it and the launcher generates one",
   ZML_DEMO_API_KEY: "set ZML_DEMO_API_KEY to a key of at least 8 characters, or unset it",
+  ZML_REAL_NODE:
+    "set ZML_REAL_NODE=llamacpp to add a real llama.cpp node to the demo fleet, or unset it",
   NATS_INSECURE:
     "set NATS_INSECURE=1 to run on the server in NATS_URL without identities (it must accept anonymous clients; every service logs that loudly), or unset NATS_URL and the launcher starts its own secured nats-server",
 };
@@ -68,6 +72,8 @@ export interface LauncherConfig {
   /** Only ever true with `natsUrl`: the user's server, used without identities. */
   natsInsecure: boolean;
   logLevel: string;
+  /** A real engine to add to the fleet as one more node. */
+  realNode: "llamacpp" | undefined;
 }
 
 /** Reads the launcher's environment; throws `ConfigError` listing every bad setting. */
@@ -93,5 +99,6 @@ export function loadLauncherConfig(
     natsUrl: c.NATS_URL,
     natsInsecure: c.NATS_URL !== undefined && c.NATS_INSECURE,
     logLevel: c.LOG_LEVEL,
+    realNode: c.ZML_REAL_NODE,
   };
 }

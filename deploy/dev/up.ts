@@ -2,12 +2,14 @@
 // services, and the fleet applied — then prints where to send requests, and the seal proxy
 // command for tier 4. Ctrl-C stops everything it started. Settings:
 // deploy/dev/launcher-config.ts (documented in the README).
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectBus, ensureBusResources } from "@zml/bus";
 import { applyFleet } from "@zml/fleet";
+import { NodeSpecSchema } from "@zml/contracts";
 import type { FleetDocument, NodeSpec } from "@zml/contracts";
+import { findLlamaServer, startLlamaServer, tinyLlamaGguf } from "@zml/llamacpp";
 import {
   pollUntil,
   ProcessExitedError,
@@ -61,10 +63,62 @@ async function resolvePort(port: number): Promise<number> {
   return port === 0 ? pickFreePort(pickedPorts) : port;
 }
 
+/** The simulator speaking the node's framework; vLLM's wire format for the others. */
+function simFlavour(node: NodeSpec): "vllm" | "tgi" | "llamacpp" {
+  return node.framework === "tgi" || node.framework === "llamacpp" ? node.framework : "vllm";
+}
+
+/** The model id the real llama.cpp node answers to (`ZML_REAL_NODE=llamacpp`). */
+const REAL_LLAMA_MODEL = "tiny-llama";
+
+/**
+ * Starts one real llama-server (the binary up.sh built or found, the project's tiny
+ * random-weight model) on a free port; resolves with its node spec, at the demo account's
+ * lowest tier so the demo key can reach it.
+ */
+async function startRealLlamaNode(fleet: FleetDocument, dir: string): Promise<NodeSpec> {
+  const model = join(dir, "tiny-llama.gguf");
+  await writeFile(model, tinyLlamaGguf());
+  const port = await resolvePort(0);
+  const server = await startLlamaServer({
+    name: "llamacpp-a",
+    binary: findLlamaServer(process.env),
+    model,
+    port,
+    alias: REAL_LLAMA_MODEL,
+    contextSize: 4096,
+    slots: 2,
+  });
+  started.push(server);
+  const tier = Math.min(...tiersOf(fleet, "demo"), 2);
+  const node = NodeSpecSchema.parse({
+    id: "llamacpp-a",
+    endpoint: `http://127.0.0.1:${port}`,
+    framework: "llamacpp",
+    accelerator_family: "CPU",
+    tier,
+    models: [REAL_LLAMA_MODEL],
+    max_concurrency: 2,
+    registered_at: fleet.nodes.length,
+  });
+  console.log(
+    `real node       ${node.id.padEnd(10)} ${node.accelerator_family.padEnd(7)} ${node.endpoint}   (llama.cpp llama-server with a tiny random-weight model: model ${REAL_LLAMA_MODEL}, it answers nonsense)`,
+  );
+  return node;
+}
+
+/** Adds the real node and its model to the fleet about to be applied. */
+function addRealNode(fleet: FleetDocument, node: NodeSpec): void {
+  fleet.nodes.push(node);
+  for (const id of node.models) {
+    if (!fleet.models.some((m) => m.id === id)) fleet.models.push({ id });
+  }
+}
+
 /** Starts a simulator for `node` on `port` (0: any free one); resolves with its URL. */
 async function startSim(node: NodeSpec, port: number): Promise<string> {
   const args = [join(root, "libs/node-sim/src/cli.ts"), "--id", node.id, "--port", String(port)];
-  args.push("--flavour", node.framework === "tgi" ? "tgi" : "vllm", "--tps", "200");
+  args.push("--flavour", simFlavour(node), "--tps", "200");
   args.push("--max-concurrency", String(node.max_concurrency));
   for (const m of node.models) args.push("--model", m);
   const sim = await startProcess({
@@ -196,6 +250,10 @@ async function main(): Promise<void> {
     tee = teeDirOf(runDir);
   }
   await startSimNodes(local, config.simPortBase, tee?.dir);
+  if (config.realNode === "llamacpp") {
+    runDir ??= await mkdtemp(join(tmpdir(), "zml-up-"));
+    addRealNode(fleet, await startRealLlamaNode(fleet, runDir));
+  }
   for (const node of remote) {
     console.log(
       `remote node     ${node.id.padEnd(10)} ${node.accelerator_family.padEnd(7)} ${node.endpoint}   (not started by up.sh: not a local http endpoint; it must already be serving)`,

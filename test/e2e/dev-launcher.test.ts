@@ -472,6 +472,41 @@ describe("the README's run command (./deploy/dev/up.sh)", { timeout: 180_000 }, 
     expect(existsSync(rootPem)).toBe(false);
   });
 
+  it("adds a real llama.cpp node with ZML_REAL_NODE=llamacpp, and Ctrl-C stops it", async () => {
+    const l = launch({ ...FREE_PORTS, ZML_REAL_NODE: "llamacpp" });
+    await waitForServing(l);
+    expect(l.output()).toMatch(/^real node\s+llamacpp-a\s+CPU\s+http:\/\/127\.0\.0\.1:\d+ /m);
+    const url = printed(l, "intake URL");
+    const key = printed(l, "API key");
+    // Routable once the aggregator's first poll found it Active.
+    const res = await pollUntil(
+      async () => {
+        const r = await chat(url, key, {
+          model: "tiny-llama",
+          messages: [{ role: "user", content: "Hello" }],
+          max_tokens: 8,
+        });
+        return r.status === 200 ? r : (await r.arrayBuffer(), undefined);
+      },
+      { timeoutMs: 20_000, intervalMs: 250, message: "tiny-llama answered" },
+    );
+    expect(parseRoutingHeader(res.headers.get(ROUTING_HTTP_HEADER) ?? "")).toMatchObject({
+      node: "llamacpp-a",
+      family: "CPU",
+      attempts: 1,
+    });
+    // llama.cpp's own answer: its fingerprint and its usage details.
+    expect(await res.json()).toMatchObject({
+      system_fingerprint: "b1-80fb11a",
+      usage: { completion_tokens: 8, prompt_tokens_details: { cached_tokens: 0 } },
+    });
+    const tree = descendants(l.child.pid!);
+    expect(tree.map(commandOf).join("\n")).toContain("llama-server");
+    const { code, signal } = await ctrlC(l);
+    expect({ code, signal }).toEqual({ code: 0, signal: null });
+    expect(tree.filter(alive)).toEqual([]);
+  });
+
   it("serves a user's own fleet (ZML_FLEET_FILE), its tier-4 loopback node behind a TD proxy, and reports the nodes it cannot start", async () => {
     const dir = await mkdtemp(join(tmpdir(), "zml-up-fleet-"));
     const fleetFile = join(dir, "fleet.yaml");

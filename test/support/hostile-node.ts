@@ -13,7 +13,7 @@ export type InferenceHandler = (req: IncomingMessage, res: ServerResponse) => vo
 
 export interface HostileNode {
   url: string;
-  /** Inference requests received (anything but /health and /metrics). */
+  /** Inference requests received (anything but /health, /metrics and `GET /v1/models`). */
   received(): number;
   /** Health checks received. */
   probes(): number;
@@ -85,6 +85,13 @@ export async function startHostileNode(
       if (options.metrics) return options.metrics(res);
       res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
       return void res.end(IDLE_VLLM_METRICS);
+    }
+    // The aggregator also asks what the engine serves; this one does not say (so nothing is
+    // withheld from it), and the question is no inference request.
+    if (req.url === "/v1/models" && req.method === "GET") {
+      return void res
+        .writeHead(404, { "content-type": "application/json" })
+        .end('{"detail":"Not Found"}');
     }
     received++;
     versions.push(req.httpVersion);

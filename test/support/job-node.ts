@@ -82,6 +82,12 @@ export async function startJobNode(options: { delayMs: number }): Promise<JobNod
 
   const server = createServer((req, res) => {
     if (req.url === "/health") return void res.writeHead(200).end();
+    // The aggregator asks what the engine serves; this node does not say (no job either).
+    if (req.url === "/v1/models" && req.method === "GET") {
+      return void res
+        .writeHead(404, { "content-type": "application/json" })
+        .end('{"detail":"Not Found"}');
+    }
     if (req.url === "/metrics") {
       res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
       return void res.end(

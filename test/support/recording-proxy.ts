@@ -1,10 +1,19 @@
 import { createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 
+export interface RecordedAnswer {
+  /** `METHOD /path` of the request. */
+  request: string;
+  status: number;
+  body: Buffer;
+}
+
 export interface RecordingProxy {
   url: string;
   /** `METHOD /path` of every request that reached the proxy, in order. */
   seen: string[];
+  /** Every answer the target gave, complete once its body ended: the exact bytes sent on. */
+  answers: RecordedAnswer[];
   close(): Promise<void>;
 }
 
@@ -15,6 +24,7 @@ export interface RecordingProxy {
  */
 export async function startRecordingProxy(target?: string): Promise<RecordingProxy> {
   const seen: string[] = [];
+  const answers: RecordedAnswer[] = [];
   const upstream = target === undefined ? undefined : new URL(target);
   const server = createServer((req, res) => {
     seen.push(`${req.method} ${req.url}`);
@@ -33,6 +43,15 @@ export async function startRecordingProxy(target?: string): Promise<RecordingPro
       },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
+        const chunks: Buffer[] = [];
+        answer.on("data", (chunk: Buffer) => chunks.push(chunk));
+        answer.on("end", () =>
+          answers.push({
+            request: `${req.method} ${req.url}`,
+            status: answer.statusCode ?? 502,
+            body: Buffer.concat(chunks),
+          }),
+        );
         answer.pipe(res);
       },
     );
@@ -45,6 +64,7 @@ export async function startRecordingProxy(target?: string): Promise<RecordingPro
   return {
     url: `http://127.0.0.1:${port}`,
     seen,
+    answers,
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();

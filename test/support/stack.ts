@@ -45,6 +45,11 @@ export type SimSpec = Omit<SimNodeOptions, "models" | "flavour"> & {
 
 export interface StackOptions {
   nodes: SimSpec[];
+  /**
+   * Nodes that are not simulated (e.g. real llama.cpp servers the test started), added to the
+   * fleet after the simulated ones as they are given.
+   */
+  extraNodes?: NodeSpec[];
   /** Extra fleet sections (policies, models) merged into the generated document. */
   fleet?: Partial<Pick<FleetDocument, "policies" | "models" | "cloud_accounts">>;
   /** Extra environment for every service. */
@@ -211,7 +216,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   };
   let bus: Bus | undefined;
   try {
-    const nodes = await startSims(options.nodes, sims, tdProxies);
+    const nodes = [
+      ...(await startSims(options.nodes, sims, tdProxies)),
+      ...(options.extraNodes ?? []),
+    ];
     const fleet = e2eFleet(nodes, options.fleet, options.allowedTiers);
     bus = await connectBus({ ...nats.client(), name: "e2e", log: quietLog });
     await ensureBusResources(bus);

@@ -209,6 +209,52 @@ describe("zml get", () => {
     expect(json.find((n) => n.spec.id === "h100-a")!.state!.queue_depth).toBe(3);
   });
 
+  it("shows why a node's probes fail in the table", async () => {
+    const reason =
+      "unreadable vllm metrics: missing series vllm:num_requests_running; these are llama.cpp metrics: register the node with framework: llamacpp";
+    const state = {
+      ...activeNodeState("mi300x-a", 1),
+      status: "Isolated" as const,
+      health_score: 0,
+      consecutive_failures: 3,
+      last_error: reason,
+    };
+    await (await openKv(rig.bus, KV_BUCKETS.nodeState)).put("mi300x-a", JSON.stringify(state));
+    const res = await zml(["get", "nodes"]);
+    const lines = res.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/\sPROBLEMS$/);
+    const row = lines.find((l) => l.startsWith("mi300x-a"))!;
+    expect(row).toMatch(/Isolated\s+0\/\d+\s+0\s/);
+    expect(row.endsWith(reason)).toBe(true);
+    expect(lines.find((l) => l.startsWith("h100-a"))).toMatch(/\s-$/);
+  });
+
+  it("shows a registered model its engine refuses, and apply --dry-run warns of it", async () => {
+    const kv = await openKv(rig.bus, KV_BUCKETS.nodeState);
+    const before = await kv.get("h100-a");
+    const state = activeNodeState("h100-a", 2, {
+      served_models: ["meta-llama/Llama-3.1-8B-Instruct"],
+      unserved_models: ["llama-3.1-8b-instruct"],
+    });
+    await kv.put("h100-a", JSON.stringify(state));
+    const row = (await zml(["get", "nodes"])).stdout
+      .split("\n")
+      .find((l) => l.startsWith("h100-a"))!;
+    expect(row).toMatch(/Active\s/);
+    expect(row.endsWith("not served by its engine, not routed: llama-3.1-8b-instruct")).toBe(true);
+
+    const dry = await zml(["apply", "-f", "fleet.yaml", "--dry-run"], {
+      "fleet.yaml": fleet(1500),
+    });
+    expect(dry.code).toBe(0);
+    expect(dry.stderr).toBe(
+      "warning: node h100-a is registered for llama-3.1-8b-instruct, which its engine does not serve " +
+        "(it serves meta-llama/Llama-3.1-8B-Instruct): vLLM refuses a model it does not serve: " +
+        "these will not be routed to it\n",
+    );
+    await kv.put("h100-a", before!.string());
+  });
+
   it("shows each policy's chain with active nodes per family, models and accounts", async () => {
     expect((await zml(["get", "policies"])).stdout).toMatch(
       /interactive\s+H100 1\/1 > MI300X 0\/1\s+latency\s+1500ms\s+fail fast/,

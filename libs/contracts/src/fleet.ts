@@ -10,7 +10,12 @@ const Id = z.string().regex(NODE_ID_PATTERN, "letters, digits, '-' and '_', at m
 export const TierSchema = z.number().int().min(1).max(4);
 export type Tier = z.infer<typeof TierSchema>;
 
-export const FRAMEWORKS = ["vllm", "tgi", "openai", "custom"] as const;
+/**
+ * The serving engine behind a node, which decides how its health and metrics are read:
+ * `vllm`, `tgi`, `llamacpp` (llama.cpp's `llama-server`), `sglang`, `openai` (a provider:
+ * health only, no metrics) or `custom` (the JSON health document).
+ */
+export const FRAMEWORKS = ["vllm", "tgi", "llamacpp", "sglang", "openai", "custom"] as const;
 export const FrameworkSchema = z.enum(FRAMEWORKS);
 export type Framework = z.infer<typeof FrameworkSchema>;
 

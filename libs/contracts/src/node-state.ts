@@ -58,6 +58,16 @@ export const NodeStateSchema = z.object({
    * block_size`; llama.cpp: the context of all its slots). `null` when not reported.
    */
   kv_cache_capacity_tokens: z.number().int().positive().nullable().default(null),
+  /**
+   * The model ids the node's engine says it serves (`GET /v1/models` of vLLM, llama.cpp and
+   * SGLang, TGI's `GET /info`). `null` when the engine did not say.
+   */
+  served_models: z.array(z.string().max(512)).max(1_000).nullable().default(null),
+  /**
+   * Models the node is registered for that its engine refuses because it does not serve them
+   * (vLLM answers 404): routing does not send the node these models until this changes.
+   */
+  unserved_models: z.array(z.string().max(512)).max(1_000).default([]),
 });
 export type NodeState = z.infer<typeof NodeStateSchema>;
 

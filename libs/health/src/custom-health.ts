@@ -97,5 +97,10 @@ export function readCustomHealth(json: unknown): CustomHealthReading {
     // tokens per second ÷ running (libs/routing README, "Formulas").
     tokenLatency: null,
     instanceId: doc.instance_id ?? null,
+    prefixCache: null,
+    prefill: null,
+    kvCacheCapacityTokens: null,
+    servedModels: null,
+    slots: null,
   };
 }

@@ -1,5 +1,5 @@
 /** Where a reading came from, for error messages. */
-export type ReadingSource = "vllm" | "tgi" | "custom";
+export type ReadingSource = "vllm" | "tgi" | "llamacpp" | "sglang" | "custom";
 
 /**
  * A node's metrics or health document could not be turned into a reading: unparseable

@@ -1,5 +1,17 @@
-export { readMetrics, idleReading } from "./metrics-reading.ts";
-export type { MetricsFramework, MetricsReading } from "./metrics-reading.ts";
+export {
+  readMetrics,
+  idleReading,
+  guessFramework,
+  frameworkHint,
+  METRICS_FRAMEWORKS,
+} from "./metrics-reading.ts";
+export type {
+  MetricsFramework,
+  MetricsReading,
+  PrefixCacheReading,
+  PrefillTotals,
+  TokenLatencyTotals,
+} from "./metrics-reading.ts";
 export { CUSTOM_HEALTH_STATUSES, CustomHealthSchema, readCustomHealth } from "./custom-health.ts";
 export type { CustomHealth, CustomHealthReading, CustomHealthStatus } from "./custom-health.ts";
 export { healthScore } from "./score.ts";
@@ -15,6 +27,7 @@ export {
   errorRateOf,
 } from "./node-health.ts";
 export { restoreNodeHealth } from "./restore.ts";
+export { unservedModels, unlistedModels, refusesUnservedModels } from "./served-models.ts";
 export type {
   NodeHealth,
   ProbeResult,

@@ -7,7 +7,12 @@ import {
 } from "@zml/contracts";
 import type { HealthConfig } from "./config.ts";
 import { NodeMismatchError } from "./errors.ts";
-import type { MetricsReading, TokenLatencyTotals } from "./metrics-reading.ts";
+import type {
+  MetricsReading,
+  PrefillTotals,
+  PrefixCacheReading,
+  TokenLatencyTotals,
+} from "./metrics-reading.ts";
 import { healthScore } from "./score.ts";
 
 /** Outcome of one poll of a node: a reading, or why there was none. */
@@ -82,6 +87,21 @@ export interface NodeHealth {
   readonly requestTokensPerSecond: number | null;
   /** That histogram's totals at the last probe that reported them. */
   readonly lastTokenLatency: TokenLatencyTotals | null;
+  /**
+   * Share of prompt tokens served from the prefix cache over the last poll interval (0–1);
+   * `null` when the node reports no prefix-cache figures or saw no prompt in the interval.
+   */
+  readonly prefixCacheHitRate: number | null;
+  /** The prefix-cache counters at the last probe that reported them, to measure the next delta. */
+  readonly lastPrefixCache: { readonly queries: number; readonly hits: number } | null;
+  /** EWMA of prompt tokens computed (not served from cache) per second of prefill. */
+  readonly prefillTokensPerSecond: number | null;
+  /** The prefill totals at the last probe that reported them. */
+  readonly lastPrefill: PrefillTotals | null;
+  /** Tokens the node's KV cache holds in all, as last reported. */
+  readonly kvCacheCapacityTokens: number | null;
+  /** Model ids the engine last said it serves; `null` when it did not say. */
+  readonly servedModels: readonly string[] | null;
   /** Dispatch outcomes inside the error window, oldest first. */
   readonly recentObservations: readonly ObservationMark[];
   /** Failed share of recent dispatches; see {@link errorRateOf}. */
@@ -127,6 +147,12 @@ export function createNodeHealth(nodeId: string, now: number): NodeHealth {
     lastTokenCount: null,
     requestTokensPerSecond: null,
     lastTokenLatency: null,
+    prefixCacheHitRate: null,
+    lastPrefixCache: null,
+    prefillTokensPerSecond: null,
+    lastPrefill: null,
+    kvCacheCapacityTokens: null,
+    servedModels: null,
     recentObservations: [],
     errorRate: 0,
     healthScore: healthScore({ queueDepth: 0, errorRate: 0, maxConcurrency: 1 }),
@@ -267,10 +293,20 @@ export function toNodeState(health: NodeHealth, now: number): NodeState {
     latency_ewma_ms: h.latencyEwmaMs === null ? null : Math.max(0, h.latencyEwmaMs),
     ttft_ewma_ms: h.ttftEwmaMs === null ? null : Math.max(0, h.ttftEwmaMs),
     instance_id: h.instanceId,
-    // Read from the engines' metrics by the cache-aware reading (not yet wired).
-    prefix_cache_hit_rate: null,
-    prefill_tokens_per_second: null,
-    kv_cache_capacity_tokens: null,
+    prefix_cache_hit_rate:
+      h.prefixCacheHitRate === null ? null : Math.min(1, Math.max(0, h.prefixCacheHitRate)),
+    prefill_tokens_per_second:
+      h.prefillTokensPerSecond !== null && h.prefillTokensPerSecond > 0
+        ? h.prefillTokensPerSecond
+        : null,
+    kv_cache_capacity_tokens:
+      h.kvCacheCapacityTokens !== null && h.kvCacheCapacityTokens >= 1
+        ? Math.round(h.kvCacheCapacityTokens)
+        : null,
+    served_models: h.servedModels === null ? null : [...h.servedModels],
+    // What the node is registered for is not part of its health: the aggregator, which knows
+    // the registration, fills this in (see `unservedModels`).
+    unserved_models: [],
   };
 }
 
@@ -361,10 +397,12 @@ function errorVerdict(h: NodeHealth, config: HealthConfig, now: number): Verdict
 function rescore(h: NodeHealth, config: HealthConfig, now: number): NodeHealth {
   const recentObservations = inWindow(h.recentObservations, config, now);
   const errorRate = errorRateOf(recentObservations, config.minObservations);
+  const probes = h.recentProbeFailures;
   const score = healthScore({
     queueDepth: h.queueDepth,
     errorRate,
     maxConcurrency: config.maxConcurrency,
+    probeFailureRate: probes.length === 0 ? 0 : probes.filter(Boolean).length / probes.length,
   });
   return { ...h, recentObservations, errorRate, healthScore: score };
 }
@@ -396,6 +434,10 @@ function recordReading(
     ...h,
     ...throughput(h, reading.generationTokensTotal, config, now),
     ...requestSpeed(h, reading.tokenLatency, config),
+    ...prefixCacheHits(h, reading.prefixCache),
+    ...prefillSpeed(h, reading.prefill, config),
+    kvCacheCapacityTokens: reading.kvCacheCapacityTokens,
+    servedModels: reading.servedModels,
     instanceId: reading.instanceId ?? h.instanceId,
     checkedAt: now,
     lastOkAt: now,
@@ -466,6 +508,53 @@ function requestSpeed(
   return {
     requestTokensPerSecond: ewma(h.requestTokensPerSecond, tokens / seconds, config.ewmaAlpha),
     lastTokenLatency: totals,
+  };
+}
+
+/**
+ * The interval's prefix-cache hit rate: Δhits ÷ Δqueries between this probe and the last, or
+ * the engine's own rate when it gives one. No prompt in the interval, no baseline yet, or
+ * counters that went backwards (an unannounced restart) read as unknown (`null`), never as 0.
+ */
+function prefixCacheHits(
+  h: NodeHealth,
+  cache: PrefixCacheReading | null,
+): Pick<NodeHealth, "prefixCacheHitRate" | "lastPrefixCache"> {
+  if (cache === null) return { prefixCacheHitRate: null, lastPrefixCache: null };
+  if (cache.kind === "rate") {
+    return { prefixCacheHitRate: Math.min(1, Math.max(0, cache.hitRate)), lastPrefixCache: null };
+  }
+  const now = { queries: cache.queries, hits: cache.hits };
+  const last = h.lastPrefixCache;
+  if (last === null) return { prefixCacheHitRate: null, lastPrefixCache: now };
+  const queries = now.queries - last.queries;
+  const hits = now.hits - last.hits;
+  if (!(queries > 0) || hits < 0) return { prefixCacheHitRate: null, lastPrefixCache: now };
+  return { prefixCacheHitRate: Math.min(1, hits / queries), lastPrefixCache: now };
+}
+
+/**
+ * Prefill speed from the growth of the computed prompt tokens and of the prefill time since
+ * the last probe (EWMA). An interval without prefill keeps the estimate; totals that went
+ * backwards only reset the baseline.
+ */
+function prefillSpeed(
+  h: NodeHealth,
+  totals: PrefillTotals | null,
+  config: HealthConfig,
+): Pick<NodeHealth, "prefillTokensPerSecond" | "lastPrefill"> {
+  if (totals === null) {
+    return { prefillTokensPerSecond: h.prefillTokensPerSecond, lastPrefill: null };
+  }
+  const last = h.lastPrefill;
+  const tokens = last === null ? 0 : totals.tokens - last.tokens;
+  const seconds = last === null ? 0 : totals.seconds - last.seconds;
+  if (!(tokens > 0 && seconds > 0)) {
+    return { prefillTokensPerSecond: h.prefillTokensPerSecond, lastPrefill: totals };
+  }
+  return {
+    prefillTokensPerSecond: ewma(h.prefillTokensPerSecond, tokens / seconds, config.ewmaAlpha),
+    lastPrefill: totals,
   };
 }
 

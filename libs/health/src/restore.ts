@@ -57,6 +57,10 @@ export function restoreNodeHealth(state: NodeState, config: HealthConfig, now: n
     ttftEwmaMs: state.ttft_ewma_ms,
     tokensPerSecond: state.tokens_per_second,
     requestTokensPerSecond: state.request_tokens_per_second,
+    prefixCacheHitRate: state.prefix_cache_hit_rate,
+    prefillTokensPerSecond: state.prefill_tokens_per_second,
+    kvCacheCapacityTokens: state.kv_cache_capacity_tokens,
+    servedModels: state.served_models,
     healthScore: state.health_score,
   };
 }

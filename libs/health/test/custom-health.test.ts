@@ -38,6 +38,11 @@ describe("readCustomHealth", () => {
       generationTokensTotal: 123456,
       tokenLatency: null,
       instanceId: "pod-7f9c",
+      prefixCache: null,
+      prefill: null,
+      kvCacheCapacityTokens: null,
+      servedModels: null,
+      slots: null,
     });
   });
 
@@ -54,6 +59,11 @@ describe("readCustomHealth", () => {
       generationTokensTotal: null,
       tokenLatency: null,
       instanceId: null,
+      prefixCache: null,
+      prefill: null,
+      kvCacheCapacityTokens: null,
+      servedModels: null,
+      slots: null,
     });
   });
 

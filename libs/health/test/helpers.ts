@@ -19,6 +19,11 @@ export function reading(overrides: Partial<MetricsReading> = {}): MetricsReading
     generationTokensTotal: null,
     tokenLatency: null,
     instanceId: "inst-a",
+    prefixCache: null,
+    prefill: null,
+    kvCacheCapacityTokens: null,
+    servedModels: null,
+    slots: null,
     ...overrides,
   };
 }

@@ -29,6 +29,14 @@ describe("readMetrics: vLLM (real captures)", () => {
       // One request of 107 tokens: 106 gaps between them.
       tokenLatency: { seconds: 2.254702091217041, count: 106 },
       instanceId: null,
+      // v0 exported no prefix-cache counters (prefix caching was off: `enable_prefix_caching`).
+      prefixCache: null,
+      // 14 prompt tokens in the PREFILL phase histogram's 0.273 s.
+      prefill: { tokens: 14, seconds: 0.2732269763946533 },
+      // cache_config_info: num_gpu_blocks="2340" × block_size="16".
+      kvCacheCapacityTokens: 37_440,
+      servedModels: null,
+      slots: null,
     });
   });
 
@@ -157,6 +165,11 @@ describe("readMetrics: TGI (assembled from TGI's real names and formats)", () =>
       generationTokensTotal: 32806,
       tokenLatency: null,
       instanceId: null,
+      prefixCache: null,
+      prefill: null,
+      kvCacheCapacityTokens: null,
+      servedModels: null,
+      slots: null,
     });
   });
 

@@ -10,7 +10,7 @@ import type { SimFlavour, SimNodeOptions, SimProtocol } from "./types.ts";
 import { SimInputError } from "./validate.ts";
 
 const USAGE = `usage: node libs/node-sim/src/cli.ts --id <node-id> --model <id> [--model <id> ...]
-  [--flavour vllm|tgi] (default vllm)   [--host 127.0.0.1] [--port 0]
+  [--flavour vllm|tgi|llamacpp] (default vllm)   [--host 127.0.0.1] [--port 0]
   [--ttft-ms 0] [--tps 0] [--max-concurrency 8] [--completion-tokens 16] [--instance-id <id>]
   [--reply <words>] what the node answers, a word per token (default a fixed sentence)
   Engine model (vllm only; any of these turns it on; --max-concurrency is its max_num_seqs):

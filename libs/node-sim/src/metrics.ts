@@ -81,9 +81,136 @@ export function createSimMetrics(
   instanceId: string,
 ): SimMetrics {
   const instanceLine = instanceInfoLine(instanceId);
+  if (flavour === "llamacpp") return createLlamacppMetrics(instanceLine);
   return flavour === "vllm"
     ? createVllmMetrics(escapeLabel(modelName), instanceLine)
     : createTgiMetrics(instanceLine);
+}
+
+/**
+ * A C++ `std::ostream` double in its default format (`%g` with 6 significant digits), which
+ * llama-server writes its metrics with: `40`, `0.018902`, `8041.48`, `1.23457e+06`.
+ */
+export function cppDouble(value: number): string {
+  if (!Number.isFinite(value)) return value > 0 ? "inf" : value < 0 ? "-inf" : "nan";
+  if (value === 0) return "0";
+  const rounded = Number(value.toPrecision(6));
+  const exp = Math.floor(Math.log10(Math.abs(rounded)));
+  if (exp < -4 || exp >= 6) {
+    const [mantissa = "0", power = "0"] = rounded.toExponential(5).split("e");
+    const trimmed = mantissa.includes(".") ? mantissa.replace(/\.?0+$/, "") : mantissa;
+    const p = Number(power);
+    return `${trimmed}e${p < 0 ? "-" : "+"}${String(Math.abs(p)).padStart(2, "0")}`;
+  }
+  return String(rounded);
+}
+
+/**
+ * llama.cpp's `llama-server --metrics` (tools/server/server-task.cpp, `to_metrics`): counters
+ * then gauges, each with HELP and TYPE, no labels. The simulator has no prompt cache, so
+ * `prompt_tokens_cached_total` stays 0; it counts a request's time to first token as its
+ * prompt time, one decode call per generated token, and reports the busy slots of the moment
+ * as `n_busy_slots_per_decode` (the server's own is an average since start).
+ */
+function createLlamacppMetrics(instanceLine: string): SimMetrics {
+  let promptTokens = 0;
+  let promptSeconds = 0;
+  let predicted = 0;
+  let predictedSeconds = 0;
+  let maxTokens = 0;
+  let lastPrompt = 0;
+  let decodes = 0;
+
+  const item = (type: string, name: string, help: string, value: number) =>
+    `# HELP llamacpp:${name} ${help}\n# TYPE llamacpp:${name} ${type}\n` +
+    `llamacpp:${name} ${cppDouble(value)}\n`;
+
+  return {
+    requestQueued() {},
+    requestStarted(prompt) {
+      promptTokens += prompt;
+      lastPrompt = prompt;
+    },
+    firstToken(ttftS) {
+      promptSeconds += ttftS;
+    },
+    tokensGenerated(count) {
+      predicted += count;
+      decodes += count;
+    },
+    requestSucceeded(_reason, generated, _e2eS, decodeS) {
+      predictedSeconds += decodeS;
+      maxTokens = Math.max(maxTokens, lastPrompt + generated);
+    },
+    render(g) {
+      const rate = (tokens: number, seconds: number) => (seconds > 0 ? tokens / seconds : 0);
+      return (
+        item(
+          "counter",
+          "prompt_tokens_total",
+          "Number of prompt tokens processed, excluding cached tokens",
+          promptTokens,
+        ) +
+        item(
+          "counter",
+          "prompt_tokens_cached_total",
+          "Number of prompt tokens reused from the cache",
+          0,
+        ) +
+        item(
+          "counter",
+          "prompt_seconds_total",
+          "Total time spent processing prompts",
+          promptSeconds,
+        ) +
+        item(
+          "counter",
+          "tokens_predicted_total",
+          "Number of generation tokens processed",
+          predicted,
+        ) +
+        item(
+          "counter",
+          "tokens_predicted_seconds_total",
+          "Total time spent generating tokens",
+          predictedSeconds,
+        ) +
+        item(
+          "counter",
+          "n_decode_total",
+          "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding",
+          decodes,
+        ) +
+        item(
+          "counter",
+          "n_tokens_max",
+          "Largest observed sequence length (prompt + generation)",
+          maxTokens,
+        ) +
+        item(
+          "gauge",
+          "prompt_tokens_seconds",
+          "Average prompt throughput in tokens/s",
+          rate(promptTokens, promptSeconds),
+        ) +
+        item(
+          "gauge",
+          "predicted_tokens_seconds",
+          "Average generation throughput in tokens/s",
+          rate(predicted, predictedSeconds),
+        ) +
+        item("gauge", "requests_processing", "Number of requests processing", g.running) +
+        item("gauge", "requests_deferred", "Number of requests deferred", g.waiting) +
+        item(
+          "gauge",
+          "n_busy_slots_per_decode",
+          "Average number of busy slots per llama_decode() call",
+          g.running > 0 ? g.running : 1,
+        ) +
+        instanceLine
+      );
+    },
+  };
 }
 
 function createVllmMetrics(model: string, instanceLine: string): SimMetrics {

@@ -16,7 +16,7 @@ export function createModelRoutes(flavour: SimFlavour, models: readonly string[]
     id,
     object: "model",
     created: createdS,
-    owned_by: flavour === "vllm" ? "vllm" : "tgi",
+    owned_by: flavour,
     root: id,
     parent: null,
   });

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { InferenceRequest } from "./openai-request.ts";
+import { createLlamacppChatRender } from "./llamacpp-render.ts";
 import { createResponsesRender } from "./responses-render.ts";
 import type { ResponseRender, SimFlavour } from "./types.ts";
 
@@ -70,6 +71,9 @@ export function createResponseRender(
       finishReason,
       createdS,
     );
+  }
+  if (flavour === "llamacpp" && request.kind === "chat") {
+    return createLlamacppChatRender(request, tokens, finishReason, createdS, vocabulary);
   }
   const tgi = flavour === "tgi";
   const chat = request.kind === "chat";

@@ -44,6 +44,8 @@ export function createRouter(
         return method === "GET" ? routes.probes.health(res) : methodNotAllowed(res);
       case "/metrics":
         return method === "GET" ? routes.probes.metrics(res) : methodNotAllowed(res);
+      case "/slots":
+        return method === "GET" ? routes.probes.slots(res) : methodNotAllowed(res);
       case "/v1/models":
         return method === "GET" ? routes.models.list(res) : methodNotAllowed(res);
       case NODE_QUOTE_PATH:

@@ -1,10 +1,14 @@
 import type { KeyObject } from "node:crypto";
 
-/** Which serving framework the node imitates: it decides the metrics and small wire details. */
-export type SimFlavour = "vllm" | "tgi";
+/**
+ * Which serving framework the node imitates: it decides the metrics and small wire details.
+ * `llamacpp` is llama.cpp's `llama-server` (its `llamacpp:` metrics, `/health` body, `/slots`
+ * and chat wire format).
+ */
+export type SimFlavour = "vllm" | "tgi" | "llamacpp";
 
 /** The flavours a node can take, for argument parsing and validation. */
-export const SIM_FLAVOURS: readonly SimFlavour[] = ["vllm", "tgi"];
+export const SIM_FLAVOURS: readonly SimFlavour[] = ["vllm", "tgi", "llamacpp"];
 
 /**
  * What a simulated node speaks: HTTP/1.1 (plain, or TLS with `tls`), `h2c` (HTTP/2 on a plain

@@ -7,6 +7,7 @@ import type { PollSchedulerOptions } from "./poll-scheduler.ts";
 import { ownedKeys } from "./rendezvous.ts";
 
 export interface AggregatorLogger {
+  warn(obj: object, msg?: string): void;
   info(obj: object, msg?: string): void;
   debug(obj: object, msg?: string): void;
 }
@@ -67,13 +68,50 @@ export function createAggregator(options: AggregatorOptions): Aggregator {
     if (update.publish) options.publish(state);
   };
 
+  // The last probe failure told per node: each different one is logged once, at the default
+  // level, so an operator sees why a node is not Active without a log line every poll.
+  const lastProbeError = new Map<string, string>();
+  const reportProbe = (node: NodeSpec, error: string | null) => {
+    const previous = lastProbeError.get(node.id);
+    if (error === null) {
+      if (previous === undefined) return;
+      lastProbeError.delete(node.id);
+      log.info({ node: node.id, previous_error: previous }, "probe succeeded again");
+      return;
+    }
+    if (previous === error) return;
+    lastProbeError.set(node.id, error);
+    log.warn(
+      { node: node.id, framework: node.framework, endpoint: node.endpoint, error },
+      "probe failed",
+    );
+  };
+
+  // A llama.cpp node runs as many requests at once as it has slots; a max_concurrency above
+  // that queues in llama.cpp, one below leaves slots idle. Said once per node and slot count.
+  const slotsNoted = new Map<string, string>();
+  const reportSlots = (node: NodeSpec, slots: number | null) => {
+    if (slots === null) return;
+    const note = `${slots}/${node.max_concurrency}`;
+    if (slotsNoted.get(node.id) === note) return;
+    slotsNoted.set(node.id, note);
+    if (slots === node.max_concurrency) return;
+    log.warn(
+      { node: node.id, slots, max_concurrency: node.max_concurrency },
+      slots < node.max_concurrency
+        ? "node has fewer slots than its max_concurrency: requests beyond them wait in its own queue"
+        : "node has more slots than its max_concurrency: some stay idle",
+    );
+  };
+
   const poll = async (node: NodeSpec) => {
     const startedAt = clock();
     const result = await options.probe(node);
     metrics.probe(result.ok ? "ok" : "failed", (clock() - startedAt) / 1000);
     // Ownership may have moved while the probe ran; the new owner's view wins.
     if (!owned.has(node.id)) return;
-    if (!result.ok) log.debug({ node: node.id, error: result.error }, "probe failed");
+    reportProbe(node, result.ok ? null : result.error);
+    if (result.ok) reportSlots(node, result.reading.slots);
     apply(table.onProbe(nodes.get(node.id) ?? node, result, clock()));
   };
 
@@ -92,6 +130,8 @@ export function createAggregator(options: AggregatorOptions): Aggregator {
       if (nodes.has(id)) lost.push(id);
       table.forget(id);
       metrics.forgetNode(id);
+      lastProbeError.delete(id);
+      slotsNoted.delete(id);
     }
     for (const id of next) {
       if (owned.has(id)) continue;

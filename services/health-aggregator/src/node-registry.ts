@@ -5,6 +5,7 @@ import {
   createNodeHealth,
   restoreNodeHealth,
   toNodeState,
+  unservedModels,
 } from "@zml/health";
 import type { HealthConfig, NodeHealth, ProbeResult } from "@zml/health";
 
@@ -29,7 +30,7 @@ export interface HealthUpdate {
 /**
  * The aggregator's per-node health table. Pure bookkeeping over the health lib's state
  * machine: it decides when a state is worth publishing (a change in anything routing reads,
- * or a heartbeat) but does no I/O itself.
+ * or in the probe's failure reason, or a heartbeat) but does no I/O itself.
  */
 export interface NodeRegistry {
   onProbe(node: NodeSpec, probe: ProbeResult, now: number): HealthUpdate;
@@ -51,6 +52,8 @@ export interface NodeRegistry {
 interface Entry {
   health: NodeHealth;
   config: HealthConfig;
+  /** The node's registration, for what it says beside the health (its unserved models). */
+  node: NodeSpec;
   published: string;
   publishedAt: number;
 }
@@ -67,9 +70,13 @@ export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): N
     previous: NodeHealth | undefined,
     health: NodeHealth,
     nodeConfig: HealthConfig,
+    node: NodeSpec,
     now: number,
   ): HealthUpdate => {
-    const state = toNodeState(health, now);
+    const state: NodeState = {
+      ...toNodeState(health, now),
+      unserved_models: unservedModels(node.framework, node.models, health.servedModels),
+    };
     const entry = table.get(health.nodeId);
     const fingerprint = routingFingerprint(state);
     const publish =
@@ -77,6 +84,7 @@ export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): N
     table.set(health.nodeId, {
       health,
       config: nodeConfig,
+      node,
       published: publish ? fingerprint : entry.published,
       publishedAt: publish ? now : entry.publishedAt,
     });
@@ -99,7 +107,7 @@ export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): N
       const previous = table.get(node.id)?.health;
       const nodeConfig = configFor(node);
       const health = applyProbe(previous ?? createNodeHealth(node.id, now), probe, nodeConfig, now);
-      return update(previous, health, nodeConfig, now);
+      return update(previous, health, nodeConfig, node, now);
     },
     onObservations(observations, now) {
       // Per node: its entry as it was, and its health with the outcomes folded in so far.
@@ -114,7 +122,7 @@ export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): N
         });
       }
       return [...folded.values()].map(({ entry, health }) =>
-        update(entry.health, health, entry.config, now),
+        update(entry.health, health, entry.config, entry.node, now),
       );
     },
     restore(node, state, now) {
@@ -123,6 +131,7 @@ export function createNodeRegistry(config: HealthConfig, heartbeatMs: number): N
       table.set(node.id, {
         health: restoreNodeHealth(state, nodeConfig, now),
         config: nodeConfig,
+        node,
         published: "",
         publishedAt: now,
       });
@@ -144,5 +153,10 @@ function rawStatusOf(h: NodeHealth): string {
 
 /** The fields routing decisions read; a change in any of them is published at once. */
 function routingFingerprint(s: NodeState): string {
-  return `${s.status}|${s.probe_pending}|${s.queue_depth}|${Math.round(s.health_score)}|${s.instance_id}`;
+  // The probe's failure reason is in it so that operators see a new reason at once; it
+  // changes only when the reason does, not with every failed poll. The prefix-cache hit rate
+  // (in tenths) is, so that cache-aware routing learns of a node whose cache stopped (or
+  // started) serving within a poll, not a heartbeat.
+  const hitRate = s.prefix_cache_hit_rate === null ? "-" : Math.round(s.prefix_cache_hit_rate * 10);
+  return `${s.status}|${s.probe_pending}|${s.queue_depth}|${Math.round(s.health_score)}|${s.instance_id}|${s.last_error}|${hitRate}|${s.unserved_models.join(",")}`;
 }

@@ -9,7 +9,7 @@ import type { Aggregator } from "../src/aggregator.ts";
 import { createAggregatorMetrics } from "../src/metrics.ts";
 import { createNodeRegistry } from "../src/node-registry.ts";
 import { rendezvousOwner } from "../src/rendezvous.ts";
-import { FAIL, OK, captureLog, spec } from "./helpers.ts";
+import { FAIL, OK, captureLog, reading, spec } from "./helpers.ts";
 
 const config = { ...DEFAULT_HEALTH_CONFIG, isolationBaseMs: 60_000 };
 const fleet = new Map<string, NodeSpec>(
@@ -213,6 +213,57 @@ describe("an aggregator replica", () => {
     text = await a.registry.metrics();
     expect(text).toMatch(/zml_node_state\{node="h100-a",status="Isolated"\} 1/);
     expect(text).toMatch(/zml_aggregator_probes_total\{outcome="failed"\} [1-9]/);
+  });
+
+  it("logs why probes fail at warn level once per different reason, and the recovery", async () => {
+    kv = new Map();
+    let result: ProbeResult = OK;
+    let probes = 0;
+    const a = replica("agg-a", () => {
+      probes++;
+      return Promise.resolve(result);
+    });
+    a.aggregator.setReplicas(["agg-a"]);
+    a.aggregator.setNodes(new Map([["h100-a", spec("h100-a")]]));
+    await pollUntil(() => kv.get("h100-a")?.status === "Active");
+    const failed = () => a.log.lines.filter((l) => l.msg === "probe failed");
+    result = { ok: false, error: "health endpoint answered 503: Loading model" };
+    let from = probes;
+    await pollUntil(() => probes >= from + 4);
+    result = { ok: false, error: "unreadable vllm metrics: missing series vllm:x" };
+    from = probes;
+    await pollUntil(() => probes >= from + 3);
+    expect(kv.get("h100-a")?.last_error).toBe("unreadable vllm metrics: missing series vllm:x");
+    // A node whose probes fail is never shown at full health.
+    expect(kv.get("h100-a")?.health_score).toBeLessThan(50);
+    result = OK;
+    await pollUntil(() => a.log.lines.some((l) => l.msg === "probe succeeded again"));
+    expect(failed().map((l) => [l.level, l.node, l.error])).toEqual([
+      ["warn", "h100-a", "health endpoint answered 503: Loading model"],
+      ["warn", "h100-a", "unreadable vllm metrics: missing series vllm:x"],
+    ]);
+  });
+
+  it("warns once when a llama.cpp node's slots and its max_concurrency differ", async () => {
+    kv = new Map();
+    let probes = 0;
+    const a = replica("agg-a", () => {
+      probes++;
+      return Promise.resolve({ ok: true, reading: reading({ slots: 2 }) });
+    });
+    a.aggregator.setReplicas(["agg-a"]);
+    a.aggregator.setNodes(new Map([["cpu-a", spec("cpu-a", 8)]]));
+    await pollUntil(() => probes >= 4);
+    const notes = a.log.lines.filter((l) => l.node === "cpu-a" && l.slots !== undefined);
+    expect(notes).toEqual([
+      {
+        node: "cpu-a",
+        slots: 2,
+        max_concurrency: 8,
+        level: "warn",
+        msg: "node has fewer slots than its max_concurrency: requests beyond them wait in its own queue",
+      },
+    ]);
   });
 
   it("retracts a node removed from the fleet and forgets its metrics", async () => {

@@ -317,7 +317,7 @@ describe("startHealthAggregator", { timeout: 15_000 }, () => {
     expect(degraded).toMatchObject({
       status: "Degraded",
       consecutive_failures: 1,
-      last_error: "health endpoint answered 503",
+      last_error: "health endpoint answered 503: unhealthy",
     });
     const isolated = await waitForBroadcast(TGI, (s) => s.status === "Isolated", "Isolated", from);
     expect(isolated.consecutive_failures).toBe(3);

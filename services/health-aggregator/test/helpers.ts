@@ -16,6 +16,11 @@ export function reading(overrides: Partial<MetricsReading> = {}): MetricsReading
     generationTokensTotal: null,
     tokenLatency: null,
     instanceId: "inst-a",
+    prefixCache: null,
+    prefill: null,
+    kvCacheCapacityTokens: null,
+    servedModels: null,
+    slots: null,
     ...overrides,
   };
 }
@@ -26,6 +31,6 @@ export const FAIL: ProbeResult = { ok: false, error: "health endpoint answered 5
 /** Log lines captured as objects. */
 export function captureLog() {
   const lines: Array<{ msg: string | undefined } & Record<string, unknown>> = [];
-  const push = (obj: object, msg?: string) => lines.push({ ...obj, msg });
-  return { lines, info: push, debug: push, warn: push, error: push };
+  const at = (level: string) => (obj: object, msg?: string) => lines.push({ ...obj, msg, level });
+  return { lines, info: at("info"), debug: at("debug"), warn: at("warn"), error: at("error") };
 }

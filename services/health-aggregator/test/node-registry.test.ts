@@ -19,6 +19,53 @@ describe("node registry", () => {
     expect(table.onProbe(node, busier, T0 + 2_000 + HEARTBEAT).publish).toBe(true);
   });
 
+  it("publishes a new probe failure reason and a prefix-cache hit rate that moved", () => {
+    const table = createNodeRegistry(config, HEARTBEAT);
+    const cache = (queries: number, hits: number) => ({
+      ok: true as const,
+      reading: reading({ prefixCache: { kind: "counters", queries, hits } }),
+    });
+    expect(table.onProbe(node, cache(100, 0), T0).publish).toBe(true);
+    // 90 of 100 prompt tokens from cache: 0.9.
+    expect(table.onProbe(node, cache(200, 90), T0 + 1_000).publish).toBe(true);
+    expect(table.onProbe(node, cache(300, 181), T0 + 2_000).publish).toBe(false);
+    // No prompt: unknown again.
+    expect(table.onProbe(node, cache(300, 181), T0 + 3_000).publish).toBe(true);
+    const failing = (error: string) => ({ ok: false as const, error });
+    expect(table.onProbe(node, failing("no HTTP answer from the node"), T0 + 4_000).publish).toBe(
+      true,
+    );
+    // Once every probe in the window failed the score rests at 0: only a new reason publishes.
+    for (let i = 5; i <= 10; i++)
+      table.onProbe(node, failing("no HTTP answer from the node"), T0 + i * 1_000);
+    expect(table.onProbe(node, failing("no HTTP answer from the node"), T0 + 11_000).publish).toBe(
+      false,
+    );
+    expect(table.onProbe(node, failing("health endpoint answered 503"), T0 + 12_000).publish).toBe(
+      true,
+    );
+  });
+
+  it("says which registered models a vLLM node's engine does not serve, and publishes the change", () => {
+    const table = createNodeRegistry(config, HEARTBEAT);
+    const vllmNode = { ...node, models: ["llama-3.1-8b", "mistral-7b"] };
+    const serving = (servedModels: string[] | null) => ({
+      ok: true as const,
+      reading: reading({ servedModels }),
+    });
+    expect(table.onProbe(vllmNode, serving(null), T0).state.unserved_models).toEqual([]);
+    const partial = table.onProbe(vllmNode, serving(["llama-3.1-8b"]), T0 + 1_000);
+    expect(partial.publish).toBe(true);
+    expect(partial.state).toMatchObject({
+      served_models: ["llama-3.1-8b"],
+      unserved_models: ["mistral-7b"],
+      status: "Active",
+    });
+    // A llama.cpp node answers any name with its one model: nothing is withheld.
+    const llama = { ...node, id: "cpu-a", framework: "llamacpp" as const, models: ["tiny"] };
+    expect(table.onProbe(llama, serving(["tiny.gguf"]), T0).state.unserved_models).toEqual([]);
+  });
+
   it("reports each status change with its reason, including an isolation running out", () => {
     const table = createNodeRegistry(config, HEARTBEAT);
     expect(table.onProbe(node, OK, T0).transitions).toEqual([

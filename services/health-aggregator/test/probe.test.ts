@@ -10,6 +10,7 @@ import { createNodeAddressPolicy } from "@zml/contracts";
 import type { NodeSpec } from "@zml/contracts";
 import { nodeSpec } from "@zml/contracts/testing";
 import type { HostResolver } from "@zml/runtime";
+import { startSimNode } from "@zml/node-sim";
 import { createNodeProber, probeNode } from "../src/probe.ts";
 
 const agent = new Agent();
@@ -67,6 +68,152 @@ describe("probeNode", () => {
   });
 });
 
+describe("probeNode: llama.cpp nodes and probe failures that say why", () => {
+  const llamacpp = (endpoint: string, framework: NodeSpec["framework"] = "llamacpp") =>
+    nodeSpec("cpu-a", { endpoint, framework, max_concurrency: 2 });
+
+  it("reads a llama.cpp node's metrics and its slots' contexts", async () => {
+    await using sim = await startSimNode({
+      nodeId: "cpu-a",
+      flavour: "llamacpp",
+      models: ["m"],
+      maxConcurrency: 3,
+    });
+    const result = await probeNode(agent, llamacpp(sim.url), limits);
+    expect(result).toMatchObject({
+      ok: true,
+      reading: { running: 0, waiting: 0, slots: 3, kvCacheCapacityTokens: 3 * 4096 },
+    });
+  });
+
+  it("says a llama.cpp server is still loading its model", async () => {
+    await using sim = await startSimNode({ nodeId: "cpu-a", flavour: "llamacpp", models: ["m"] });
+    sim.setFault({ kind: "health_fail" });
+    expect(await probeNode(agent, llamacpp(sim.url), limits)).toEqual({
+      ok: false,
+      error: "health endpoint answered 503: Loading model (the engine is still loading its model)",
+    });
+  });
+
+  it("names the framework that fits when a node is declared as another", async () => {
+    await using sim = await startSimNode({ nodeId: "cpu-a", flavour: "llamacpp", models: ["m"] });
+    const result = await probeNode(agent, llamacpp(sim.url, "vllm"), limits);
+    expect(result).toEqual({
+      ok: false,
+      error:
+        "unreadable vllm metrics: missing series vllm:num_requests_running; missing series " +
+        "vllm:num_requests_waiting; these are llama.cpp metrics: register the node with framework: llamacpp",
+    });
+  });
+
+  it("says to start llama-server with --metrics when its metrics endpoint is off", async () => {
+    // What llama-server answers on /metrics without --metrics (server-context.cpp).
+    const url = await listen(
+      createServer((req, res) => {
+        if (req.url === "/health") return void res.end('{"status":"ok"}');
+        res.writeHead(501, { "content-type": "application/json; charset=utf-8" });
+        res.end(
+          '{"error":{"code":501,"message":"This server does not support metrics endpoint. Start it with `--metrics`","type":"not_supported_error"}}',
+        );
+      }),
+    );
+    expect(await probeNode(agent, llamacpp(url), limits)).toEqual({
+      ok: false,
+      error:
+        "metrics endpoint answered 501: This server does not support metrics endpoint. Start it with `--metrics` (start llama-server with --metrics)",
+    });
+  });
+});
+
+describe("probeNode: SGLang nodes", () => {
+  it("reads its documented metrics, and says to enable them when they are off", async () => {
+    let metricsOn = true;
+    const url = await listen(
+      createServer((req, res) => {
+        if (req.url === "/health") return void res.end();
+        if (req.url === "/metrics" && metricsOn) {
+          return void res.end(
+            'sglang:num_running_reqs{model_name="m"} 3.0\nsglang:num_queue_reqs{model_name="m"} 1.0\n' +
+              'sglang:cache_hit_rate{model_name="m"} 0.25\n',
+          );
+        }
+        res.writeHead(404, { "content-type": "application/json" }).end('{"detail":"Not Found"}');
+      }),
+    );
+    const sglang = nodeSpec("sg-a", { endpoint: url, framework: "sglang" });
+    expect(await probeNode(agent, sglang, limits)).toMatchObject({
+      ok: true,
+      reading: { running: 3, waiting: 1, prefixCache: { kind: "rate", hitRate: 0.25 } },
+    });
+    metricsOn = false;
+    expect(await probeNode(agent, sglang, limits)).toEqual({
+      ok: false,
+      error: "metrics endpoint answered 404: Not Found (start SGLang with --enable-metrics)",
+    });
+  });
+});
+
+describe("probeNode: the models an engine serves", () => {
+  it("reads vLLM's /v1/models, llama.cpp's aliases and TGI's /info, and fails nothing without them", async () => {
+    const server = (routes: Record<string, string>, metrics: string) =>
+      listen(
+        createServer((req, res) => {
+          if (req.url === "/health") return void res.end();
+          if (req.url === "/metrics") return void res.end(metrics);
+          const body = routes[req.url ?? ""];
+          if (body === undefined) return void res.writeHead(404).end('{"detail":"Not Found"}');
+          res.end(body);
+        }),
+      );
+    const vllmMetrics = "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n";
+    const vllm = await server(
+      {
+        "/v1/models":
+          '{"object":"list","data":[{"id":"meta-llama/Llama-3.1-8B-Instruct","object":"model","owned_by":"vllm","root":"meta-llama/Llama-3.1-8B-Instruct","parent":null}]}',
+      },
+      vllmMetrics,
+    );
+    const served = (r: Awaited<ReturnType<typeof probeNode>>) =>
+      r.ok ? r.reading.servedModels : r.error;
+    expect(served(await probeNode(agent, spec(vllm), limits))).toEqual([
+      "meta-llama/Llama-3.1-8B-Instruct",
+    ]);
+    await using llama = await startSimNode({ nodeId: "l", flavour: "llamacpp", models: ["tiny"] });
+    expect(
+      served(
+        await probeNode(
+          agent,
+          nodeSpec("l", { endpoint: llama.url, framework: "llamacpp" }),
+          limits,
+        ),
+      ),
+    ).toEqual(["tiny"]);
+    const tgi = await server(
+      { "/info": '{"model_id":"mistralai/Mistral-7B-Instruct-v0.3","max_total_tokens":4096}' },
+      "",
+    );
+    expect(
+      served(await probeNode(agent, nodeSpec("t", { endpoint: tgi, framework: "tgi" }), limits)),
+    ).toEqual(["mistralai/Mistral-7B-Instruct-v0.3"]);
+    const silent = await server({}, vllmMetrics);
+    expect(await probeNode(agent, spec(silent), limits)).toMatchObject({
+      ok: true,
+      reading: { servedModels: null },
+    });
+    // One that never answers its model list is still judged on its health and metrics.
+    const hanging = await listen(
+      createServer((req, res) => {
+        if (req.url === "/health") return void res.end();
+        if (req.url === "/metrics") return void res.end(vllmMetrics);
+      }),
+    );
+    expect(await probeNode(agent, spec(hanging), limits)).toMatchObject({
+      ok: true,
+      reading: { queueDepth: 0, servedModels: null },
+    });
+  });
+});
+
 describe("createNodeProber", () => {
   // `node.example.test` resolves to 127.0.0.1, where a healthy vLLM-like server answers.
   const resolveHost: HostResolver = (hostname) =>
@@ -105,7 +252,8 @@ describe("createNodeProber", () => {
       });
       expect(polls).toBe(0);
       expect(await allowing.probe(node)).toMatchObject({ ok: true, reading: { queueDepth: 0 } });
-      expect(polls).toBe(2);
+      // Health, metrics, and the models the engine serves.
+      expect(polls).toBe(3);
     } finally {
       await refusing.close();
       await allowing.close();

@@ -1,5 +1,8 @@
 /* eslint-disable @typescript-eslint/no-unsafe-call --
    loosely typed JSON answers keep the assertions short */
+import { openKv } from "@zml/bus";
+import { KV_BUCKETS } from "@zml/contracts";
+import { activeNodeState } from "@zml/contracts/testing";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { admin, auth, errorOf, startIntake } from "./helpers.ts";
@@ -52,6 +55,40 @@ describe("admin credential", () => {
     } finally {
       await off.close();
     }
+  });
+});
+
+describe("node state beside the node", () => {
+  it("shows each node's last probe failure and status, null before any state is published", async () => {
+    expect((await call("PUT", "/admin/v1/nodes/cpu-live", node)).status).toBe(201);
+    let one = await call("GET", "/admin/v1/nodes/cpu-live");
+    expect(one.json.state).toBeNull();
+    const reason =
+      "health endpoint answered 503: Loading model (the engine is still loading its model)";
+    const state = {
+      ...activeNodeState("cpu-live", 1),
+      status: "Isolated",
+      health_score: 0,
+      consecutive_failures: 3,
+      last_error: reason,
+    };
+    await (await openKv(h.bus, KV_BUCKETS.nodeState)).put("cpu-live", JSON.stringify(state));
+    one = await call("GET", "/admin/v1/nodes/cpu-live");
+    expect(one.json.state).toMatchObject({
+      status: "Isolated",
+      probe_pending: false,
+      last_error: reason,
+      consecutive_failures: 3,
+      health_score: 0,
+    });
+    const list = await call("GET", "/admin/v1/nodes");
+    const entry = list.json.data.find((d: { key: string }) => d.key === "cpu-live");
+    expect(entry.state.last_error).toBe(reason);
+    // Other kinds have no live state.
+    expect(
+      (await call("GET", "/admin/v1/policies")).json.data.every((d: object) => !("state" in d)),
+    ).toBe(true);
+    expect((await call("DELETE", "/admin/v1/nodes/cpu-live")).status).toBe(200);
   });
 });
 

@@ -1,10 +1,16 @@
 import { ensureBusResources, openKv } from "@zml/bus";
 import type { Bus } from "@zml/bus";
-import { endpointProblem, KV_BUCKETS, nodeAddressPolicyFromEnv } from "@zml/contracts";
+import {
+  endpointProblem,
+  KV_BUCKETS,
+  nodeAddressPolicyFromEnv,
+  NodeStateSchema,
+} from "@zml/contracts";
 import type { FleetDocument, NodeAddressPolicy } from "@zml/contracts";
 import { FleetDocumentError, applyFleet, formatProblem, parseFleetDocument } from "@zml/fleet";
 import type { FleetChange } from "@zml/fleet";
 import { withBus } from "../connect.ts";
+import { readBucket } from "../kv-read.ts";
 import { CliError, parseCommandArgs, UsageError } from "../io.ts";
 import type { CliIo } from "../io.ts";
 
@@ -17,6 +23,8 @@ export const APPLY_USAGE = `usage: zml apply -f <fleet.yaml> [--dry-run] [--prun
 
 Prints one line per change (+ created, ~ updated with the fields that differ, - deleted).
 Applying the same file again changes nothing. Services pick changes up live.
+Warns (on stderr) about a node registered for a model its engine does not list as served,
+from what the health aggregator last read of the engine.
 `;
 
 /** `zml apply`: validates a fleet file, shows its changes, applies them to NATS KV. */
@@ -38,6 +46,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
     const fields = await changedFields(bus, doc, plan);
     const changes = values["dry-run"] ? plan : await applyFleet(bus, doc, options);
     for (const c of changes) io.stdout(`${describe(c, fields)}\n`);
+    for (const warning of await servedModelWarnings(bus, doc)) io.stderr(`warning: ${warning}\n`);
     const verb = values["dry-run"] ? "would change" : "changed";
     io.stdout(
       changes.length === 0
@@ -46,6 +55,33 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
     );
     return 0;
   });
+}
+
+/**
+ * Nodes of the document registered for models their engine does not list (its `/v1/models`
+ * or TGI's `/info`, as the health aggregator last read them): vLLM refuses such a model, so
+ * routing will not send it there; TGI and llama.cpp answer any name with their one model,
+ * which is then not the model the client asked for. Nodes not yet probed are not judged.
+ */
+async function servedModelWarnings(bus: Bus, doc: FleetDocument): Promise<string[]> {
+  const states = new Map(
+    (await readBucket(bus, KV_BUCKETS.nodeState, NodeStateSchema)).map((s) => [s.key, s.value]),
+  );
+  const warnings: string[] = [];
+  for (const node of doc.nodes) {
+    const served = states.get(node.id)?.served_models ?? null;
+    if (served === null) continue;
+    const missing = node.models.filter((m) => !served.includes(m));
+    if (missing.length === 0) continue;
+    const consequence =
+      node.framework === "vllm"
+        ? "vLLM refuses a model it does not serve: these will not be routed to it"
+        : `${node.framework} answers any model name with the model it serves, so clients asking for these would get that one`;
+    warnings.push(
+      `node ${node.id} is registered for ${missing.join(", ")}, which its engine does not serve (it serves ${served.join(", ") || "nothing"}): ${consequence}`,
+    );
+  }
+  return warnings;
 }
 
 function parse(args: string[]) {

@@ -116,6 +116,7 @@ const VIEWS: Record<Kind, (bus: Bus) => Promise<View>> = {
         "FRAMEWORK",
         "MODELS",
         "ENDPOINT",
+        "PROBLEMS",
       ],
       rows: nodes.map(({ spec, state }) => [
         spec.id,
@@ -127,6 +128,17 @@ const VIEWS: Record<Kind, (bus: Bus) => Promise<View>> = {
         spec.framework,
         spec.models.join(","),
         spec.endpoint,
+        // Why the node's last probe failed, in the aggregator's words: the first thing an
+        // operator needs when a node is not Active; then registered models its engine refuses
+        // (not routed there).
+        [
+          state?.last_error,
+          state && state.unserved_models.length > 0
+            ? `not served by its engine, not routed: ${state.unserved_models.join(",")}`
+            : undefined,
+        ]
+          .filter((note): note is string => typeof note === "string" && note !== "")
+          .join("; ") || "-",
       ]),
       json: nodes,
     };

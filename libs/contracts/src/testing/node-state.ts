@@ -33,6 +33,8 @@ export function activeNodeState(
     prefix_cache_hit_rate: null,
     prefill_tokens_per_second: null,
     kv_cache_capacity_tokens: null,
+    served_models: null,
+    unserved_models: [],
     ...overrides,
   };
 }

@@ -43,11 +43,16 @@ export function createRoutingState(
 ): RoutingState {
   const clock = options.clock ?? (() => 0);
   let warned = new Set<string>();
+  // Each node's unserved models as the current snapshot was built with them: a state that
+  // changes them rebuilds the snapshot (rare: an operator's registration or an engine's
+  // model changed), any other state only updates the live table.
+  let builtUnserved = new Map<string, string>();
   let expiry: NodeJS.Timeout | undefined;
   let dirty = false;
   let stopped = false;
 
   const rebuild = (): RoutingSnapshot => {
+    builtUnserved = new Map([...sources.states].map(([id, state]) => [id, unservedKey(state)]));
     const next = build(sources, clock());
     const fresh = next.warnings.filter((w) => !warned.has(w));
     warned = new Set(next.warnings);
@@ -86,6 +91,7 @@ export function createRoutingState(
       dirty = true;
     },
     stateChanged(nodeId, state) {
+      if ((builtUnserved.get(nodeId) ?? "") !== unservedKey(state)) dirty = true;
       const { live: table } = current();
       return state ? table.applyState(state) : table.clearState(nodeId);
     },
@@ -96,9 +102,25 @@ export function createRoutingState(
   };
 }
 
+function unservedKey(state: NodeState | undefined): string {
+  return state?.unserved_models.join("\n") ?? "";
+}
+
+/**
+ * A node is offered only the registered models its engine serves: one registered for a model
+ * its engine refuses (`unserved_models`, from the health aggregator) is not routed that model.
+ */
+function servedRegistration(spec: NodeSpec, state: NodeState | undefined): NodeSpec {
+  if (state === undefined || state.unserved_models.length === 0) return spec;
+  const refused = new Set(state.unserved_models);
+  return { ...spec, models: spec.models.filter((m) => !refused.has(m)) };
+}
+
 function build(sources: ConfigSources, now: number): RoutingSnapshot {
   return buildSnapshot({
-    nodes: [...sources.nodes.values()],
+    nodes: [...sources.nodes.values()].map((spec) =>
+      servedRegistration(spec, sources.states.get(spec.id)),
+    ),
     models: [...sources.models.values()],
     policies: [...sources.policies.values()],
     costs: [...sources.costs.values()],

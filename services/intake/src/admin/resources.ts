@@ -9,6 +9,7 @@ import {
   ModelSpecSchema,
   NODE_ID_PATTERN,
   NodeSpecSchema,
+  NodeStateSchema,
   PolicySpecSchema,
   QualityScoreSchema,
   RevocationSchema,
@@ -48,6 +49,31 @@ export interface AdminResource {
   check?: (doc: Record<string, unknown>, ctx: ResourceContext) => Promise<void>;
   /** The codes `check` throws, for the API's documentation (route-errors.ts). */
   answers?: readonly ErrorCode[];
+  /**
+   * Where the live state of each document is published (a bucket keyed alike) and what of it
+   * the API shows beside the document as `state`; `null` when none is published yet.
+   */
+  live?: { bucket: string; view: (value: unknown) => unknown };
+}
+
+/**
+ * A node's health as the aggregator last published it: what an operator needs to see why a
+ * node is not taking traffic, its last probe failure first.
+ */
+function nodeStateView(value: unknown): unknown {
+  const parsed = NodeStateSchema.safeParse(value);
+  if (!parsed.success) return null;
+  const s = parsed.data;
+  return {
+    status: s.status,
+    probe_pending: s.probe_pending,
+    last_error: s.last_error,
+    consecutive_failures: s.consecutive_failures,
+    health_score: s.health_score,
+    queue_depth: s.queue_depth,
+    checked_at: s.checked_at,
+    last_ok_at: s.last_ok_at,
+  };
 }
 
 const NodeId = z.string().regex(NODE_ID_PATTERN, "letters, digits, '-' and '_', at most 64");
@@ -112,6 +138,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     prepare: registrationOrder,
     check: checkNodeEndpoint,
     answers: ENDPOINT_CODES,
+    live: { bucket: KV_BUCKETS.nodeState, view: nodeStateView },
   },
   {
     kind: "models",

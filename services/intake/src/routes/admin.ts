@@ -41,11 +41,12 @@ export function adminRoutes(deps: AdminRouteDeps) {
     app.get<{ Params: { kind: string } }>("/admin/v1/:kind", async (req) => {
       const resource = resourceOf(req.params.kind);
       const docs = await deps.store.list(resource.bucket);
+      const live = await liveStates(deps.store, resource);
       const now = deps.clock();
       return {
         object: "list",
         kind: resource.kind,
-        data: docs.map((d) => present(d, resource, now)),
+        data: docs.map((d) => present(d, resource, now, live)),
       };
     });
 
@@ -54,7 +55,8 @@ export function adminRoutes(deps: AdminRouteDeps) {
       const key = keyOf(resource, req.params.key);
       const doc = await deps.store.get(resource.bucket, key);
       if (!doc) throw notFound(resource, key);
-      return present(doc, resource, deps.clock());
+      const live = resource.live ? await deps.store.get(resource.live.bucket, key) : undefined;
+      return present(doc, resource, deps.clock(), new Map(live ? [[key, live]] : []));
     });
 
     app.put<{ Params: KeyParams }>("/admin/v1/:kind/:key", async (req, reply) => {
@@ -158,13 +160,31 @@ function notFound(resource: AdminResource, key: string): ZmlError {
   return new ZmlError("not_found", `no ${resource.kind}/${key}`, { param: "key" });
 }
 
-function present(doc: StoredDoc, resource: AdminResource, now: number) {
+/** The live state of every document of `resource` that has one, by key. */
+async function liveStates(
+  store: ConfigStore,
+  resource: AdminResource,
+): Promise<ReadonlyMap<string, StoredDoc>> {
+  if (!resource.live) return new Map();
+  return new Map((await store.list(resource.live.bucket)).map((d) => [d.key, d]));
+}
+
+function present(
+  doc: StoredDoc,
+  resource: AdminResource,
+  now: number,
+  live: ReadonlyMap<string, StoredDoc> = new Map(),
+) {
   const document = JSON.parse(doc.value) as unknown;
   const status = resource.status?.(document, now);
+  const state = live.get(doc.key);
   return {
     key: doc.key,
     revision: doc.revision,
     document,
     ...(status === undefined ? {} : { status }),
+    ...(resource.live
+      ? { state: state === undefined ? null : resource.live.view(JSON.parse(state.value)) }
+      : {}),
   };
 }
