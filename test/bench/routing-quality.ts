@@ -143,6 +143,14 @@ async function runSide(run: Run, workload: Workload, side: SideKey): Promise<Qua
   // Cold caches: the last side's answers have ended, then every node forgets its prefixes.
   await waitUntilIdle(urls, 120_000);
   await resetPrefixCaches(urls);
+  // A cold gateway too: what the last side taught it (latency averages, measured speeds, its
+  // prefix index) must not steer this one.
+  if (side.startsWith("zml")) {
+    await run.zml?.stop();
+    run.zml = undefined;
+    progress(`starting a fresh ZML stack for ${side}`);
+    run.zml = await startZml(run.nodes, QUALITY_NODES.maxRunning);
+  }
   const extra = side === "zml-2-dispatchers" ? await run.zml!.addDispatcher() : undefined;
   try {
     const replicas = side.startsWith("zml") ? run.zml!.dispatcherOpsUrls() : [];
@@ -199,20 +207,13 @@ async function main(): Promise<number> {
   const outDir = opts.out === undefined ? join(root, "bench-results") : resolve(opts.out);
   const all = workloads();
   const chosen = opts.workloads.map((k: WorkloadKey) => all[k]);
-  const needsZml = opts.sides.some((s) => s.startsWith("zml"));
-
   progress(`${availableParallelism()} CPUs; starting ${QUALITY_NODES.count} caching nodes`);
   const nodes = await startQualityNodes(QUALITY_NODES);
   const rows: QualityRow[] = [];
-  let zml: ZmlStack | undefined;
-  let client: QualityClient | undefined;
+  let run: Run | undefined;
   try {
-    if (needsZml) {
-      progress("starting the ZML stack");
-      zml = await startZml(nodes, QUALITY_NODES.maxRunning);
-    }
-    client = await startQualityClient();
-    const run: Run = { nodes, zml, client, opts };
+    // Each gateway side starts its own ZML stack (runSide).
+    run = { nodes, zml: undefined, client: await startQualityClient(), opts };
     for (const workload of chosen) {
       for (const side of opts.sides) {
         const t0 = performance.now();
@@ -226,8 +227,8 @@ async function main(): Promise<number> {
       }
     }
   } finally {
-    await client?.close();
-    await zml?.stop();
+    await run?.client.close();
+    await run?.zml?.stop();
     await stopNodes(nodes);
   }
 
