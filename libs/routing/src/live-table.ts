@@ -1,5 +1,7 @@
 import type { NodeState } from "@zml/contracts";
+import { prefillMsFrom } from "./estimate.ts";
 import { PrefixIndex } from "./prefix-index.ts";
+import { PREFIX_BLOCK_CHARS, tokensOfChars } from "./prompt-prefix.ts";
 import type { PromptPrefix } from "./prompt-prefix.ts";
 import type { RoutingSnapshot } from "./snapshot.ts";
 
@@ -72,6 +74,12 @@ export interface LiveTable {
    * state), else declared in its spec; NaN when neither (the decision then uses the default).
    */
   readonly prefillRate: Float64Array;
+  /**
+   * Epoch ms until which the node is expected to be busy prefilling the prompts this replica
+   * sent it: each dispatch with a prefix adds its uncached tokens ÷ `prefillRate` after the
+   * later of now and the previous end (engines prefill one prompt after another).
+   */
+  readonly prefillBusyUntil: Float64Array;
   /** What each node is expected to hold of the prompts sent to it (prefix-index.ts). */
   readonly prefixes: PrefixIndex;
 
@@ -116,9 +124,14 @@ export interface LiveTable {
   /**
    * Records that a prompt with this prefix went to the node, which will cache it. `own`
    * (this replica's dispatches, not a peer's placements): the blocks the decision expected
-   * the node to hold, which its measured hit rate is later compared with.
+   * the node to hold, which its measured hit rate is later compared with, and when it was
+   * sent, which extends the node's prefill backlog by the tokens it does not hold.
    */
-  recordPrefix(nodeId: string, prefix: PromptPrefix, own?: { expectedBlocks: number }): boolean;
+  recordPrefix(
+    nodeId: string,
+    prefix: PromptPrefix,
+    own?: { expectedBlocks: number; now: number },
+  ): boolean;
   /** Switches to a new snapshot, carrying every known value over by node id. */
   rebind(snapshot: RoutingSnapshot): void;
 }
@@ -139,6 +152,7 @@ const FIELDS = [
   "recentPeak",
   "lastCompletionAt",
   "measuredPrefill",
+  "prefillBusyUntil",
 ] as const;
 
 /** Values of {@link LiveTable.gate}. */
@@ -193,6 +207,7 @@ class Table implements LiveTable {
   lastCompletionAt: Float64Array;
   /** The node's own prefill speed (its state's `prefill_tokens_per_second`); NaN unknown. */
   measuredPrefill: Float64Array;
+  prefillBusyUntil: Float64Array;
   instanceIds: (string | null)[];
   /** Replicas (this one included) as of the last peer message: shares new nodes' allowance. */
   private replicas = 1;
@@ -224,6 +239,7 @@ class Table implements LiveTable {
     this.gate = new Uint8Array(n);
     this.rate = new Float64Array(n);
     this.measuredPrefill = new Float64Array(n).fill(Number.NaN);
+    this.prefillBusyUntil = new Float64Array(n);
     this.prefillRate = new Float64Array(n);
     this.prefixes = prefixes ?? new PrefixIndex(n, snapshot.options.defaultKvCacheTokens);
     this.refreshAll();
@@ -332,7 +348,11 @@ class Table implements LiveTable {
     if (hitRate !== null && hitRate >= 0 && hitRate <= 1) this.prefixes.observeHitRate(id, hitRate);
   }
 
-  recordPrefix(nodeId: string, prefix: PromptPrefix, own?: { expectedBlocks: number }): boolean {
+  recordPrefix(
+    nodeId: string,
+    prefix: PromptPrefix,
+    own?: { expectedBlocks: number; now: number },
+  ): boolean {
     const i = this.at(nodeId);
     if (i < 0) return false;
     this.prefixes.record(
@@ -341,6 +361,15 @@ class Table implements LiveTable {
       prefix.digests,
       own && { expectedBlocks: own.expectedBlocks, promptChars: prefix.chars },
     );
+    if (own !== undefined) {
+      const rate = this.prefillRate[i]!;
+      const ms = prefillMsFrom(
+        tokensOfChars(prefix.chars),
+        tokensOfChars(own.expectedBlocks * PREFIX_BLOCK_CHARS),
+        rate === rate ? rate : this.snapshot.options.defaultPrefillTokensPerSecond,
+      );
+      if (ms > 0) this.prefillBusyUntil[i] = Math.max(this.prefillBusyUntil[i]!, own.now) + ms;
+    }
     return true;
   }
 

@@ -54,6 +54,8 @@ export function rank(
   // Prefix affinity: the prefill each node still owes the prompt joins every estimate.
   const prefix = cx.prefix;
   const prefillRate = live.prefillRate;
+  const busyUntil = live.prefillBusyUntil;
+  const now = cx.now;
   const defaultPrefill = opts.defaultPrefillTokensPerSecond;
   const blockTokens = tokensOfChars(PREFIX_BLOCK_CHARS);
   // Exploration: an idle node never measured is assumed as fast as the best measured one,
@@ -101,12 +103,15 @@ export function rank(
       const r = rate[i]!;
       let prefill = 0;
       if (prefix !== undefined) {
+        // The prompts sent before it are prefilled first, then this one's uncached tokens.
         const p = prefillRate[i]!;
-        prefill = prefillMsFrom(
-          prefix.promptTokens,
-          prefix.blocks[i]! * blockTokens,
-          p === p ? p : defaultPrefill,
-        );
+        prefill =
+          Math.max(0, busyUntil[i]! - now) +
+          prefillMsFrom(
+            prefix.promptTokens,
+            prefix.blocks[i]! * blockTokens,
+            p === p ? p : defaultPrefill,
+          );
       }
       let ms: number;
       let resp: number;

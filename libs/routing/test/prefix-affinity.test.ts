@@ -107,6 +107,27 @@ describe("prefix affinity in the ranking", () => {
     expect(chosen(decide(snapshot, live, request("acme"), policy(), NOW)).cachedTokens).toBe(0);
   });
 
+  it("counts the prefill a node still owes the prompts sent before (its backlog)", () => {
+    const { snapshot, live } = fleet(nodes.slice(0, 2));
+    const acme = request("acme").prefix!;
+    live.recordPrefix("a", acme);
+    live.recordPrefix("b", acme);
+    // Both hold acme. b was just sent two other tenants' whole prompts to prefill (~400 ms at
+    // 10k tok/s): acme's next request goes to a, whose prefill queue is empty.
+    live.recordPrefix("b", request("globex").prefix!, { expectedBlocks: 0, now: NOW });
+    live.recordPrefix("b", request("initech").prefix!, { expectedBlocks: 0, now: NOW });
+    expect(chosen(decide(snapshot, live, request("acme"), policy(), NOW)).node.id).toBe("a");
+    // a is sent three (~600 ms): now b's shorter queue wins acme's request.
+    for (const t of ["umbrella", "hooli", "wonka"]) {
+      live.recordPrefix("a", request(t).prefix!, { expectedBlocks: 0, now: NOW });
+    }
+    expect(chosen(decide(snapshot, live, request("acme"), policy(), NOW)).node.id).toBe("b");
+    // Once both queues are prefilled, the two are equal again: registration order, a.
+    expect(chosen(decide(snapshot, live, request("acme"), policy(), NOW + 1_000)).node.id).toBe(
+      "a",
+    );
+  });
+
   it("bounds each node's index by the cache size its state reports", () => {
     const { live } = fleet(nodes);
     for (let t = 0; t < 20; t++) live.recordPrefix("a", request(`tenant-${t}`).prefix!);

@@ -198,6 +198,7 @@ function placePrefix(
 ): void {
   deps.routing.current().live.recordPrefix(nodeId, prefix, {
     expectedBlocks: candidate.cachedBlocks,
+    now: deps.clock(),
   });
   deps.placements?.placed(nodeId, prefix);
   deps.metrics.prefixPromptTokens.inc({ node: nodeId }, Math.round(tokensOfChars(prefix.chars)));
