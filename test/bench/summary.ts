@@ -27,6 +27,22 @@ export interface Side {
   gapP99Ms?: number;
   /** Tier-4 rows: body reads per stream on the client (how the stream was framed). */
   readsPerStream?: number;
+  /** Streams: the longest gap between two reads of one stream, median over rounds. */
+  gapMaxMs?: number;
+}
+
+/** A fleet row's figures per token (`Scenario.fleet`). */
+export interface FleetFigures {
+  tokensPerStream: number;
+  /** Tokens delivered per second, median over rounds. */
+  tokensPerS: { direct: number; gateway: number; floor?: number };
+  /** ZML's (and the floor's) added TTFT and gap against direct, paired by round, in ms. */
+  added: {
+    gateway: { ttftP50: number; ttftP99: number; gapP99: number; gapMax: number };
+    floor?: { ttftP50: number; ttftP99: number; gapP99: number; gapMax: number };
+  };
+  /** CPU µs per token delivered, per process (median over rounds). */
+  cpuUsPerToken: { gateway: Record<string, number>; floor?: Record<string, number> };
 }
 
 export interface ScenarioSummary {
@@ -64,6 +80,8 @@ export interface ScenarioSummary {
   failures: string[];
   /** Streams with lost, garbled or truncated events (counted in `failed` too). */
   brokenStreams?: number;
+  /** Fleet rows: the figures per token. */
+  fleet?: FleetFigures;
   /** CPU time per completed request, µs, per process (median over rounds). */
   cpuUsPerRequest: {
     direct: Record<string, number>;
@@ -129,6 +147,7 @@ function side(rounds: Round[], sealing = false): Side {
     s.ttftP50Ms = pick((r) => r.result.stream?.ttft.p50);
     s.ttftP99Ms = pick((r) => r.result.stream?.ttft.p99);
     s.gapP99Ms = pick((r) => r.result.stream?.gap.p99);
+    s.gapMaxMs = pick((r) => r.result.stream?.gap.max);
   }
   if (sealing) {
     // Each stream's reads after its first are its gap samples.
@@ -250,7 +269,42 @@ export function summariseScenario(run: ScenarioRun): ScenarioSummary {
     summary.addedMs.gapP99 = pair((f) => f.gap.p99, added);
     summary.brokenStreams = all.reduce((n, r) => n + (r.result.stream?.broken ?? 0), 0);
   }
+  if (scenario.fleet) summary.fleet = fleetOf(run, summary);
   return summary;
+}
+
+/** Per-token figures of a fleet row: every completed stream carried the same tokens. */
+function fleetOf(run: ScenarioRun, summary: ScenarioSummary): FleetFigures {
+  const tokens = run.scenario.node.completionTokens ?? 16;
+  const perToken = (cpu: Record<string, number>) =>
+    Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, v / tokens]));
+  const addedOf = (rounds: Round[]) => {
+    const pair = (pick: (f: StreamFigures) => number) =>
+      median(
+        run.direct.map((d, i) => {
+          const o = rounds[i]?.result.stream;
+          return d.result.stream && o ? pick(o) - pick(d.result.stream) : Number.NaN;
+        }),
+      );
+    return {
+      ttftP50: pair((f) => f.ttft.p50),
+      ttftP99: pair((f) => f.ttft.p99),
+      gapP99: pair((f) => f.gap.p99),
+      gapMax: pair((f) => f.gap.max),
+    };
+  };
+  const figures: FleetFigures = {
+    tokensPerStream: tokens,
+    tokensPerS: { direct: summary.direct.rps * tokens, gateway: summary.gateway.rps * tokens },
+    added: { gateway: addedOf(run.gateway) },
+    cpuUsPerToken: { gateway: perToken(summary.cpuUsPerRequest.gateway) },
+  };
+  if (run.floor.length > 0 && summary.floor && summary.cpuUsPerRequest.floor) {
+    figures.tokensPerS.floor = summary.floor.rps * tokens;
+    figures.added.floor = addedOf(run.floor);
+    figures.cpuUsPerToken.floor = perToken(summary.cpuUsPerRequest.floor);
+  }
+  return figures;
 }
 
 function target(

@@ -177,6 +177,35 @@ describe("frame batches over the bus", () => {
     mux.close();
   });
 
+  it("ends only the stream whose error frame shares a batch with other streams' chunks", async () => {
+    const held = holdRequests("t.batch.error");
+    const mux = createReplyMux(rig.bus);
+    const streams = collect(mux, "t.batch.error", 3);
+    await pollUntil(() => held.served.length === 3);
+    for (const s of held.served) s.writer.head(200, "text/event-stream", "");
+    await pollUntil(() => streams.every((s) => s.frames.length === 1));
+    const spy = spyOnInboxes();
+    await nc().flush();
+    // One turn: a chunk of the first, the second breaks, a chunk of the third.
+    held.served[0]!.writer.chunk(encoder.encode("data: a\n\n"));
+    held.served[1]!.writer.error(new ZmlError("stream_interrupted", "node went away").toBody());
+    held.served[2]!.writer.chunk(encoder.encode("data: c\n\n"));
+    await pollUntil(() => streams[1]!.ended() && streams[2]!.frames.length === 2);
+    expect(spy.messages).toHaveLength(1);
+    expect(streams[1]!.frames.map((f) => f.kind)).toEqual(["head", "error"]);
+    expect(errorOfFrame(streams[1]!.frames[1]!).code).toBe("stream_interrupted");
+    for (const i of [0, 2]) {
+      held.served[i]!.writer.end();
+    }
+    await pollUntil(() => streams[0]!.ended() && streams[2]!.ended());
+    expect(streams[0]!.text()).toBe("data: a\n\n");
+    expect(streams[2]!.text()).toBe("data: c\n\n");
+    expect(streams[0]!.frames.at(-1)!.kind).toBe("end");
+    spy.stop();
+    held.stop();
+    mux.close();
+  });
+
   it("keeps a frame batched after a message published alone behind that message", async () => {
     const held = holdRequests("t.batch.order");
     const mux = createReplyMux(rig.bus);
