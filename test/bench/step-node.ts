@@ -105,7 +105,7 @@ function complete(req: IncomingMessage, res: ServerResponse): void {
   const parts: Buffer[] = [];
   req.on("data", (c: Buffer) => parts.push(c));
   req.on("end", () => {
-    let stream = false;
+    let stream: boolean;
     try {
       stream =
         (JSON.parse(Buffer.concat(parts).toString("utf8")) as { stream?: unknown }).stream === true;

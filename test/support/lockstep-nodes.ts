@@ -123,7 +123,17 @@ export async function startLockstepNodes(
     dead: (id) => nodes.get(id)?.dead ?? false,
     async close() {
       clearInterval(timer);
-      for (const node of nodes.values()) if (!node.dead) kill(node);
+      await Promise.all(
+        [...nodes.values()].map(
+          (node) =>
+            new Promise<void>((resolve) => {
+              node.dead = true;
+              for (const socket of node.sockets) socket.destroy();
+              if (node.server.listening) node.server.close(() => resolve());
+              else resolve();
+            }),
+        ),
+      );
     },
   };
 }
