@@ -1,6 +1,6 @@
 // One rendering for the terminal and for bench-results/latest.md: markdown tables with padded
 // columns read well in both.
-import type { BenchSummary, FeatureRow, ScenarioSummary } from "./summary.ts";
+import type { BenchSummary, FeatureRow, ScenarioSummary, Target } from "./summary.ts";
 
 const NUMERIC = /^(–|[-+]?\d[\d.]*×?)$/;
 
@@ -170,7 +170,7 @@ const TOKEN_PATH = {
  * The fleet rows, per token: throughput against direct, what ZML and the floor add to the
  * first token and to the gaps, and the gateway's CPU per token on the token's path.
  */
-function fleetSection(scenarios: ScenarioSummary[]): string[] {
+function fleetSection(scenarios: ScenarioSummary[], goals: Target[]): string[] {
   const rows = scenarios.filter((s) => s.fleet !== undefined);
   if (rows.length === 0) return [];
   const latency: string[][] = [];
@@ -254,6 +254,9 @@ function fleetSection(scenarios: ScenarioSummary[]): string[] {
     "",
     table(["row, side", "intake", "dispatcher / worker", "nats-server", "sum"], cpu),
     "",
+    ...(goals.length > 0
+      ? ["Goals for the fleet rows (reported, never failing the run):", "", targetTable(goals), ""]
+      : []),
   ];
 }
 
@@ -454,7 +457,7 @@ export function renderReport(summary: BenchSummary, command: string): string {
   if (plain.length > 0)
     out.push("## Latency and throughput, direct vs through ZML", "", latencyTable(plain), "");
   if (streams.length > 0) out.push("## Streaming", "", streamTable(streams), "");
-  out.push(...fleetSection(compared));
+  out.push(...fleetSection(compared, summary.fleetGoals));
   const floored = compared.filter((s) => s.vsFloor !== undefined);
   if (floored.length > 0) {
     out.push(

@@ -129,6 +129,8 @@ export interface BenchSummary {
   targets: Target[];
   /** The goals against the floor (`judgeFloorGoals`), judged on the rows that ran. */
   floorGoals: Target[];
+  /** The fleet rows' goals (`judgeFleetGoals`), judged when they ran (never fail the run). */
+  fleetGoals: Target[];
   /** The goals for sealing (at most +0.3 ms to the first token, ≥ 0.95× throughput), judged when its rows ran (never fail the run). */
   sealingGoals: Target[];
   requests: { completed: number; failed: number };
@@ -345,6 +347,39 @@ const SERVICES = ["intake", "dispatcher", "health-aggregator", "attestation"];
  * to what its shape allows on this machine. Spread-start TTFT is judged against direct, the
  * figure a client sees; RSS is the largest service's right after the load.
  */
+/** ZML's gateway CPU per token on the token's path: intake, the dispatcher and nats-server. */
+export function gatewayCpuPerToken(fleet: FleetFigures): number {
+  const cpu = fleet.cpuUsPerToken.gateway;
+  return ["intake", "dispatcher", "nats-server"].reduce((n, k) => n + (cpu[k] ?? Number.NaN), 0);
+}
+
+/**
+ * The fleet rows' goals (docs/performance.md, "Streams at fleet scale"), judged on the rows
+ * that ran: at 256 streams the CPU, throughput, TTFT and gap limits; at 1,024 every stream
+ * completes (and the same figures are reported).
+ */
+export function judgeFleetGoals(scenarios: ScenarioSummary[]): Target[] {
+  const goals: Target[] = [];
+  const at256 = scenarios.find((s) => s.key === "fleet256");
+  const f = at256?.fleet;
+  if (at256 && f) {
+    goals.push(
+      target("256 streams: gateway CPU µs per token, summed", gatewayCpuPerToken(f), "<=", 25),
+      target(
+        "256 streams: tokens/s, ZML ÷ direct",
+        f.tokensPerS.gateway / f.tokensPerS.direct,
+        ">=",
+        0.99,
+      ),
+      target("256 streams: TTFT p99, ms ZML adds", f.added.gateway.ttftP99, "<=", 25),
+      target("256 streams: gap p99, ms ZML adds", f.added.gateway.gapP99, "<=", 5),
+    );
+  }
+  const at1024 = scenarios.find((s) => s.key === "fleet1024");
+  if (at1024) goals.push(target("1,024 streams: streams that failed", at1024.failed, "<=", 0));
+  return goals;
+}
+
 export function judgeFloorGoals(
   scenarios: ScenarioSummary[],
   memory: Record<string, ServiceMemory>,
