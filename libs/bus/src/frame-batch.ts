@@ -137,7 +137,7 @@ export function decodeFrameBatch(payload: Uint8Array): DecodedBatch {
     ) {
       return broken("frame batch's table of contents is cut short", false);
     }
-    const id = latin1.decode(payload.subarray(at + 1, at + 1 + idLength));
+    const id = asciiOf(payload, at + 1, at + 1 + idLength);
     at += 1 + idLength;
     const code = payload[at]!;
     const kind = REPLY_BATCH.kinds[code];
@@ -174,6 +174,14 @@ export function decodeFrameBatch(payload: Uint8Array): DecodedBatch {
     at += e.dataBytes;
   }
   return { ok: true, frames };
+}
+
+/** A short ASCII token (a request id) without a decoder call: ids are a few characters. */
+function asciiOf(bytes: Uint8Array, start: number, end: number): string {
+  if (end - start > 16) return latin1.decode(bytes.subarray(start, end));
+  let text = "";
+  for (let i = start; i < end; i++) text += String.fromCharCode(bytes[i]!);
+  return text;
 }
 
 const NO_META: ReadonlyMap<string, string> = new Map();

@@ -333,9 +333,9 @@ export interface ReplyMux {
 export interface ReplyMuxOptions {
   /**
    * Called with the replica named by an `accept` or a first frame, and again with it for
-   * every later frame of that request: each is a sign of the replica's life, so a replica
-   * busy streaming an answer is never taken for dead because its beat waits behind its own
-   * frames.
+   * every later frame of that request (once per frame batch): each is a sign of the
+   * replica's life, so a replica busy streaming an answer is never taken for dead because
+   * its beat waits behind its own frames.
    */
   onAccept?: (replica: string) => void;
 }
@@ -375,8 +375,17 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
     options.onAccept?.(replica);
   };
 
-  /** One answer frame of request `id` (null: it could not be read). */
-  const deliver = (id: string, p: Pending, frame: RouteFrame | null, replica: string) => {
+  /**
+   * One answer frame of request `id` (null: it could not be read). `signOfLife`: tell
+   * `onAccept` of the serving replica now (a batch does it once for all its frames).
+   */
+  const deliver = (
+    id: string,
+    p: Pending,
+    frame: RouteFrame | null,
+    replica: string,
+    signOfLife = true,
+  ) => {
     if (!frame || frame.seq !== p.nextSeq) {
       failOne(id, p, new ZmlError("stream_interrupted", "reply frames arrived out of order"));
       return;
@@ -384,7 +393,7 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
     p.nextSeq++;
     // A request answered quickly gets no `accept`: its first frame names the replica.
     if (p.servedBy === undefined) p.servedBy = replica || undefined;
-    if (p.servedBy !== undefined) options.onAccept?.(p.servedBy);
+    if (signOfLife && p.servedBy !== undefined) options.onAccept?.(p.servedBy);
     if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
       finish(id, p, frame);
       return;
@@ -437,12 +446,20 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       }
       return;
     }
+    /** The replica serving the batch's last request: one connection's batch, one replica. */
+    let servedBy: string | undefined;
     for (const f of batch.frames) {
       const p = pending.get(f.id);
       if (!p) continue; // a cancelled or timed-out request, or one that failed in this batch
       try {
         if (f.kind === "accept") accepted(p, f.meta.get(HEADERS.dispatcher) ?? "");
-        else deliver(f.id, p, batchedFrame(f), f.meta.get(HEADERS.dispatcher) ?? "");
+        else {
+          deliver(f.id, p, batchedFrame(f), f.meta.get(HEADERS.dispatcher) ?? "", false);
+          if (p.servedBy !== undefined && p.servedBy !== servedBy) {
+            servedBy = p.servedBy;
+            options.onAccept?.(servedBy);
+          }
+        }
       } catch (err) {
         // One request's handler failing must not cost the others in the batch their frames.
         if (pending.get(f.id) === p) {

@@ -123,6 +123,10 @@ function createTurnPublisher(nc: NatsConnection): TurnPublisher {
     } catch {
       // As above: every stream in it learns of the loss from its next frame's gap, or from
       // its requester's own bounds.
+    } finally {
+      // Writers keep their last frame until their next one: it holds no bytes from now on.
+      for (const f of b.frames) f.pieces.length = 0;
+      b.frames = [];
     }
   };
   return {

@@ -91,7 +91,9 @@ export class SseEventCutter {
     }
     const out =
       this.heldBytes === 0
-        ? chunk.subarray(0, end)
+        ? end === chunk.length
+          ? chunk // the common read: whole events only, passed on as it came
+          : chunk.subarray(0, end)
         : Buffer.concat([...this.held, chunk.subarray(0, end)], this.heldBytes + end);
     this.held = [];
     this.heldBytes = 0;
