@@ -16,7 +16,9 @@ export interface OutgoingFrame {
   kind: BatchKind;
   /** The frame's sequence number; ignored for `accept`. */
   seq: number;
-  /** The frame's headers besides kind and sequence (see {@link encodeMeta}). */
+  /** The frame's headers besides kind and sequence, as name and value. */
+  headers: ReadonlyArray<readonly [string, string]>;
+  /** The same headers encoded for a batch (see {@link encodeMeta}). */
   meta: Uint8Array;
   /** The body, in pieces (merged chunks), written one after another. */
   pieces: Uint8Array[];

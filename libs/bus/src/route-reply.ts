@@ -133,6 +133,7 @@ export function createReplyWriter(
         id,
         kind,
         seq: seq++,
+        headers: named,
         meta: encodeMeta(named),
         pieces: data.byteLength > 0 ? [data] : [],
         bytes: data.byteLength,
@@ -193,8 +194,17 @@ export function createReplyWriter(
     started: () => seq > 0,
     accept: (replica) => {
       if (batchSubject !== undefined) {
-        const meta = encodeMeta([[HEADERS.dispatcher, replica]]);
-        publisher.frame(batchSubject, { id, kind: "accept", seq: 0, meta, pieces: [], bytes: 0 });
+        const headers: Meta = [[HEADERS.dispatcher, replica]];
+        const meta = encodeMeta(headers);
+        publisher.frame(batchSubject, {
+          id,
+          kind: "accept",
+          seq: 0,
+          headers,
+          meta,
+          pieces: [],
+          bytes: 0,
+        });
         return;
       }
       const h = natsHeaders();

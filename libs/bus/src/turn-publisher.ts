@@ -1,5 +1,5 @@
 import type { NatsConnection, PublishOptions } from "@nats-io/nats-core";
-import { HEADERS, REPLY_BATCH } from "@zml/contracts";
+import { ACCEPT_REPLY_KIND, HEADERS, REPLY_BATCH } from "@zml/contracts";
 import { createHeaders } from "./fast-headers.ts";
 import { BATCH_OVERHEAD, batchedSize, encodeFrameBatch } from "./frame-batch.ts";
 import type { OutgoingFrame } from "./frame-batch.ts";
@@ -21,7 +21,9 @@ import type { OutgoingFrame } from "./frame-batch.ts";
  * after each read, and batch nothing across streams). A batch is placed in the order at its
  * first frame; a message published alone closes every open batch, so nothing published
  * after it can travel in a batch ahead of it. A batch closes too when it reaches the largest
- * payload the connection takes.
+ * payload the connection takes. A batch of one frame goes as that frame alone, to its reply
+ * inbox, as a requester that asked for batches also takes: a lone request on an idle system
+ * pays nothing for batching.
  */
 export interface TurnPublisher {
   /** Queues a publish; `onFailed` learns if the client refused it (a closed connection). */
@@ -115,6 +117,10 @@ function createTurnPublisher(nc: NatsConnection): TurnPublisher {
     }
   };
   const publishBatch = (b: Batch) => {
+    if (b.frames.length === 1) {
+      publishAlone(b.subject, b.frames[0]!);
+      return;
+    }
     const h = createHeaders();
     h.set(HEADERS.type, REPLY_BATCH.type);
     h.set(HEADERS.replyKind, REPLY_BATCH.kind);
@@ -127,6 +133,29 @@ function createTurnPublisher(nc: NatsConnection): TurnPublisher {
       // Writers keep their last frame until their next one: it holds no bytes from now on.
       for (const f of b.frames) f.pieces.length = 0;
       b.frames = [];
+    }
+  };
+  /** One frame as it would travel without batches, to the inbox beside the batch subject. */
+  const publishAlone = (batchSubject: string, f: OutgoingFrame) => {
+    const h = createHeaders();
+    for (const [name, value] of f.headers) h.set(name, value);
+    if (f.kind === "accept") h.set(HEADERS.replyKind, ACCEPT_REPLY_KIND);
+    else {
+      h.set(HEADERS.replyKind, f.kind);
+      h.set(HEADERS.seq, String(f.seq));
+    }
+    const inbox = `${batchSubject.slice(0, batchSubject.lastIndexOf(".") + 1)}${f.id}`;
+    const data =
+      f.pieces.length === 0
+        ? EMPTY
+        : f.pieces.length === 1
+          ? f.pieces[0]!
+          : concat(f.pieces, f.bytes);
+    f.pieces.length = 0;
+    try {
+      nc.publish(inbox, data, { headers: h });
+    } catch {
+      // As for a batch: the stream learns of the loss from its next frame or its bounds.
     }
   };
   return {
@@ -166,4 +195,16 @@ function createTurnPublisher(nc: NatsConnection): TurnPublisher {
     },
     flushNow,
   };
+}
+
+const EMPTY = new Uint8Array(0);
+
+function concat(pieces: readonly Uint8Array[], bytes: number): Uint8Array {
+  const out = new Uint8Array(bytes);
+  let at = 0;
+  for (const piece of pieces) {
+    out.set(piece, at);
+    at += piece.byteLength;
+  }
+  return out;
 }

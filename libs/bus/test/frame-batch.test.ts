@@ -34,7 +34,15 @@ const outgoing = (
   text = "",
 ): OutgoingFrame => {
   const data = encoder.encode(text);
-  return { id, kind, seq, meta: new Uint8Array(0), pieces: [data], bytes: data.byteLength };
+  return {
+    id,
+    kind,
+    seq,
+    headers: [],
+    meta: new Uint8Array(0),
+    pieces: [data],
+    bytes: data.byteLength,
+  };
 };
 
 describe("frame batch codec", () => {
@@ -48,6 +56,7 @@ describe("frame batch codec", () => {
       id: "a",
       kind: "chunk",
       seq: 1,
+      headers: [],
       meta: new Uint8Array(0),
       pieces: [encoder.encode("data: 1\n\n"), encoder.encode("data: 2\n\n")],
       bytes: 18,
@@ -229,7 +238,7 @@ describe("frame batches over the bus", () => {
     mux.close();
   });
 
-  it("carries accept in the batch, naming the replica", async () => {
+  it("carries accept to a requester that takes batches, naming the replica", async () => {
     const held = holdRequests("t.batch.accept");
     const accepted: string[] = [];
     const mux = createReplyMux(rig.bus, { onAccept: (r) => accepted.push(r) });
@@ -273,6 +282,24 @@ describe("frame batches over the bus", () => {
     held.served[2]!.writer.end();
     await pollUntil(() => streams[2]!.ended());
     expect(streams[2]!.frames.map((f) => f.kind)).toEqual(["head", "chunk", "end"]);
+    held.stop();
+    mux.close();
+  });
+
+  it("sends the one frame of a turn alone, as it would go without batches", async () => {
+    const held = holdRequests("t.batch.lone");
+    const mux = createReplyMux(rig.bus);
+    const [s] = collect(mux, "t.batch.lone", 1);
+    await pollUntil(() => held.served.length === 1);
+    const spy = spyOnInboxes();
+    await nc().flush();
+    const w = held.served[0]!.writer;
+    w.full(200, "application/json", 'node="n"', encoder.encode("{}"));
+    await pollUntil(() => s!.ended());
+    expect(spy.messages.map((m) => m.subject)).toEqual([held.served[0]!.reply]);
+    expect(spy.messages[0]!.headers?.get(HEADERS.replyKind)).toBe("full");
+    expect(s!.frames[0]).toMatchObject({ kind: "full", status: 200, routing: 'node="n"' });
+    spy.stop();
     held.stop();
     mux.close();
   });
