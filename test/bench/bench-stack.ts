@@ -47,6 +47,12 @@ export interface BenchNodeSpec {
   /** Declared in the node's spec and served by the simulator; default HTTP/1.1. */
   protocol?: "h2c" | "h2";
   /**
+   * An engine-shaped streaming node (`step-node.ts`) instead of the simulator: one step every
+   * `stepMs` sends one token to every running stream, `tokens` tokens a stream. Set
+   * `completionTokens` to the same count (the load checks it).
+   */
+  step?: { stepMs: number; tokens: number };
+  /**
    * Behind a TD proxy (`libs/td-proxy`, its own process, simulated quoting from a test PKI)
    * that passes plain requests through and opens sealed ones, declared twice in the fleet
    * with the proxy as endpoint: `<model>-t3` at tier 3 and `<model>-t4` at tier 4.
@@ -346,17 +352,13 @@ async function startSimNodeProcess(
   spec: BenchNodeSpec,
   tls: TestCertificate | undefined,
 ): Promise<BenchNode> {
-  const args = [
-    join(root, "libs/node-sim/src/cli.ts"),
-    ...["--id", spec.model, "--model", spec.model],
-    ...["--max-concurrency", String(NODE_CAPACITY)],
-    ...["--ttft-ms", String(spec.ttftMs ?? 0), "--tps", String(spec.tokensPerSecond ?? 0)],
-    ...["--completion-tokens", String(spec.completionTokens ?? 16)],
-    ...(spec.protocol === undefined ? [] : ["--protocol", spec.protocol]),
-    ...(spec.protocol === "h2" && tls
-      ? ["--tls-key-file", tls.keyPath, "--tls-cert-file", tls.certPath]
-      : []),
-  ];
+  const args = spec.step
+    ? [
+        join(root, "test/bench/step-node.ts"),
+        ...["--model", spec.model, "--step-ms", String(spec.step.stepMs)],
+        ...["--tokens", String(spec.step.tokens)],
+      ]
+    : simArgs(root, spec, tls);
   const proc = await startProcess({
     name: `node ${spec.model}`,
     command: process.execPath,
@@ -370,6 +372,21 @@ async function startSimNodeProcess(
     ...(spec.protocol === undefined ? {} : { protocol: spec.protocol }),
     process: proc,
   };
+}
+
+/** The simulator's command line for one bench node. */
+function simArgs(root: string, spec: BenchNodeSpec, tls: TestCertificate | undefined): string[] {
+  return [
+    join(root, "libs/node-sim/src/cli.ts"),
+    ...["--id", spec.model, "--model", spec.model],
+    ...["--max-concurrency", String(NODE_CAPACITY)],
+    ...["--ttft-ms", String(spec.ttftMs ?? 0), "--tps", String(spec.tokensPerSecond ?? 0)],
+    ...["--completion-tokens", String(spec.completionTokens ?? 16)],
+    ...(spec.protocol === undefined ? [] : ["--protocol", spec.protocol]),
+    ...(spec.protocol === "h2" && tls
+      ? ["--tls-key-file", tls.keyPath, "--tls-cert-file", tls.certPath]
+      : []),
+  ];
 }
 
 /**

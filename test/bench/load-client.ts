@@ -40,7 +40,7 @@ export async function startLoadGenerator(
   createInterface({ input: child.stdout }).on("line", (line) => {
     // JSON turns the NaN of an empty percentile into null; turn it back, or null - null = 0.
     const result = JSON.parse(line, (key, value: unknown) =>
-      value === null && (key === "p50" || key === "p99") ? Number.NaN : value,
+      value === null && (key === "p50" || key === "p99" || key === "max") ? Number.NaN : value,
     ) as LoadResult;
     waiting.get(result.id)?.resolve(result);
     waiting.delete(result.id);

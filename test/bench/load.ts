@@ -56,8 +56,9 @@ function poolFor(plan: LoadPlan): Pool {
   if (pool === undefined) {
     pool =
       plan.protocol === undefined
-        ? // More connections than any plan's concurrency: every worker keeps its own socket.
-          new Pool(plan.origin, { connections: 512, pipelining: 1, keepAliveTimeout: 60_000 })
+        ? // More connections than any plan's concurrency (the fleet rows run 1,024 streams):
+          // every worker keeps its own socket.
+          new Pool(plan.origin, { connections: 2048, pipelining: 1, keepAliveTimeout: 60_000 })
         : // HTTP/2 as a client normally speaks it: every worker's request a stream of one
           // session (the node allows unlimited streams).
           new Pool(plan.origin, {

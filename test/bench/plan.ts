@@ -50,6 +50,8 @@ export interface SealedSession {
 export interface Percentiles {
   p50: number;
   p99: number;
+  /** The largest sample. */
+  max: number;
   count: number;
 }
 

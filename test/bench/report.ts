@@ -1,6 +1,6 @@
 // One rendering for the terminal and for bench-results/latest.md: markdown tables with padded
 // columns read well in both.
-import type { BenchSummary, FeatureRow, ScenarioSummary } from "./summary.ts";
+import type { BenchSummary, FeatureRow, ScenarioSummary, Target } from "./summary.ts";
 
 const NUMERIC = /^(–|[-+]?\d[\d.]*×?)$/;
 
@@ -158,6 +158,106 @@ function cpuTable(scenarios: ScenarioSummary[]): string {
     }
   }
   return table(["scenario, side", ...names, "total"], rows);
+}
+
+/** The processes a token crosses on each way: CPU per token is summed over these. */
+const TOKEN_PATH = {
+  ZML: ["intake", "dispatcher", "nats-server"],
+  floor: ["floor-intake", "floor-worker", "nats-server"],
+} as const;
+
+/**
+ * The fleet rows, per token: throughput against direct, what ZML and the floor add to the
+ * first token and to the gaps, and the gateway's CPU per token on the token's path.
+ */
+function fleetSection(scenarios: ScenarioSummary[], goals: Target[]): string[] {
+  const rows = scenarios.filter((s) => s.fleet !== undefined);
+  if (rows.length === 0) return [];
+  const latency: string[][] = [];
+  const cpu: string[][] = [];
+  for (const s of rows) {
+    const f = s.fleet!;
+    const sides: Array<{
+      label: string;
+      tps: number | undefined;
+      added: NonNullable<typeof f.added.floor>;
+      perToken: Record<string, number>;
+      path: readonly string[];
+    }> = [
+      {
+        label: "ZML",
+        tps: f.tokensPerS.gateway,
+        added: f.added.gateway,
+        perToken: f.cpuUsPerToken.gateway,
+        path: TOKEN_PATH.ZML,
+      },
+    ];
+    if (f.added.floor && f.cpuUsPerToken.floor) {
+      sides.push({
+        label: "floor",
+        tps: f.tokensPerS.floor,
+        added: f.added.floor,
+        perToken: f.cpuUsPerToken.floor,
+        path: TOKEN_PATH.floor,
+      });
+    }
+    for (const { label, tps, added, perToken, path } of sides) {
+      latency.push([
+        `${s.key} ${label}`,
+        num(f.tokensPerS.direct, 0),
+        num(tps, 0),
+        ratio((tps ?? NaN) / f.tokensPerS.direct),
+        ms(s.direct.ttftP50Ms),
+        signed(added.ttftP50),
+        ms(s.direct.ttftP99Ms),
+        signed(added.ttftP99),
+        ms(s.direct.gapP99Ms),
+        signed(added.gapP99),
+        ms(s.direct.gapMaxMs),
+        signed(added.gapMax),
+      ]);
+      cpu.push([
+        `${s.key} ${label}`,
+        ...path.map((p) => num(perToken[p], 1)),
+        num(totalCpu(perToken, path), 1),
+      ]);
+    }
+  }
+  return [
+    "## Fleet streams: an engine's tokens, per token",
+    "",
+    "One node steps every 20 ms and sends a token to every running stream (`step-node.ts`); " +
+      "arrivals spread over one stream's length. Tokens/s is what the clients received; added " +
+      "times are against direct in the same round. The floor's stream variant publishes one " +
+      "bus message per chunk it reads.",
+    "",
+    table(
+      [
+        "row, side",
+        "direct tok/s",
+        "tok/s",
+        "÷ direct",
+        "direct TTFT p50",
+        "added",
+        "direct TTFT p99",
+        "added",
+        "direct gap p99",
+        "added",
+        "direct gap max",
+        "added",
+      ],
+      latency,
+    ),
+    "",
+    "CPU µs per token on the token's path (intake or the floor's intake, the dispatcher or " +
+      "the floor's worker, nats-server), and their sum:",
+    "",
+    table(["row, side", "intake", "dispatcher / worker", "nats-server", "sum"], cpu),
+    "",
+    ...(goals.length > 0
+      ? ["Goals for the fleet rows (reported, never failing the run):", "", targetTable(goals), ""]
+      : []),
+  ];
 }
 
 function targetTable(targets: BenchSummary["targets"]): string {
@@ -357,6 +457,7 @@ export function renderReport(summary: BenchSummary, command: string): string {
   if (plain.length > 0)
     out.push("## Latency and throughput, direct vs through ZML", "", latencyTable(plain), "");
   if (streams.length > 0) out.push("## Streaming", "", streamTable(streams), "");
+  out.push(...fleetSection(compared, summary.fleetGoals));
   const floored = compared.filter((s) => s.vsFloor !== undefined);
   if (floored.length > 0) {
     out.push(

@@ -28,7 +28,13 @@ import { runRoutingBench } from "./routing-bench.ts";
 import type { RoutingFigures } from "./routing-bench.ts";
 import { SCENARIOS, runScenario, warmStack } from "./scenarios.ts";
 import type { RunSettings } from "./scenarios.ts";
-import { judgeFloorGoals, judgeSealingGoals, judgeTargets, summariseScenario } from "./summary.ts";
+import {
+  judgeFleetGoals,
+  judgeFloorGoals,
+  judgeSealingGoals,
+  judgeTargets,
+  summariseScenario,
+} from "./summary.ts";
 import type { BenchSummary, FeatureRow, ScenarioSummary } from "./summary.ts";
 
 const USAGE = `usage: node test/bench/run.ts [--json] [--quick] [--rounds 5] [--duration-ms 1000]
@@ -260,6 +266,7 @@ async function main(): Promise<number> {
     targets: judgeTargets(scenarios, routing),
     floorGoals: judgeFloorGoals(scenarios, memory),
     sealingGoals: judgeSealingGoals(scenarios),
+    fleetGoals: judgeFleetGoals(scenarios),
     requests: { completed, failed },
     elapsedS: (performance.now() - startedAt) / 1000,
   };

@@ -30,12 +30,19 @@ export const NODES = {
   // reach ZML as one chunk in clear but as one sealed chunk per event (the TD proxy seals
   // and writes each event), and the rows would compare framing rather than sealing.
   tee: { model: "bench-tee", tokensPerSecond: 1000, completionTokens: 16, tee: true },
+  // An engine's continuous batching (`step-node.ts`): every 20 ms one token to each running
+  // stream, 100 tokens a stream (2 s), as a GPU running many sequences at 50 tokens/s emits.
+  fleet: { model: "bench-fleet", step: { stepMs: 20, tokens: 100 }, completionTokens: 100 },
 } as const satisfies Record<string, BenchNodeSpec>;
 
 /** Round pairs of the HTTP/2 rows: fewer than the default, to keep the whole run short. */
 const HTTP2_ROUNDS = 3;
 /** Round pairs of the tier-4 rows: a short addition to the default run. */
 const TIER4_ROUNDS = 3;
+/** Round pairs of the fleet rows, each round several streams long. */
+const FLEET_ROUNDS = 3;
+/** One fleet stream: 100 steps of 20 ms. */
+const FLEET_STREAM_MS = 2_000;
 
 export interface Scenario {
   key: string;
@@ -57,6 +64,13 @@ export interface Scenario {
    * in a tier-4 session (`tier4.ts`).
    */
   sealing?: boolean;
+  /**
+   * A fleet row: streams from the engine-shaped node, reported per token (tokens/s, CPU µs
+   * per token, gaps) in their own table.
+   */
+  fleet?: boolean;
+  /** A round and a warm-up last at least this long (a stream of the row lasts seconds). */
+  minRoundMs?: number;
 }
 
 export const SCENARIOS: Scenario[] = [
@@ -162,6 +176,20 @@ export const SCENARIOS: Scenario[] = [
     maxRounds: TIER4_ROUNDS,
     sealing: true,
   },
+  // The fleet: an engine's streams at 256 and 1,024 at once. Arrivals are spread over one
+  // stream's length, as independent clients' are, so the steady state has every step serve
+  // the whole batch while new streams keep joining it.
+  ...[256, 1024].map((n) => ({
+    key: `fleet${n}`,
+    title: `${n} streams from an engine, 100 tokens each, one step every 20 ms`,
+    node: NODES.fleet,
+    concurrency: n,
+    stream: true,
+    spreadStartsMs: FLEET_STREAM_MS,
+    maxRounds: FLEET_ROUNDS,
+    minRoundMs: 3 * FLEET_STREAM_MS,
+    fleet: true,
+  })),
   {
     key: "slow64h2c",
     title: "20 ms node, concurrency 64, h2c",
@@ -341,8 +369,11 @@ async function runRounds(
     warmupFailures: [],
   };
   const sides = (["direct", "floor", "gateway"] as const).filter((s) => plans[s] !== undefined);
+  // A warm-up of half a long round: every worker has started a stream or two.
+  const warmupMs = Math.max(settings.warmupMs, (scenario.minRoundMs ?? 0) / 2);
+  const durationMs = Math.max(settings.durationMs, scenario.minRoundMs ?? 0);
   for (const side of sides) {
-    const warm = await load.run({ ...plans[side]!, durationMs: settings.warmupMs });
+    const warm = await load.run({ ...plans[side]!, durationMs: warmupMs });
     run.warmupFailed += warm.failed;
     run.warmupFailures.push(...warm.failures);
   }
@@ -350,7 +381,7 @@ async function runRounds(
     const meter = side === "gateway" ? allocation : undefined;
     await meter?.start();
     const before = cpuSnapshot(pids);
-    const result = await load.run({ ...plans[side]!, durationMs: settings.durationMs });
+    const result = await load.run({ ...plans[side]!, durationMs });
     const after = cpuSnapshot(pids);
     const allocBytes = await meter?.stop();
     const cpuMs: Record<string, number> = {};

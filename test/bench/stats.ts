@@ -10,7 +10,12 @@ export function quantile(sorted: ArrayLike<number>, q: number): number {
 /** p50 and p99 of the samples (sorted in place). */
 export function percentiles(samples: Float64Array): Percentiles {
   samples.sort();
-  return { p50: quantile(samples, 0.5), p99: quantile(samples, 0.99), count: samples.length };
+  return {
+    p50: quantile(samples, 0.5),
+    p99: quantile(samples, 0.99),
+    max: quantile(samples, 1),
+    count: samples.length,
+  };
 }
 
 /** Median of the finite values; NaN when there are none. */

@@ -27,6 +27,22 @@ export interface Side {
   gapP99Ms?: number;
   /** Tier-4 rows: body reads per stream on the client (how the stream was framed). */
   readsPerStream?: number;
+  /** Streams: the longest gap between two reads of one stream, median over rounds. */
+  gapMaxMs?: number;
+}
+
+/** A fleet row's figures per token (`Scenario.fleet`). */
+export interface FleetFigures {
+  tokensPerStream: number;
+  /** Tokens delivered per second, median over rounds. */
+  tokensPerS: { direct: number; gateway: number; floor?: number };
+  /** ZML's (and the floor's) added TTFT and gap against direct, paired by round, in ms. */
+  added: {
+    gateway: { ttftP50: number; ttftP99: number; gapP99: number; gapMax: number };
+    floor?: { ttftP50: number; ttftP99: number; gapP99: number; gapMax: number };
+  };
+  /** CPU µs per token delivered, per process (median over rounds). */
+  cpuUsPerToken: { gateway: Record<string, number>; floor?: Record<string, number> };
 }
 
 export interface ScenarioSummary {
@@ -64,6 +80,8 @@ export interface ScenarioSummary {
   failures: string[];
   /** Streams with lost, garbled or truncated events (counted in `failed` too). */
   brokenStreams?: number;
+  /** Fleet rows: the figures per token. */
+  fleet?: FleetFigures;
   /** CPU time per completed request, µs, per process (median over rounds). */
   cpuUsPerRequest: {
     direct: Record<string, number>;
@@ -111,6 +129,8 @@ export interface BenchSummary {
   targets: Target[];
   /** The goals against the floor (`judgeFloorGoals`), judged on the rows that ran. */
   floorGoals: Target[];
+  /** The fleet rows' goals (`judgeFleetGoals`), judged when they ran (never fail the run). */
+  fleetGoals: Target[];
   /** The goals for sealing (at most +0.3 ms to the first token, ≥ 0.95× throughput), judged when its rows ran (never fail the run). */
   sealingGoals: Target[];
   requests: { completed: number; failed: number };
@@ -129,6 +149,7 @@ function side(rounds: Round[], sealing = false): Side {
     s.ttftP50Ms = pick((r) => r.result.stream?.ttft.p50);
     s.ttftP99Ms = pick((r) => r.result.stream?.ttft.p99);
     s.gapP99Ms = pick((r) => r.result.stream?.gap.p99);
+    s.gapMaxMs = pick((r) => r.result.stream?.gap.max);
   }
   if (sealing) {
     // Each stream's reads after its first are its gap samples.
@@ -250,7 +271,42 @@ export function summariseScenario(run: ScenarioRun): ScenarioSummary {
     summary.addedMs.gapP99 = pair((f) => f.gap.p99, added);
     summary.brokenStreams = all.reduce((n, r) => n + (r.result.stream?.broken ?? 0), 0);
   }
+  if (scenario.fleet) summary.fleet = fleetOf(run, summary);
   return summary;
+}
+
+/** Per-token figures of a fleet row: every completed stream carried the same tokens. */
+function fleetOf(run: ScenarioRun, summary: ScenarioSummary): FleetFigures {
+  const tokens = run.scenario.node.completionTokens ?? 16;
+  const perToken = (cpu: Record<string, number>) =>
+    Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, v / tokens]));
+  const addedOf = (rounds: Round[]) => {
+    const pair = (pick: (f: StreamFigures) => number) =>
+      median(
+        run.direct.map((d, i) => {
+          const o = rounds[i]?.result.stream;
+          return d.result.stream && o ? pick(o) - pick(d.result.stream) : Number.NaN;
+        }),
+      );
+    return {
+      ttftP50: pair((f) => f.ttft.p50),
+      ttftP99: pair((f) => f.ttft.p99),
+      gapP99: pair((f) => f.gap.p99),
+      gapMax: pair((f) => f.gap.max),
+    };
+  };
+  const figures: FleetFigures = {
+    tokensPerStream: tokens,
+    tokensPerS: { direct: summary.direct.rps * tokens, gateway: summary.gateway.rps * tokens },
+    added: { gateway: addedOf(run.gateway) },
+    cpuUsPerToken: { gateway: perToken(summary.cpuUsPerRequest.gateway) },
+  };
+  if (run.floor.length > 0 && summary.floor && summary.cpuUsPerRequest.floor) {
+    figures.tokensPerS.floor = summary.floor.rps * tokens;
+    figures.added.floor = addedOf(run.floor);
+    figures.cpuUsPerToken.floor = perToken(summary.cpuUsPerRequest.floor);
+  }
+  return figures;
 }
 
 function target(
@@ -291,6 +347,39 @@ const SERVICES = ["intake", "dispatcher", "health-aggregator", "attestation"];
  * to what its shape allows on this machine. Spread-start TTFT is judged against direct, the
  * figure a client sees; RSS is the largest service's right after the load.
  */
+/** ZML's gateway CPU per token on the token's path: intake, the dispatcher and nats-server. */
+export function gatewayCpuPerToken(fleet: FleetFigures): number {
+  const cpu = fleet.cpuUsPerToken.gateway;
+  return ["intake", "dispatcher", "nats-server"].reduce((n, k) => n + (cpu[k] ?? Number.NaN), 0);
+}
+
+/**
+ * The fleet rows' goals (docs/performance.md, "Streams at fleet scale"), judged on the rows
+ * that ran: at 256 streams the CPU, throughput, TTFT and gap limits; at 1,024 every stream
+ * completes (and the same figures are reported).
+ */
+export function judgeFleetGoals(scenarios: ScenarioSummary[]): Target[] {
+  const goals: Target[] = [];
+  const at256 = scenarios.find((s) => s.key === "fleet256");
+  const f = at256?.fleet;
+  if (at256 && f) {
+    goals.push(
+      target("256 streams: gateway CPU µs per token, summed", gatewayCpuPerToken(f), "<=", 25),
+      target(
+        "256 streams: tokens/s, ZML ÷ direct",
+        f.tokensPerS.gateway / f.tokensPerS.direct,
+        ">=",
+        0.99,
+      ),
+      target("256 streams: TTFT p99, ms ZML adds", f.added.gateway.ttftP99, "<=", 25),
+      target("256 streams: gap p99, ms ZML adds", f.added.gateway.gapP99, "<=", 5),
+    );
+  }
+  const at1024 = scenarios.find((s) => s.key === "fleet1024");
+  if (at1024) goals.push(target("1,024 streams: streams that failed", at1024.failed, "<=", 0));
+  return goals;
+}
+
 export function judgeFloorGoals(
   scenarios: ScenarioSummary[],
   memory: Record<string, ServiceMemory>,

@@ -61,5 +61,7 @@ export type {
   ReplyMuxOptions,
 } from "./route-reply.ts";
 export { createHeaders, headerOf } from "./fast-headers.ts";
+export { decodeFrameBatch } from "./frame-batch.ts";
+export type { DecodedBatch, IncomingFrame } from "./frame-batch.ts";
 export type { MsgHdrs, Msg, NatsConnection, Subscription } from "@nats-io/nats-core";
 export type { KV } from "@nats-io/kv";

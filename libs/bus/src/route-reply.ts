@@ -1,16 +1,22 @@
 import { createInbox } from "@nats-io/nats-core";
 import type { Msg, MsgHdrs, Subscription } from "@nats-io/nats-core";
-import { ACCEPT_REPLY_KIND, HEADERS, REPLY_KINDS, ZmlError } from "@zml/contracts";
+import { ACCEPT_REPLY_KIND, HEADERS, REPLY_BATCH, REPLY_KINDS, ZmlError } from "@zml/contracts";
 import type { ErrorBody, ReplyKind } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
 import { createHeaders as natsHeaders, decodeHeadersOf, headerOf } from "./fast-headers.ts";
+import { decodeFrameBatch, encodeMeta } from "./frame-batch.ts";
+import type { IncomingFrame } from "./frame-batch.ts";
 import { turnPublisherOf } from "./turn-publisher.ts";
+import type { QueuedFrame } from "./turn-publisher.ts";
 import type { Bus } from "./connection.ts";
 
 /**
  * The reply side of `route.request`: a response travels back to the requester's inbox as
  * numbered frames (`full`, or `head` → `chunk`* → `end` | `error`). Body bytes are sent as
- * the node produced them, never re-encoded.
+ * the node produced them, never re-encoded. A requester that names a batch subject
+ * (`HEADERS.replyBatch`) gets its frames in frame batches (`REPLY_BATCH`): one message per
+ * requester per turn of the dispatcher's event loop, each frame still numbered on its own,
+ * and a stream's chunks of one turn merged into one frame.
  */
 
 export interface RouteFrame {
@@ -57,6 +63,8 @@ export interface ReplyWriter {
 /** The writer of a reply over the bus, which also says whether it has sent a frame yet. */
 export interface BusReplyWriter extends ReplyWriter {
   started(): boolean;
+  /** Sends `accept` naming `replica` (see {@link ACCEPT_REPLY_KIND}); not an answer frame. */
+  accept(replica: string): void;
 }
 
 export interface ReplyWriterOptions {
@@ -65,7 +73,32 @@ export interface ReplyWriterOptions {
    * replica's liveness from then on without a separate `accept` message.
    */
   replica?: string;
+  /**
+   * The request's `Zml-Reply-Batch` header: frames go in frame batches to this subject. It
+   * is used only when it is a sibling of the reply subject (the same subject up to the last
+   * token, which is `REPLY_BATCH.token`), so a request can never steer its answer elsewhere.
+   */
+  batchSubject?: string;
 }
+
+/** `batchSubject` when it names the batch subject beside `replySubject`, else undefined. */
+export function siblingBatchSubject(
+  replySubject: string,
+  batchSubject: string | undefined,
+): string | undefined {
+  if (!batchSubject) return undefined;
+  const parent = replySubject.lastIndexOf(".");
+  if (parent <= 0 || batchSubject.length !== parent + 1 + REPLY_BATCH.token.length) {
+    return undefined;
+  }
+  return batchSubject.startsWith(replySubject.slice(0, parent + 1)) &&
+    batchSubject.endsWith(REPLY_BATCH.token)
+    ? batchSubject
+    : undefined;
+}
+
+type Meta = ReadonlyArray<readonly [string, string]>;
+const NO_META: Meta = [];
 
 /** Room left in each frame for its NATS headers (status, routing, sequence, trace). */
 const FRAME_HEADER_ROOM = 16 * 1024;
@@ -87,26 +120,57 @@ export function createReplyWriter(
   const nc = natsConnectionOf(bus);
   const limit = frameBodyLimit(nc.info?.max_payload);
   const publisher = turnPublisherOf(nc);
+  const batchSubject = siblingBatchSubject(replySubject, options.batchSubject);
+  const id = replySubject.slice(replySubject.lastIndexOf(".") + 1);
   let seq = 0;
-  const frame = (kind: ReplyKind, data: Uint8Array, h?: MsgHdrs) => {
-    const hdrs = h ?? natsHeaders();
+  /** The last frame queued into a batch (a chunk of it may take more bytes this turn). */
+  let last: QueuedFrame | undefined;
+  const frame = (kind: ReplyKind, data: Uint8Array, meta: Meta) => {
+    const named: Meta =
+      seq === 0 && options.replica ? [...meta, [HEADERS.dispatcher, options.replica]] : meta;
+    if (batchSubject !== undefined) {
+      last = publisher.frame(batchSubject, {
+        id,
+        kind,
+        seq: seq++,
+        headers: named,
+        meta: encodeMeta(named),
+        pieces: data.byteLength > 0 ? [data] : [],
+        bytes: data.byteLength,
+      });
+      return;
+    }
+    const hdrs = natsHeaders();
+    for (const [name, value] of named) hdrs.set(name, value);
     hdrs.set(HEADERS.replyKind, kind);
-    if (seq === 0 && options.replica) hdrs.set(HEADERS.dispatcher, options.replica);
     hdrs.set(HEADERS.seq, String(seq++));
     publisher.publish(replySubject, data, { headers: hdrs });
   };
-  const described = (status: number, contentType: string, routing: string, meta?: AnswerMeta) => {
-    const h = natsHeaders();
-    h.set(HEADERS.status, String(status));
-    h.set(HEADERS.contentType, contentType);
-    if (routing) h.set(HEADERS.routing, routing);
-    if (meta?.nodeMs !== undefined) h.set(HEADERS.nodeMs, meta.nodeMs.toFixed(3));
-    if (meta?.retryAfterS !== undefined) h.set(HEADERS.retryAfter, String(meta.retryAfterS));
-    return h;
+  const described = (
+    status: number,
+    contentType: string,
+    routing: string,
+    meta?: AnswerMeta,
+  ): Meta => {
+    const pairs: Array<[string, string]> = [
+      [HEADERS.status, String(status)],
+      [HEADERS.contentType, contentType],
+    ];
+    if (routing) pairs.push([HEADERS.routing, routing]);
+    if (meta?.nodeMs !== undefined) pairs.push([HEADERS.nodeMs, meta.nodeMs.toFixed(3)]);
+    if (meta?.retryAfterS !== undefined) {
+      pairs.push([HEADERS.retryAfter, String(meta.retryAfterS)]);
+    }
+    return pairs;
   };
   const chunks = (data: Uint8Array) => {
     for (let at = 0; at < data.byteLength; at += limit) {
-      frame(REPLY_KINDS.chunk, data.subarray(at, at + limit));
+      const piece = at === 0 && data.byteLength <= limit ? data : data.subarray(at, at + limit);
+      // Events of one stream that arrive within one turn go as one frame.
+      if (last?.kind === REPLY_KINDS.chunk && piece.byteLength + last.bytes <= limit) {
+        if (publisher.extend(last, piece)) continue;
+      }
+      frame(REPLY_KINDS.chunk, piece, NO_META);
     }
   };
   return {
@@ -115,22 +179,43 @@ export function createReplyWriter(
         frame(REPLY_KINDS.full, body, described(status, contentType, routing, meta));
         return;
       }
-      frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing, meta));
+      frame(REPLY_KINDS.head, EMPTY, described(status, contentType, routing, meta));
       chunks(body);
-      frame(REPLY_KINDS.end, new Uint8Array(0));
+      frame(REPLY_KINDS.end, EMPTY, NO_META);
     },
     head: (status, contentType, routing, meta) =>
-      frame(REPLY_KINDS.head, new Uint8Array(0), described(status, contentType, routing, meta)),
+      frame(REPLY_KINDS.head, EMPTY, described(status, contentType, routing, meta)),
     chunk: chunks,
-    end: () => frame(REPLY_KINDS.end, new Uint8Array(0)),
+    end: () => frame(REPLY_KINDS.end, EMPTY, NO_META),
     error: (body, routing) => {
-      const h = natsHeaders();
-      if (routing) h.set(HEADERS.routing, routing);
-      frame(REPLY_KINDS.error, encoder.encode(JSON.stringify(body)), h);
+      const meta: Meta = routing ? [[HEADERS.routing, routing]] : NO_META;
+      frame(REPLY_KINDS.error, encoder.encode(JSON.stringify(body)), meta);
     },
     started: () => seq > 0,
+    accept: (replica) => {
+      if (batchSubject !== undefined) {
+        const headers: Meta = [[HEADERS.dispatcher, replica]];
+        const meta = encodeMeta(headers);
+        publisher.frame(batchSubject, {
+          id,
+          kind: "accept",
+          seq: 0,
+          headers,
+          meta,
+          pieces: [],
+          bytes: 0,
+        });
+        return;
+      }
+      const h = natsHeaders();
+      h.set(HEADERS.replyKind, ACCEPT_REPLY_KIND);
+      h.set(HEADERS.dispatcher, replica);
+      publisher.publish(replySubject, EMPTY, { headers: h });
+    },
   };
 }
+
+const EMPTY = new Uint8Array(0);
 
 /**
  * Tells requesters which dispatcher replica took their request when its answer is slow to
@@ -147,15 +232,8 @@ export function createAcceptAnnouncer(
   bus: Bus,
   options: { replica: string; afterMs: number; clock?: () => number },
 ): AcceptAnnouncer {
-  const publisher = turnPublisherOf(natsConnectionOf(bus));
   const clock = options.clock ?? Date.now;
   const waiting = new Map<string, { writer: BusReplyWriter; since: number }>();
-  const announce = (replySubject: string) => {
-    const h = natsHeaders();
-    h.set(HEADERS.replyKind, ACCEPT_REPLY_KIND);
-    h.set(HEADERS.dispatcher, options.replica);
-    publisher.publish(replySubject, new Uint8Array(0), { headers: h });
-  };
   // Runs only while some request waits: an idle dispatcher has no timer to wake it.
   let timer: NodeJS.Timeout | undefined;
   const sweep = () => {
@@ -164,7 +242,7 @@ export function createAcceptAnnouncer(
       if (w.writer.started()) waiting.delete(replySubject);
       else if (now - w.since >= options.afterMs) {
         waiting.delete(replySubject);
-        if (bus.isConnected()) announce(replySubject);
+        if (bus.isConnected()) w.writer.accept(options.replica);
       }
     }
     if (waiting.size === 0) stop();
@@ -265,9 +343,9 @@ export interface ReplyMux {
 export interface ReplyMuxOptions {
   /**
    * Called with the replica named by an `accept` or a first frame, and again with it for
-   * every later frame of that request: each is a sign of the replica's life, so a replica
-   * busy streaming an answer is never taken for dead because its beat waits behind its own
-   * frames.
+   * every later frame of that request (once per frame batch): each is a sign of the
+   * replica's life, so a replica busy streaming an answer is never taken for dead because
+   * its beat waits behind its own frames.
    */
   onAccept?: (replica: string) => void;
 }
@@ -287,6 +365,8 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
   const nc = natsConnectionOf(bus);
   const publisher = turnPublisherOf(nc);
   const prefix = createInbox(bus.inboxPrefix);
+  /** Where dispatchers may send this process's frames as batches (`REPLY_BATCH`). */
+  const batchSubject = `${prefix}.${REPLY_BATCH.token}`;
   const pending = new Map<string, Pending>();
   let counter = 0;
 
@@ -298,8 +378,46 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
   const failOne = (id: string, p: Pending, error: ZmlError) =>
     finish(id, p, errorFrame(error, p.nextSeq));
 
+  /** An `accept`, or a first frame, names the replica serving the request. */
+  const accepted = (p: Pending, replica: string) => {
+    if (!replica) return;
+    p.servedBy = replica;
+    options.onAccept?.(replica);
+  };
+
+  /**
+   * One answer frame of request `id` (null: it could not be read). `signOfLife`: tell
+   * `onAccept` of the serving replica now (a batch does it once for all its frames).
+   */
+  const deliver = (
+    id: string,
+    p: Pending,
+    frame: RouteFrame | null,
+    replica: string,
+    signOfLife = true,
+  ) => {
+    if (!frame || frame.seq !== p.nextSeq) {
+      failOne(id, p, new ZmlError("stream_interrupted", "reply frames arrived out of order"));
+      return;
+    }
+    p.nextSeq++;
+    // A request answered quickly gets no `accept`: its first frame names the replica.
+    if (p.servedBy === undefined) p.servedBy = replica || undefined;
+    if (signOfLife && p.servedBy !== undefined) options.onAccept?.(p.servedBy);
+    if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
+      finish(id, p, frame);
+      return;
+    }
+    p.timer.refresh();
+    p.onFrame(frame);
+  };
+
   const onMessage = (msg: Msg) => {
     const id = msg.subject.slice(prefix.length + 1);
+    if (id === REPLY_BATCH.token) {
+      onBatch(msg);
+      return;
+    }
     const p = pending.get(id);
     if (!p) return; // late frame of a cancelled or timed-out request
     try {
@@ -309,33 +427,60 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       return;
     }
     if (headerOf(msg.headers, HEADERS.replyKind) === ACCEPT_REPLY_KIND) {
-      const replica = headerOf(msg.headers, HEADERS.dispatcher);
-      if (replica) {
-        p.servedBy = replica;
-        options.onAccept?.(replica);
-      }
+      accepted(p, headerOf(msg.headers, HEADERS.dispatcher));
       return;
     }
     if (msg.headers?.hasError && msg.headers.code === 503) {
       failOne(id, p, new ZmlError("bus_unavailable", "no dispatcher is serving route requests"));
       return;
     }
-    const frame = decodeFrame(msg);
-    if (!frame || frame.seq !== p.nextSeq) {
-      failOne(id, p, new ZmlError("stream_interrupted", "reply frames arrived out of order"));
+    deliver(id, p, decodeFrame(msg), headerOf(msg.headers, HEADERS.dispatcher));
+  };
+
+  /**
+   * A frame batch: each frame goes to its request in the batch's order, as if it had come
+   * alone. A batch that cannot be read ends every request it names with an error; one whose
+   * table of contents is cut short names only some, and the others learn of the loss from
+   * their next frame (a gap) or their idle timeout, never by silence.
+   */
+  const onBatch = (msg: Msg) => {
+    const batch = decodeFrameBatch(msg.data);
+    if (!batch.ok) {
+      const error = new ZmlError(
+        "stream_interrupted",
+        `a reply frame batch was unreadable: ${batch.error}`,
+      );
+      for (const id of new Set(batch.ids)) {
+        const p = pending.get(id);
+        if (p) failOne(id, p, error);
+      }
       return;
     }
-    p.nextSeq++;
-    // A request answered quickly gets no `accept`: its first frame names the replica.
-    if (p.servedBy === undefined)
-      p.servedBy = headerOf(msg.headers, HEADERS.dispatcher) || undefined;
-    if (p.servedBy !== undefined) options.onAccept?.(p.servedBy);
-    if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
-      finish(id, p, frame);
-      return;
+    /** The replica serving the batch's last request: one connection's batch, one replica. */
+    let servedBy: string | undefined;
+    for (const f of batch.frames) {
+      const p = pending.get(f.id);
+      if (!p) continue; // a cancelled or timed-out request, or one that failed in this batch
+      try {
+        if (f.kind === "accept") accepted(p, f.meta.get(HEADERS.dispatcher) ?? "");
+        else {
+          deliver(f.id, p, batchedFrame(f), f.meta.get(HEADERS.dispatcher) ?? "", false);
+          if (p.servedBy !== undefined && p.servedBy !== servedBy) {
+            servedBy = p.servedBy;
+            options.onAccept?.(servedBy);
+          }
+        }
+      } catch (err) {
+        // One request's handler failing must not cost the others in the batch their frames.
+        if (pending.get(f.id) === p) {
+          failOne(
+            f.id,
+            p,
+            new ZmlError("internal_error", `relaying a reply frame failed: ${String(err)}`),
+          );
+        }
+      }
     }
-    p.timer.refresh();
-    p.onFrame(frame);
   };
 
   const sub: Subscription = nc.subscribe(`${prefix}.*`, {
@@ -359,6 +504,7 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       };
       pending.set(id, p);
       const inbox = `${prefix}.${id}`;
+      headers.set(HEADERS.replyBatch, batchSubject);
       publisher.publish(subject, data, { headers, reply: inbox }, () => {
         const current = pending.get(id);
         if (current === p) failOne(id, p, new ZmlError("bus_unavailable", "message bus closed"));
@@ -407,18 +553,33 @@ function decodeFrame(msg: Msg): RouteFrame | null {
   const kind = headerOf(h, HEADERS.replyKind);
   const seq = Number(headerOf(h, HEADERS.seq));
   if (!h || !kind || !KINDS.has(kind) || !Number.isInteger(seq)) return null;
-  const status = headerOf(h, HEADERS.status);
-  const nodeMs = headerOf(h, HEADERS.nodeMs);
-  const retryAfter = headerOf(h, HEADERS.retryAfter);
+  return frameOf(kind as ReplyKind, seq, (name) => headerOf(h, name), msg.data);
+}
+
+/** A frame out of a batch, read as {@link decodeFrame} reads one sent alone. */
+function batchedFrame(f: IncomingFrame): RouteFrame | null {
+  if (f.kind === "accept") return null;
+  return frameOf(f.kind, f.seq, (name) => f.meta.get(name) ?? "", f.data);
+}
+
+function frameOf(
+  kind: ReplyKind,
+  seq: number,
+  header: (name: string) => string,
+  data: Uint8Array,
+): RouteFrame {
+  const status = header(HEADERS.status);
+  const nodeMs = header(HEADERS.nodeMs);
+  const retryAfter = header(HEADERS.retryAfter);
   return {
-    kind: kind as ReplyKind,
+    kind,
     seq,
     status: status ? Number(status) : undefined,
     nodeMs: nodeMs ? Number(nodeMs) : undefined,
-    contentType: headerOf(h, HEADERS.contentType) || undefined,
-    routing: headerOf(h, HEADERS.routing) || undefined,
+    contentType: header(HEADERS.contentType) || undefined,
+    routing: header(HEADERS.routing) || undefined,
     retryAfterS: /^\d{1,9}$/.test(retryAfter) ? Number(retryAfter) : undefined,
-    data: msg.data,
+    data,
   };
 }
 

@@ -55,6 +55,12 @@ export const HEADERS = {
   retryAfter: "Zml-Retry-After",
   /** On an `accept` reply frame: the replica id of the dispatcher serving the request. */
   dispatcher: "Zml-Dispatcher",
+  /**
+   * On a route request: the subject where the requester also takes its reply frames as
+   * frame batches ({@link REPLY_BATCH}), a sibling of the request's reply inbox (the same
+   * subject up to its last token). A requester that sends none gets one message per frame.
+   */
+  replyBatch: "Zml-Reply-Batch",
 } as const;
 
 /** W3C trace context header names, carried on every NATS message. */
@@ -81,12 +87,42 @@ export type ReplyKind = (typeof REPLY_KINDS)[keyof typeof REPLY_KINDS];
  */
 export const ACCEPT_REPLY_KIND = "accept";
 
+/**
+ * Frame batches (`route.reply.batch.v1`): the reply frames one dispatcher connection produces
+ * in one event-loop turn for the same requester (the same `Zml-Reply-Batch` subject), in the
+ * order they were written, as one NATS message. Its headers: `Zml-Type` = `type`, `Zml-Reply`
+ * = `kind`. Its payload (big-endian):
+ *
+ * ```
+ * u8  version (1)
+ * u16 frame count N (≥ 1)
+ * N × { u8 id length, id (ASCII: the last token of the frame's reply inbox),
+ *       u8 kind (index in `kinds`), u32 seq (0xffffffff for `accept`),
+ *       u16 meta length, u32 data length }
+ * N × { meta, data }      (in the same order; nothing after the last)
+ * ```
+ *
+ * `meta` is the frame's headers as NATS header lines (`Name: value\r\n`), only those a
+ * frame sent alone would carry besides `Zml-Reply` and `Zml-Seq` (status, content type,
+ * routing, node time, Retry-After, the replica on a first frame); `data` its body. Each frame
+ * keeps its own sequence number, so a lost batch is a gap for every stream in it.
+ */
+export const REPLY_BATCH = {
+  type: "route.reply.batch.v1",
+  kind: "batch",
+  version: 1,
+  /** The last token of a batch subject: never a request id (those are base-36 digits). */
+  token: "_batch",
+  kinds: ["full", "head", "chunk", "end", "error", "accept"],
+} as const;
+
 /** HTTP response header that carries the routing metadata to the client. */
 export const ROUTING_HTTP_HEADER = "x-zml-routing";
 
 export const MESSAGE_TYPES = {
   routeRequestV1: "route.request.v1",
   routeReplyV1: "route.reply.v1",
+  routeReplyBatchV1: "route.reply.batch.v1",
   nodeStateV1: "node.state.v1",
   nodeObservationV1: "node.observation.v1",
 } as const;

@@ -20,6 +20,7 @@ export {
   TRACE_HEADERS,
   REPLY_KINDS,
   ACCEPT_REPLY_KIND,
+  REPLY_BATCH,
   ROUTING_HTTP_HEADER,
   MESSAGE_TYPES,
 } from "./headers.ts";

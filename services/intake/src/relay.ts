@@ -226,6 +226,11 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
     case "chunk":
       // Only Responses events are numbered, so only they are counted.
       if (ctx.events.api === "responses") ctx.events.relayed += countSseEvents(frame.data);
+      // One write per chunk frame, and a stream has at most one per batch (the dispatcher
+      // merges a turn's events). Node's HTTP/1.1 response corks its socket for the rest of
+      // the tick at each write, so the frames of one bus read reach the socket as one write
+      // without a cork here (a cork of the response would hold chunks that `end()` then
+      // overtakes with the terminating chunk).
       res.write(frame.data);
       if (res.writableLength > ctx.maxBufferedBytes) {
         ctx.onOverflow(res.writableLength);

@@ -18,10 +18,15 @@ const FINISH_REASON = Buffer.from('"finish_reason"');
  * in LF or CRLF (every serving framework's); CR-only line ends are not recognised.
  */
 export function lastBoundaryEnd(buf: Uint8Array, limit = buf.length): number {
-  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  const b = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
   const lf = limit >= 2 ? b.lastIndexOf(LF_LF, limit - 2) : -1;
   const crlf = limit >= 3 ? b.lastIndexOf(LF_CRLF, limit - 3) : -1;
   return Math.max(lf === -1 ? -1 : lf + 2, crlf === -1 ? -1 : crlf + 3);
+}
+
+/** Where the last event of the whole events in `run[0, end)` starts. */
+function lastEventStart(run: Buffer, end: number): number {
+  return Math.max(0, lastBoundaryEnd(run, end - 2));
 }
 
 const SEALED_FINAL = Buffer.from(`event: ${SEALED_FINAL_EVENT}\n`);
@@ -68,9 +73,12 @@ export const MAX_HELD_EVENT_BYTES = 256 * 1024;
 export class SseEventCutter {
   private held: Buffer[] = [];
   private heldBytes = 0;
-  /** The last two events sent (the second may be missing). */
-  private last: Buffer | undefined;
-  private beforeLast: Buffer | undefined;
+  /**
+   * The last two runs of whole events sent: the last two events are in them. They are cut
+   * out only when asked for (at the stream's end), so a read costs no allocation for them.
+   */
+  private lastRun: Buffer | undefined;
+  private runBefore: Buffer | undefined;
 
   push(chunk: Buffer): Buffer | null {
     let end = lastBoundaryEnd(chunk);
@@ -83,12 +91,15 @@ export class SseEventCutter {
     }
     const out =
       this.heldBytes === 0
-        ? chunk.subarray(0, end)
+        ? end === chunk.length
+          ? chunk // the common read: whole events only, passed on as it came
+          : chunk.subarray(0, end)
         : Buffer.concat([...this.held, chunk.subarray(0, end)], this.heldBytes + end);
     this.held = [];
     this.heldBytes = 0;
     if (end < chunk.length) this.hold(chunk.subarray(end));
-    this.remember(out);
+    this.runBefore = this.lastRun;
+    this.lastRun = out;
     return out;
   }
 
@@ -108,17 +119,17 @@ export class SseEventCutter {
 
   /** The last whole event sent, if any. */
   lastEvent(): Buffer | undefined {
-    return this.last;
+    return this.lastTwo()[0];
   }
 
   /** Whether the last event sent was `data: [DONE]`. */
   endedWithDone(): boolean {
-    return this.last !== undefined && isDoneEvent(this.last);
+    const last = this.lastEvent();
+    return last !== undefined && isDoneEvent(last);
   }
 
   complete(): boolean {
-    const events = [this.last, this.beforeLast];
-    return events.some((e) => e !== undefined && (isDoneEvent(e) || hasFinishReason(e)));
+    return this.lastTwo().some((e) => e !== undefined && (isDoneEvent(e) || hasFinishReason(e)));
   }
 
   private hold(bytes: Buffer): void {
@@ -140,16 +151,15 @@ export class SseEventCutter {
     return end > heldTail.length ? end - heldTail.length : -1;
   }
 
-  /** Keeps the last two events of `run` (a run of whole events). */
-  private remember(run: Buffer): void {
-    const start = Math.max(0, lastBoundaryEnd(run, run.length - 2));
-    const lastEvent = run.subarray(start);
-    if (start > 0) {
-      this.beforeLast = run.subarray(Math.max(0, lastBoundaryEnd(run, start - 2)), start);
-    } else {
-      this.beforeLast = this.last;
-    }
-    this.last = lastEvent;
+  /** The last two events sent, last first (either may be missing). */
+  private lastTwo(): [Buffer | undefined, Buffer | undefined] {
+    const run = this.lastRun;
+    if (run === undefined) return [undefined, undefined];
+    const start = lastEventStart(run, run.length);
+    const last = run.subarray(start);
+    if (start > 0) return [last, run.subarray(lastEventStart(run, start), start)];
+    const before = this.runBefore;
+    return [last, before?.subarray(lastEventStart(before, before.length))];
   }
 }
 

@@ -1,7 +1,7 @@
 import { context } from "@opentelemetry/api";
-import { createReplyWriter, extractTraceContext } from "@zml/bus";
+import { createReplyWriter, extractTraceContext, headerOf } from "@zml/bus";
 import type { AcceptAnnouncer, Msg } from "@zml/bus";
-import { MESSAGE_TYPES, ZmlError } from "@zml/contracts";
+import { HEADERS, MESSAGE_TYPES, ZmlError } from "@zml/contracts";
 import type { Cancellations } from "./cancellations.ts";
 import { executeRoute } from "./execute-route.ts";
 import type { ExecuteDeps } from "./execution.ts";
@@ -19,7 +19,11 @@ export interface RouteHandlerDeps extends ExecuteDeps {
 export function createRouteHandler(deps: RouteHandlerDeps): (msg: Msg) => Promise<void> {
   return async (msg) => {
     if (!msg.reply) return; // a request nobody waits for
-    const writer = createReplyWriter(deps.bus, msg.reply, { replica: deps.replica });
+    // A requester that names a batch subject takes its frames batched with other streams'.
+    const writer = createReplyWriter(deps.bus, msg.reply, {
+      replica: deps.replica,
+      batchSubject: headerOf(msg.headers, HEADERS.replyBatch) || undefined,
+    });
     let request;
     try {
       request = readRouteHeaders(msg.headers, deps.clock(), MESSAGE_TYPES.routeRequestV1);
