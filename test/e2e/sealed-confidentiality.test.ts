@@ -20,6 +20,7 @@ import { loadTestTeeMaterial, startSimNode } from "@zml/node-sim";
 import type { SimNode } from "@zml/node-sim";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chat, postChat } from "../support/http.ts";
 import { findInProcessMemory, pidsWhere } from "../support/process-memory.ts";
 import { startSealProxy } from "../support/seal-proxy.ts";
 import { API_KEY, MODEL, startStack, waitForStatus } from "../support/stack.ts";
@@ -193,8 +194,10 @@ print(json.dumps({"whole": whole, "streamed": streamed, "node": session.node_id}
     for (const { name, pid } of gateway) {
       expect([...findInProcessMemory(pid, [PROMPT_MARKER, ANSWER_MARKER])], name).toEqual([]);
     }
-    // The services log at debug: a failed health probe (the aggregator's debug line) shows it.
-    stack.sims.get("t1-plain")!.setFault({ kind: "health_fail", times: 1 });
+    // The services log at debug: the dispatcher's line for a routed tier-1 request shows it.
+    await waitForStatus(stack, "Active", ["t1-plain"]);
+    const plain = await postChat(stack.intakeUrl, chat(MODEL));
+    expect(plain.status, plain.text).toBe(200);
     await pollUntil(() => stack.logs().includes('"level":"debug"'), {
       timeoutMs: 10_000,
       message: "a debug line in the services' logs",
