@@ -2,10 +2,11 @@
 // columns read well in both.
 import type { BenchSummary, FeatureRow, ScenarioSummary, Target } from "./summary.ts";
 
-const NUMERIC = /^(–|[-+]?\d[\d.]*×?)$/;
+/** A figure: a number (with a ratio's × or a percent), or the dash of "none". */
+const NUMERIC = /^(–|[-+]?\d[\d.,]*(×| %)?)$/;
 
 /** A markdown table; columns holding only figures are right-aligned. */
-function table(header: string[], rows: string[][]): string {
+export function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
   const right = header.map(
     (_, i) => rows.length > 0 && rows.every((r) => NUMERIC.test(r[i] ?? "")),

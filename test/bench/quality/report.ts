@@ -1,5 +1,6 @@
 // The routing-quality report: one markdown table per workload, one row per side, in the
 // style of the main bench report (padded columns, figures right-aligned).
+import { table } from "../report.ts";
 import type { QualityNodeSettings } from "./stack.ts";
 import type { Workload, WorkloadKey } from "./workloads.ts";
 
@@ -54,19 +55,6 @@ export interface QualitySummary {
   workloads: Workload[];
   rows: QualityRow[];
   elapsedS: number;
-}
-
-const NUMERIC = /^(–|[-+]?\d[\d.,]*( %)?)$/;
-
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const right = header.map(
-    (_, i) => rows.length > 0 && rows.every((r) => NUMERIC.test(r[i] ?? "")),
-  );
-  const line = (cells: string[]) =>
-    `| ${cells.map((c, i) => (right[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join(" | ")} |`;
-  const rule = `|${widths.map((w, i) => (right[i] ? `${"-".repeat(w + 1)}:` : "-".repeat(w + 2))).join("|")}|`;
-  return [line(header), rule, ...rows.map(line)].join("\n");
 }
 
 function ms(value: number): string {
