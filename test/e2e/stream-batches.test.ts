@@ -82,8 +82,14 @@ describe("a stream that breaks inside a frame batch", () => {
   it("ends only that stream with an error event; the others in its batches complete", async () => {
     const steady = Array.from({ length: STEADY }, () => stream("steady"));
     const doomed = stream("doomed");
-    // Mid-stream: the doomed node has sent a third of its tokens.
+    // Mid-stream: the doomed node has sent a third of its tokens, and the dispatcher has
+    // relayed frames of all five streams in one batch (so the doomed stream's answer has
+    // started: on a busy machine the node can be ahead of the dispatcher's reads).
     await pollUntil(() => nodes.sent("lock-doomed") >= TOKENS / 3, { timeoutMs: 20_000 });
+    await pollUntil(() => batches.some((b) => new Set(b.map((f) => f.id)).size === STEADY + 1), {
+      timeoutMs: 20_000,
+      message: "a batch with frames of all five streams",
+    });
     const dispatcher = stack.services.get("dispatcher")!.pid;
     process.kill(dispatcher, "SIGSTOP");
     try {
