@@ -1,6 +1,6 @@
 import { ensureJobStreams, openOwnedKv } from "@zml/bus";
 import type { JobMessage } from "@zml/bus";
-import { JOB_MESSAGE_TYPE, JOB_STATUS_BUCKET, ZmlError, jobKey } from "@zml/contracts";
+import { JOB_MESSAGE_TYPE, JOB_STATUS_BUCKET, ZmlError } from "@zml/contracts";
 import { waitUntil } from "@zml/runtime";
 import type { AccountSpec } from "@zml/contracts";
 import type { Registry } from "@zml/telemetry";
@@ -11,6 +11,8 @@ import { readRouteHeaders } from "../route/route-headers.ts";
 import type { RoutedRequest } from "../route/route-headers.ts";
 import { startAccountConsumers } from "./account-consumers.ts";
 import { createBatchMetrics } from "./batch-metrics.ts";
+import { createBatchQueues } from "./batch-queues.ts";
+import type { QueuedJob } from "./batch-queues.ts";
 import { createCollectingWriter } from "./collecting-writer.ts";
 import type { CollectingWriter } from "./collecting-writer.ts";
 import { createJobFinisher } from "./finish-job.ts";
@@ -41,10 +43,8 @@ export interface BatchWorkerDeps extends ExecuteDeps {
 }
 
 /** A pulled job waiting for capacity. */
-interface Ticket extends JobRef {
+interface Ticket extends JobRef, QueuedJob {
   request: RoutedRequest;
-  submittedAt: number;
-  lastProgressAt: number;
   /** Resolves once the job started (or ended without starting); the account pulls again. */
   release: () => void;
   /** Its run, once started, is a re-execution (an earlier one may have run unrecorded). */
@@ -119,27 +119,18 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
     clock: deps.clock,
     log: deps.log,
   });
-  const waiting: Ticket[] = [];
-  /** Jobs running on a node, with the timer that keeps their delivery alive. */
-  const running = new Map<Ticket, NodeJS.Timeout>();
-  /** Jobs this replica holds (waiting or running), by job key. */
-  const holding = new Map<string, Ticket>();
-  /** Deliveries waiting for the replica that holds another delivery of the same job. */
-  const held = new Set<Ticket>();
+  const progressEveryMs = deps.config.BATCH_ACK_WAIT_MS / 3;
+  /** Waiting, running and held jobs; a running job's timer keeps its delivery alive. */
+  const queues = createBatchQueues<Ticket, NodeJS.Timeout>(progressEveryMs);
   let stopped = false;
   let wake: () => void = () => {};
-  const progressEveryMs = deps.config.BATCH_ACK_WAIT_MS / 3;
   /** Finishes still being recorded or acked (through a leader change, perhaps). */
   const finishing = new Set<Promise<void>>();
-  const keyOf = (job: JobRef) => jobKey(job.account, job.jobId);
-  const release = (ticket: Ticket) => {
-    if (holding.get(keyOf(ticket)) === ticket) holding.delete(keyOf(ticket));
-  };
   /** Finishes a job that did not run, off the scheduler (recording may take a while). */
   const finishAside = (ticket: Ticket, outcome: Parameters<typeof finish>[1]) => {
     const done = finish(ticket, outcome).finally(() => {
       finishing.delete(done);
-      release(ticket);
+      queues.release(ticket);
     });
     finishing.add(done);
   };
@@ -173,7 +164,7 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
       const maxQueueMs = r.policy?.queueOnSaturation
         ? r.policy.maxQueueMs
         : deps.config.BATCH_DEFAULT_MAX_QUEUE_MS;
-      if (now - ticket.submittedAt < maxQueueMs) {
+      if (!queues.expired(ticket, now, maxQueueMs)) {
         if (!ticket.announcedWaiting) {
           // A delivery made while it waits here (see above) waits for this replica.
           ticket.announcedWaiting = true;
@@ -185,10 +176,7 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
             held: true,
           });
         }
-        if (now - ticket.lastProgressAt >= progressEveryMs) {
-          signalProgress(ticket);
-          ticket.lastProgressAt = now;
-        }
+        if (queues.progressDue(ticket, now)) signalProgress(ticket);
         return false;
       }
       metrics.outcomes.inc({ outcome: "expired_wait" });
@@ -228,15 +216,14 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
     });
     // Long jobs tell JetStream they are alive so it does not redeliver them meanwhile.
     const progress = setInterval(() => signalProgress(ticket), progressEveryMs);
-    running.set(ticket, progress);
+    queues.startRunning(ticket, progress);
     try {
       const outcome = jobFinishOf(await result, writer.reply(), "failed");
       // Handed back on stop: the next delivery records the result.
-      if (running.has(ticket)) await finish(ticket, outcome);
+      if (queues.isRunning(ticket)) await finish(ticket, outcome);
     } finally {
       clearInterval(progress);
-      running.delete(ticket);
-      release(ticket);
+      queues.endRun(ticket);
       metrics.running.dec();
     }
   };
@@ -257,13 +244,12 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
     } catch {
       return "wait";
     }
-    const mine = holding.get(keyOf(ticket));
     const decision = decideRedelivery({
       deliveryCount: ticket.msg.info.deliveryCount,
       stored: stored !== null,
       status: current,
       self: deps.replica,
-      heldHere: mine !== undefined && mine !== ticket,
+      heldHere: queues.heldHereByAnother(ticket),
       alive: (replica) => peers.alive(replica),
       now: deps.clock(),
       // Longer than a holder may wait for capacity and then run.
@@ -292,14 +278,13 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
   /** Queues a ticket for capacity; resolves once it started or ended without starting. */
   const enqueue = (ticket: Ticket): Promise<void> => {
     const released = new Promise<void>((r) => (ticket.release = r));
-    holding.set(keyOf(ticket), ticket);
-    waiting.push(ticket);
+    queues.enqueue(ticket);
     wake();
     return released;
   };
 
   const hold = (ticket: Ticket) => {
-    if (!held.has(ticket)) {
+    if (queues.hold(ticket)) {
       deps.log.info(
         {
           job_id: ticket.jobId,
@@ -309,7 +294,6 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
         "batch job delivered again while held elsewhere; waiting for that run",
       );
     }
-    held.add(ticket);
   };
 
   let rechecking = false;
@@ -317,16 +301,12 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
     if (rechecking || stopped) return;
     rechecking = true;
     void (async () => {
-      for (const ticket of [...held]) {
+      for (const ticket of queues.heldDeliveries()) {
         if (stopped) break;
-        const now = deps.clock();
-        if (now - ticket.lastProgressAt >= progressEveryMs) {
-          signalProgress(ticket);
-          ticket.lastProgressAt = now;
-        }
+        if (queues.progressDue(ticket, deps.clock())) signalProgress(ticket);
         const verdict = await judge(ticket);
         if (verdict === "wait" || stopped) continue;
-        held.delete(ticket);
+        queues.unhold(ticket);
         if (verdict === "run") void enqueue(ticket);
       }
     })().finally(() => (rechecking = false));
@@ -334,17 +314,17 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
 
   const scheduler = (async () => {
     while (!stopped) {
-      for (const ticket of [...waiting]) {
+      for (const ticket of queues.waiting()) {
         if (await tryStart(ticket)) {
-          waiting.splice(waiting.indexOf(ticket), 1);
+          queues.leaveWaiting(ticket);
           ticket.release();
         }
       }
-      metrics.waiting.set(waiting.length);
+      metrics.waiting.set(queues.waitingCount());
       const woken = new Promise<void>((r) => (wake = r));
       // With jobs waiting, capacity frees on completions and state changes and the timeout
       // paces expiry checks; with none, only a new job wakes the loop (no per-request churn).
-      await (waiting.length > 0 ? Promise.race([deps.capacity.wait(1_000), woken]) : woken);
+      await (queues.waitingCount() > 0 ? Promise.race([deps.capacity.wait(1_000), woken]) : woken);
     }
   })();
 
@@ -378,21 +358,22 @@ export async function startBatchWorker(deps: BatchWorkerDeps): Promise<BatchWork
       wake();
       deps.capacity.notify();
       await scheduler;
-      for (const ticket of waiting.splice(0)) {
+      const handedBack = queues.takeWaitingAndHeld();
+      for (const ticket of handedBack.waiting) {
         handBack(ticket);
         // Never ran in this delivery: the next one is not a re-execution.
         status(ticket, { status: "queued", httpStatus: null, errorCode: null, attempts: 0 });
-        release(ticket);
         ticket.release();
       }
-      for (const ticket of held) handBack(ticket);
-      held.clear();
-      await waitUntil(() => running.size === 0 && finishing.size === 0, deadline, deps.clock);
+      for (const ticket of handedBack.held) handBack(ticket);
+      await waitUntil(
+        () => queues.runningCount() === 0 && finishing.size === 0,
+        deadline,
+        deps.clock,
+      );
       giveUp.abort();
-      for (const [ticket, progress] of running) {
+      for (const [ticket, progress] of queues.takeRunning()) {
         clearInterval(progress);
-        running.delete(ticket);
-        release(ticket);
         handBack(ticket);
         deps.log.warn({ job_id: ticket.jobId }, "batch job still running at stop; handed back");
       }

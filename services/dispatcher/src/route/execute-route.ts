@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto";
 import { context, trace } from "@opentelemetry/api";
 import { ZmlError } from "@zml/contracts";
 import { lazyChild } from "@zml/telemetry";
-import { runSessionRoute } from "../session/session-route.ts";
 import { runAttempts } from "./attempt-loop.ts";
 import type { ExecuteDeps, Execution, ExecutionResult } from "./execution.ts";
 import { createRouteReport } from "./route-report.ts";
+import { runSessionRoute } from "./session-route.ts";
 import { endRouteSpan, startRouteSpan } from "./tracing.ts";
 
 /**

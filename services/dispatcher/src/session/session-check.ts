@@ -6,7 +6,6 @@ import { LIVE_STATUS } from "@zml/routing";
 import { spkiSha256 } from "@zml/tdx";
 import type { RoutingState } from "../fleet/routing-state.ts";
 import type { AttestationGate } from "../node/attestation-gate.ts";
-import type { RoutedRequest } from "../route/route-headers.ts";
 
 /** What the dispatcher knows about a node right now (memory reads). */
 export interface SessionNodeView {
@@ -16,6 +15,14 @@ export interface SessionNodeView {
   /** The node's current instance id, when its framework reports one. */
   instanceId(nodeId: string): string | null;
   verdict(nodeId: string, model: string, now: number): AttestationVerdict;
+}
+
+/** The fields of a routed request the session gate reads. */
+export interface SessionRequest {
+  sessionId: string | undefined;
+  account: string;
+  model: string;
+  tier: number;
 }
 
 export type SessionCheck =
@@ -34,7 +41,7 @@ const PARAM = "session_id";
  */
 export function checkSession(
   session: Session | undefined,
-  request: Pick<RoutedRequest, "sessionId" | "account" | "model" | "tier">,
+  request: SessionRequest,
   view: SessionNodeView,
   now: number,
 ): SessionCheck {

@@ -3,10 +3,10 @@ import { trace } from "@opentelemetry/api";
 import { serializeRoutingHeader, ZmlError } from "@zml/contracts";
 import type { Session } from "@zml/contracts";
 import { shouldCoolDown } from "@zml/routing";
-import { dispatchAttempt, failureOf } from "../route/dispatch-attempt.ts";
-import type { ExecuteDeps } from "../route/execution.ts";
-import type { RoutePath, RouteReport } from "../route/route-report.ts";
-import { checkSession, sessionKeyIdOf, sessionNodeView } from "./session-check.ts";
+import { checkSession, sessionKeyIdOf, sessionNodeView } from "../session/session-check.ts";
+import { dispatchAttempt, failureOf } from "./dispatch-attempt.ts";
+import type { ExecuteDeps } from "./execution.ts";
+import type { RoutePath, RouteReport } from "./route-report.ts";
 
 /**
  * The node's ephemeral session key lives only on the session's node, so nothing is retried
