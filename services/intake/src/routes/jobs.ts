@@ -31,7 +31,7 @@ import { z } from "zod";
 import { admit } from "../admit.ts";
 import type { IntakeConfig } from "../config.ts";
 import type { ClientRouteDeps } from "../route-deps.ts";
-import { extractRouteFields } from "../route-fields.ts";
+import { routeFieldsOf } from "../route-fields.ts";
 import { planHeaders, planRoute } from "../route-plan.ts";
 import { tierGate } from "../tier-gate.ts";
 import { parseJsonObject, validate } from "../validation.ts";
@@ -109,8 +109,7 @@ export function jobRoutes(deps: JobRouteDeps) {
       const account = admit(deps, req.headers.authorization, deps.clock());
       // The tier the job's request asks for is authorised before any check of the job's shape.
       const job = validate(JobBodySchema, parseJsonObject(bodyOf(req), jobTierGate(account)));
-      const body = Buffer.from(JSON.stringify(job.request));
-      const fields = extractRouteFields(job.path, body);
+      const fields = routeFieldsOf(job.path, job.request);
       if (fields.tier === 4) {
         throw new ZmlError(
           "sealed_body_required",
@@ -126,6 +125,8 @@ export function jobRoutes(deps: JobRouteDeps) {
       const plan = planRoute(fields, account, deps.models, deps.policies, "models");
       const jobId = job.job_id ?? `job-${randomUUID().replaceAll("-", "")}`;
       const h = planHeaders(JOB_MESSAGE_TYPE, job.path, fields, plan, account);
+      // The bytes the node gets: the request as it was checked, written once.
+      const body = Buffer.from(JSON.stringify(job.request));
       const { duplicate } = await submit(account.id, jobId, body, injectTraceContext(h));
       return reply.code(202).send({ object: "job", job_id: jobId, status: "queued", duplicate });
     });
