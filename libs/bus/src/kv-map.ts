@@ -2,6 +2,7 @@ import { Kvm } from "@nats-io/kv";
 import { jetstream } from "@nats-io/jetstream";
 import type { MsgRequest } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
+import { backoffDelayMs } from "@zml/contracts";
 import type { z } from "zod";
 import { natsConnectionOf } from "./connection.ts";
 import type { Bus, BusLogger } from "./connection.ts";
@@ -92,9 +93,8 @@ const LOAD_RETRY_MS = 250;
  * server never answers and the next try is placed afresh (a live server answers in ms).
  */
 const WATCH_CREATE_TIMEOUT_MS = 2_000;
-/** Pauses between tries to start following the bucket: doubling from the first to the last. */
-const FOLLOW_RETRY_FIRST_MS = 250;
-const FOLLOW_RETRY_MAX_MS = 2_000;
+/** Pauses between tries to start following the bucket: doubling from the first to the cap. */
+const FOLLOW_RETRY = { firstMs: 250, maxMs: 2_000 };
 const OPERATION_HEADER = "KV-Operation";
 
 /** A bucket's current contents did not arrive in time (its stream may have no leader). */
@@ -236,19 +236,18 @@ export async function watchKvIntoMap<S extends z.ZodType>(
   ).open(bucket);
   /** Creates the watch, trying again until it exists; undefined once stopped. */
   const createWatch = async () => {
-    let pauseMs = FOLLOW_RETRY_FIRST_MS;
     for (let attempt = 1; !stopped; attempt++) {
       try {
         const watcher = await watched.watch({ resumeFromRevision: revision + 1 });
         if (attempt > 1) options.log.info({ bucket, attempt }, "kv watch created");
         return watcher;
       } catch (err) {
+        const pauseMs = backoffDelayMs(FOLLOW_RETRY, attempt);
         options.log.warn(
           { bucket, attempt, err: String(err), retry_in_ms: pauseMs },
           "kv watch not created yet; retrying",
         );
         await sleep(pauseMs);
-        pauseMs = Math.min(pauseMs * 2, FOLLOW_RETRY_MAX_MS);
       }
     }
     return undefined;
@@ -271,7 +270,7 @@ export async function watchKvIntoMap<S extends z.ZodType>(
       // Ended: stopped here, or the client gave up re-creating its consumer (its server went
       // away). Follow again from the last revision applied.
       watching = undefined;
-      if (!stopped) await sleep(FOLLOW_RETRY_FIRST_MS);
+      if (!stopped) await sleep(FOLLOW_RETRY.firstMs);
     }
   };
   void follow();

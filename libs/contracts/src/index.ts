@@ -259,6 +259,8 @@ export type {
   NodeAddressRule,
   NodeAddressRules,
 } from "./node-address.ts";
+export { backoffDelayMs } from "./backoff.ts";
+export type { CappedBackoff } from "./backoff.ts";
 export {
   SERVICE_IDENTITIES,
   BATCH_IDENTITY_PREFIX,

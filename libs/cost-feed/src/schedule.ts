@@ -1,3 +1,4 @@
+import { backoffDelayMs } from "@zml/contracts";
 import type { PriceErrorKind } from "./errors.ts";
 
 export interface DelayInput {
@@ -30,8 +31,8 @@ export function nextDelayMs(input: DelayInput): number {
   let base: number;
   if (failures <= 0) base = intervalMs;
   else if (input.kind === "throttled" || input.kind === "auth" || input.kind === "credentials") {
-    base = Math.min(intervalMs * 2 ** (failures - 1), 4 * intervalMs);
-  } else base = Math.min(FIRST_RETRY_MS * 2 ** (failures - 1), intervalMs);
+    base = backoffDelayMs({ firstMs: intervalMs, maxMs: 4 * intervalMs }, failures);
+  } else base = backoffDelayMs({ firstMs: FIRST_RETRY_MS, maxMs: intervalMs }, failures);
   const jitter = Math.min(0.5, Math.max(0, input.jitter));
   return Math.max(1, Math.round(base * (1 + jitter * (2 * input.random - 1))));
 }

@@ -1,6 +1,7 @@
 import {
   InvalidSubjectTokenError,
   NODE_ID_PATTERN,
+  backoffDelayMs,
   type NodeObservation,
   type NodeState,
   type NodeStatus,
@@ -357,7 +358,10 @@ function stableLongEnough(h: NodeHealth, config: HealthConfig, now: number): boo
 
 function isolate(h: NodeHealth, config: HealthConfig, now: number, reason: string): NodeHealth {
   const isolations = (stableLongEnough(h, config, now) ? 0 : h.isolations) + 1;
-  const period = Math.min(config.isolationBaseMs * 2 ** (isolations - 1), config.isolationMaxMs);
+  const period = backoffDelayMs(
+    { firstMs: config.isolationBaseMs, maxMs: config.isolationMaxMs },
+    isolations,
+  );
   return {
     ...h,
     status: "Isolated",

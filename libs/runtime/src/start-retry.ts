@@ -1,3 +1,5 @@
+import { backoffDelayMs } from "@zml/contracts";
+
 export interface StartRetryLogger {
   warn(obj: object, msg?: string): void;
 }
@@ -44,14 +46,14 @@ export async function startWhenPossible<T>(
   options: StartWhenPossibleOptions,
 ): Promise<T> {
   const sleep = options.sleep ?? defaultSleep;
-  const maxDelayMs = options.maxDelayMs ?? 5_000;
-  let delayMs = options.firstDelayMs ?? 500;
+  const backoff = { firstMs: options.firstDelayMs ?? 500, maxMs: options.maxDelayMs ?? 5_000 };
   for (let attempt = 1; ; attempt++) {
     options.signal?.throwIfAborted();
     try {
       return await start();
     } catch (error) {
       if (options.isPermanent?.(error) || options.signal?.aborted) throw error;
+      const delayMs = backoffDelayMs(backoff, attempt);
       options.log.warn(
         {
           err: error instanceof Error ? error.message : String(error),
@@ -61,7 +63,6 @@ export async function startWhenPossible<T>(
         `${options.what} could not start yet; retrying`,
       );
       await sleep(delayMs, options.signal);
-      delayMs = Math.min(delayMs * 2, maxDelayMs);
     }
   }
 }

@@ -51,7 +51,15 @@ export function extractRouteFields(
   raw: Buffer,
   beforeShape?: (body: object) => void,
 ): RouteFields {
-  const data = validate(INFERENCE_PATHS[path], parseJsonObject(raw, beforeShape));
+  return routeFieldsOf(path, parseJsonObject(raw, beforeShape));
+}
+
+/**
+ * The routing fields of a body that is already parsed (a batch job's `request`, parsed with
+ * its job): checked by the same schema as {@link extractRouteFields}, with the same errors.
+ */
+export function routeFieldsOf(path: InferencePath, body: object): RouteFields {
+  const data = validate(INFERENCE_PATHS[path], body);
   // Embeddings never stream, whatever the body says.
   const fields = fieldsOf(path === "/v1/embeddings" ? { ...data, stream: false } : data, {
     fallbackModels: data.models,

@@ -1,12 +1,12 @@
 import { createHash } from "node:crypto";
-import type { AccountSpec, ModelSpec, PolicySpec } from "@zml/contracts";
+import type { AccountSpec, InferencePath, ModelSpec, PolicySpec } from "@zml/contracts";
 import { HEADERS, ZmlError } from "@zml/contracts";
 import { describe, expect, it } from "vitest";
 import { createAdminAuthenticator, createAuthenticator } from "../src/auth.ts";
 import { createKeyStoreStatus } from "../src/key-store.ts";
 import { policyNameFor } from "../src/policy.ts";
 import { createRateLimiter } from "../src/rate-limit.ts";
-import { extractRouteFields, parseNativeCall } from "../src/route-fields.ts";
+import { extractRouteFields, parseNativeCall, routeFieldsOf } from "../src/route-fields.ts";
 import type { RouteFields } from "../src/route-fields.ts";
 import { planHeaders, planRoute } from "../src/route-plan.ts";
 
@@ -267,6 +267,34 @@ describe("extractRouteFields", () => {
       code,
       param,
     ]);
+  });
+
+  it("reads an already parsed body (a job's request) as it reads the same body's bytes", () => {
+    const system = { role: "system", content: "Secret house rules. ".repeat(100) };
+    const bodies: [InferencePath, Record<string, unknown>][] = [
+      [
+        "/v1/chat/completions",
+        { ...ok, messages: [system], tier: 2, models: ["n"], max_tokens: 9 },
+      ],
+      ["/v1/completions", { model: "m", prompt: "p".repeat(600), provider: { sort: "price" } }],
+      ["/v1/embeddings", { model: "m", input: "x", stream: true }],
+    ];
+    for (const [path, body] of bodies) {
+      const fields = routeFieldsOf(path, body);
+      expect(fields).toEqual(extractRouteFields(path, buf(body)));
+    }
+    expect(routeFieldsOf("/v1/chat/completions", bodies[0]![1]).prefix).toBeDefined();
+    for (const bad of [
+      { messages: [] },
+      { model: 7, messages: [{ role: "user" }] },
+      { ...ok, messages: [{ content: "x" }] },
+      { ...ok, tier: 0 },
+      { ...ok, provider: { sort: "cheapest" } },
+    ]) {
+      expect(codeOf(() => routeFieldsOf("/v1/chat/completions", bad))).toEqual(
+        codeOf(() => extractRouteFields("/v1/chat/completions", buf(bad))),
+      );
+    }
   });
 });
 

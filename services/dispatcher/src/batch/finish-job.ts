@@ -1,6 +1,6 @@
 import { confirmAck, isRetryableBusError, publishToStream } from "@zml/bus";
 import type { Bus, BusLogger, JobMessage, KV } from "@zml/bus";
-import { jobDeadSubject, jobKey } from "@zml/contracts";
+import { backoffDelayMs, jobDeadSubject, jobKey } from "@zml/contracts";
 import type { JobOutcome, JobStatus } from "@zml/contracts";
 import type { DispatcherConfig } from "../config.ts";
 import type { BatchMetrics } from "./batch-metrics.ts";
@@ -42,8 +42,8 @@ export type JobStatusWriter = (job: JobRef, write: StatusWrite) => void;
 
 /** One try of an ack confirmation; a leader change is ridden out by trying again. */
 const ACK_TRY_TIMEOUT_MS = 2_000;
-const FIRST_PAUSE_MS = 200;
-const MAX_PAUSE_MS = 2_000;
+/** Pauses between tries of a step: doubling from the first to the cap. */
+const STEP_RETRY = { firstMs: 200, maxMs: 2_000 };
 
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -89,7 +89,6 @@ export function createJobFinisher(deps: JobFinisherDeps) {
 
   /** Runs `step` until it succeeds; throws a refusal, or the last error once given up. */
   const persist = async <T>(job: JobRef, what: string, step: () => Promise<T>): Promise<T> => {
-    let pauseMs = FIRST_PAUSE_MS;
     for (let attempt = 1; ; attempt++) {
       try {
         return await step();
@@ -106,8 +105,7 @@ export function createJobFinisher(deps: JobFinisherDeps) {
         } catch {
           // The connection is moving to another server; the next try sends it again.
         }
-        await pause(pauseMs, deps.signal);
-        pauseMs = Math.min(pauseMs * 2, MAX_PAUSE_MS);
+        await pause(backoffDelayMs(STEP_RETRY, attempt), deps.signal);
       }
     }
   };

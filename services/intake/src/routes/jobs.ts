@@ -19,6 +19,7 @@ import {
   JobStatusSchema,
   ROUTING_HTTP_HEADER,
   ZmlError,
+  backoffDelayMs,
   jobResultSubject,
   jobKey,
   jobSubmitSubject,
@@ -30,7 +31,7 @@ import { z } from "zod";
 import { admit } from "../admit.ts";
 import type { IntakeConfig } from "../config.ts";
 import type { ClientRouteDeps } from "../route-deps.ts";
-import { extractRouteFields } from "../route-fields.ts";
+import { routeFieldsOf } from "../route-fields.ts";
 import { planHeaders, planRoute } from "../route-plan.ts";
 import { tierGate } from "../tier-gate.ts";
 import { parseJsonObject, validate } from "../validation.ts";
@@ -81,9 +82,8 @@ export function jobRoutes(deps: JobRouteDeps) {
    */
   const submit = async (account: string, jobId: string, body: Uint8Array, headers: MsgHdrs) => {
     const deadline = deps.clock() + deps.config.ZML_JOB_SUBMIT_TIMEOUT_MS;
-    let pauseMs = SUBMIT_FIRST_PAUSE_MS;
     let mayHaveStored = false;
-    for (;;) {
+    for (let attempt = 1; ; attempt++) {
       const left = deadline - deps.clock();
       try {
         await lookUp();
@@ -97,9 +97,9 @@ export function jobRoutes(deps: JobRouteDeps) {
         if (err instanceof ZmlError) throw err;
         // Lost in flight, or unanswered: JetStream may have it.
         if (!(err instanceof Error) || err.name === "TimeoutError") mayHaveStored = true;
+        const pauseMs = backoffDelayMs(SUBMIT_RETRY, attempt);
         if (!isRetryableBusError(err) || deps.clock() + pauseMs >= deadline) throw storeDown();
         await new Promise((r) => setTimeout(r, pauseMs));
-        pauseMs = Math.min(pauseMs * 2, SUBMIT_MAX_PAUSE_MS);
       }
     }
   };
@@ -109,8 +109,7 @@ export function jobRoutes(deps: JobRouteDeps) {
       const account = admit(deps, req.headers.authorization, deps.clock());
       // The tier the job's request asks for is authorised before any check of the job's shape.
       const job = validate(JobBodySchema, parseJsonObject(bodyOf(req), jobTierGate(account)));
-      const body = Buffer.from(JSON.stringify(job.request));
-      const fields = extractRouteFields(job.path, body);
+      const fields = routeFieldsOf(job.path, job.request);
       if (fields.tier === 4) {
         throw new ZmlError(
           "sealed_body_required",
@@ -126,6 +125,8 @@ export function jobRoutes(deps: JobRouteDeps) {
       const plan = planRoute(fields, account, deps.models, deps.policies, "models");
       const jobId = job.job_id ?? `job-${randomUUID().replaceAll("-", "")}`;
       const h = planHeaders(JOB_MESSAGE_TYPE, job.path, fields, plan, account);
+      // The bytes the node gets: the request as it was checked, written once.
+      const body = Buffer.from(JSON.stringify(job.request));
       const { duplicate } = await submit(account.id, jobId, body, injectTraceContext(h));
       return reply.code(202).send({ object: "job", job_id: jobId, status: "queued", duplicate });
     });
@@ -205,9 +206,8 @@ function jobTierGate(account: AccountSpec): (body: object) => void {
 /** Seconds a client waits before retrying while JetStream elects a new leader (~2–10 s). */
 export const JOB_STORE_RETRY_AFTER_S = 2;
 
-/** Pauses between submission tries: short first (an election may just be ending). */
-const SUBMIT_FIRST_PAUSE_MS = 100;
-const SUBMIT_MAX_PAUSE_MS = 1_000;
+/** Pauses between submission tries: short first (an election may just be ending), doubling. */
+const SUBMIT_RETRY = { firstMs: 100, maxMs: 1_000 };
 /** One try's wait for JetStream's ack; a lost try is followed by another well within the budget. */
 const SUBMIT_TRY_TIMEOUT_MS = 2_000;
 const SUBMIT_MIN_TRY_MS = 250;
