@@ -31,8 +31,11 @@ beforeAll(async () => {
           accelerator_preference: [{ family: "H100", priority: 1 }],
           latency_target_ms: 60_000,
           cost_priority: "latency",
-          queue_on_saturation: false,
-          max_queue_ms: 0,
+          // Two replicas each take their share of a node's free slots until they hear from
+          // each other (docs/capacity.md): a burst that finds its replica's share spent
+          // waits for a slot instead of failing.
+          queue_on_saturation: true,
+          max_queue_ms: 10_000,
         },
         {
           name: "blind",
