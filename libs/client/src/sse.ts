@@ -11,6 +11,8 @@ export interface SseEvent {
  * `\n`, `\r\n` or `\r` line ends; comment lines and unknown fields are skipped. The bytes are
  * cut into whole events by the gateway's own cutter (bundled from `@zml/contracts/sse`), so
  * only whole events are decoded; a last event that lacks its blank line is read at the end.
+ * An event whose lines end in CR alone is read when an LF or CRLF blank line, or the end,
+ * follows it (the gateway relays LF and CRLF events only).
  */
 export async function* parseSse(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<SseEvent> {
   // No bound on one event: the fields of an event are read only once it is whole.
