@@ -15,7 +15,10 @@ const NO_DEEP_IMPORTS = {
   group: [
     "@zml/*/*",
     "!@zml/tdx/testing",
+    // Plain, zod-free parts of the contracts that the SDK bundles (its index pulls in zod).
+    "!@zml/contracts/routing-header",
     "!@zml/contracts/sealed",
+    "!@zml/contracts/sse",
     "!@zml/contracts/testing",
     "!@zml/bus/testing",
     "**/libs/*/src/**",

@@ -4,8 +4,8 @@ import { describe, expect, it } from "vitest";
 import { parseRoutingHeader, RoutingHeaderError } from "../src/index.ts";
 
 /**
- * The SDK reads `x-zml-routing` with its own parser (it ships without dependencies); these
- * tests hold it to the gateway's serializer, so the two cannot drift apart.
+ * The SDK reads `x-zml-routing` with the gateway's parser, bundled; these tests hold what it
+ * reads, and the errors it throws, to the gateway's serializer and the SDK's own types.
  */
 
 const printable = fc.string({

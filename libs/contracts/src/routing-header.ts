@@ -1,9 +1,17 @@
 /**
  * The `x-zml-routing` header: an RFC 8941 structured-field dictionary such as
  * `decision-id="01J…", node="h100-a", policy="balanced", family="H100", queue-depth=2,
- * tier=1, attempts=1`. Only strings and integers are produced; the parser also accepts
- * tokens and booleans but rejects parameters and inner lists, which we never send.
+ * tier=1, attempts=1`. Read and written through `structured-headers` (the HTTP WG's test
+ * suite, RFC 8941 and 9651). Only strings, integers and a boolean are sent; the reader takes
+ * any dictionary, and skips parameters and members a later gateway may add.
+ *
+ * Plain code besides that library, so the SDK can bundle it (`@zml/contracts/routing-header`).
+ * The Python SDK reads the header with a parser of its own; both are held to the vectors in
+ * `test/routing-header-vectors.json`.
  */
+
+import { isInnerList, parseDictionary, serializeDictionary, Token } from "structured-headers";
+import type { BareItem, Dictionary, InnerList, Item } from "structured-headers";
 
 export interface RoutingInfo {
   decisionId: string;
@@ -44,48 +52,40 @@ const KEYS: Record<keyof RoutingInfo, string> = {
   cachedTokens: "cached-tokens",
 };
 
-/** Printable ASCII except `"` and backslash: what an RFC 8941 string holds unescaped. */
-const PLAIN_SF_STRING = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
-
+/**
+ * RFC 8941 strings hold printable ASCII only: anything else (a CR, LF or any non-ASCII
+ * character) becomes `?`, so a name can never break the header or fail to serialise.
+ */
 function sfString(value: string): string {
-  // Ids, names and families are nearly always plain: no per-character walk for them.
-  if (PLAIN_SF_STRING.test(value)) return `"${value}"`;
-  // RFC 8941 strings allow printable ASCII only; anything else cannot be sent faithfully.
-  let out = '"';
-  for (const ch of value) {
-    const code = ch.charCodeAt(0);
-    if (ch === '"' || ch === "\\") out += `\\${ch}`;
-    else if (code >= 0x20 && code <= 0x7e && ch.length === 1) out += ch;
-    else out += "?";
-  }
-  return `${out}"`;
+  return value.replace(/[^\x20-\x7e]/gu, "?");
 }
 
-function sfInteger(value: number): string {
+function sfInteger(value: number): number {
   if (!Number.isSafeInteger(value) || Math.abs(value) > 999_999_999_999_999) {
     throw new RangeError(`not an RFC 8941 integer: ${value}`);
   }
-  return String(value);
+  return value;
 }
 
 export function serializeRoutingHeader(info: RoutingInfo): string {
-  return [
-    `${KEYS.decisionId}=${sfString(info.decisionId)}`,
-    `${KEYS.node}=${sfString(info.node)}`,
-    `${KEYS.policy}=${sfString(info.policy)}`,
-    `${KEYS.family}=${sfString(info.family)}`,
-    `${KEYS.queueDepth}=${sfInteger(info.queueDepth)}`,
-    `${KEYS.tier}=${sfInteger(info.tier)}`,
-    `${KEYS.attempts}=${sfInteger(info.attempts)}`,
-    ...(info.price === undefined ? [] : [`${KEYS.price}=${sfString(info.price)}`]),
-    ...(info.priceAgeS === undefined ? [] : [`${KEYS.priceAgeS}=${sfInteger(info.priceAgeS)}`]),
-    ...(info.priceStale === undefined ? [] : [`${KEYS.priceStale}=?${info.priceStale ? 1 : 0}`]),
-    ...(info.cachedTokens === undefined
-      ? []
-      : [`${KEYS.cachedTokens}=${sfInteger(info.cachedTokens)}`]),
-  ].join(", ");
+  const members: Record<string, BareItem> = {
+    [KEYS.decisionId]: sfString(info.decisionId),
+    [KEYS.node]: sfString(info.node),
+    [KEYS.policy]: sfString(info.policy),
+    [KEYS.family]: sfString(info.family),
+    [KEYS.queueDepth]: sfInteger(info.queueDepth),
+    [KEYS.tier]: sfInteger(info.tier),
+    [KEYS.attempts]: sfInteger(info.attempts),
+  };
+  if (info.price !== undefined) members[KEYS.price] = sfString(info.price);
+  if (info.priceAgeS !== undefined) members[KEYS.priceAgeS] = sfInteger(info.priceAgeS);
+  // `?0` is a member with a value: the library writes a bare key only for `true`.
+  if (info.priceStale !== undefined) members[KEYS.priceStale] = info.priceStale;
+  if (info.cachedTokens !== undefined) members[KEYS.cachedTokens] = sfInteger(info.cachedTokens);
+  return serializeDictionary(members);
 }
 
+/** Thrown for a header that is no RFC 8941 dictionary, or lacks a routing member. */
 export class StructuredFieldParseError extends Error {
   readonly code = "structured_field_parse_error";
   constructor(message: string) {
@@ -96,83 +96,75 @@ export class StructuredFieldParseError extends Error {
 
 type SfValue = string | number | boolean;
 
-/** Parses an RFC 8941 dictionary of bare items (no parameters, no inner lists). */
+/** A dictionary, or {@link StructuredFieldParseError} with the library's reason. */
+function dictionaryOf(input: string): Dictionary {
+  try {
+    return parseDictionary(input);
+  } catch (error) {
+    throw new StructuredFieldParseError(
+      `not an RFC 8941 dictionary: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+}
+
+/**
+ * A member's value as the routing header uses it: a string (or token), an integer, or a
+ * boolean; `undefined` for anything else (a decimal, byte sequence, date, display string or
+ * inner list). Parameters are skipped. A decimal with a zero fraction (`1.0`) reads as the
+ * integer: a JavaScript number cannot tell them apart, and the library says so.
+ */
+function valueOf(member: Item | InnerList): SfValue | undefined {
+  if (isInnerList(member)) return undefined;
+  // `unknown`: the library's BareItem names the DOM's BufferSource, which Node's types lack.
+  const value: unknown = member[0];
+  if (typeof value === "string" || typeof value === "boolean") return value;
+  if (typeof value === "number") return Number.isInteger(value) ? value : undefined;
+  if (value instanceof Token) return value.toString();
+  return undefined;
+}
+
+/**
+ * Parses an RFC 8941 dictionary of bare items: strings, tokens (as strings), integers and
+ * booleans. Refuses what the routing header never holds: parameters, inner lists, decimals
+ * and other types.
+ */
 export function parseSfDictionary(input: string): Map<string, SfValue> {
   const out = new Map<string, SfValue>();
-  let i = 0;
-  const fail = (why: string): never => {
-    throw new StructuredFieldParseError(`${why} at offset ${i}`);
-  };
-  const skipOws = () => {
-    while (input[i] === " " || input[i] === "\t") i++;
-  };
-  while (input[i] === " ") i++;
-  while (i < input.length) {
-    const keyMatch = /^[a-z*][a-z0-9_\-.*]*/.exec(input.slice(i));
-    if (!keyMatch) fail("expected a key");
-    const key = keyMatch![0];
-    i += key.length;
-    let value: SfValue = true;
-    if (input[i] === "=") {
-      i++;
-      const ch = input[i];
-      if (ch === '"') {
-        i++;
-        let s = "";
-        for (;;) {
-          if (i >= input.length) fail("unterminated string");
-          const c = input[i++]!;
-          if (c === "\\") {
-            const next = input[i++];
-            if (next !== '"' && next !== "\\") fail("bad escape");
-            s += next;
-          } else if (c === '"') break;
-          else if (c < " " || c > "~") fail("non-printable character in string");
-          else s += c;
-        }
-        value = s;
-      } else if (ch === "?") {
-        const b = input[i + 1];
-        if (b !== "0" && b !== "1") fail("bad boolean");
-        value = b === "1";
-        i += 2;
-      } else {
-        const num = /^-?\d{1,15}(?![.\d])/.exec(input.slice(i));
-        const tok = /^[A-Za-z*][A-Za-z0-9!#$%&'*+\-.^_`|~:/]*/.exec(input.slice(i));
-        if (num) {
-          value = Number(num[0]);
-          i += num[0].length;
-        } else if (tok) {
-          value = tok[0];
-          i += tok[0].length;
-        } else fail("unsupported value");
-      }
+  for (const [key, member] of dictionaryOf(input)) {
+    if (!isInnerList(member) && member[1].size > 0) {
+      throw new StructuredFieldParseError(`parameters are not supported (${key})`);
     }
-    if (input[i] === ";") fail("parameters are not supported");
+    const value = valueOf(member);
+    if (value === undefined) throw new StructuredFieldParseError(`unsupported value (${key})`);
     out.set(key, value);
-    skipOws();
-    if (i >= input.length) break;
-    if (input[i] !== ",") fail("expected ','");
-    i++;
-    skipOws();
-    if (i >= input.length) fail("trailing comma");
   }
   return out;
 }
 
-/** Parses an `x-zml-routing` header; throws {@link StructuredFieldParseError} when malformed. */
+/**
+ * Parses an `x-zml-routing` header; throws {@link StructuredFieldParseError} when it is
+ * malformed or lacks a member. Parameters, and members a later gateway may add, are skipped.
+ */
 export function parseRoutingHeader(header: string): RoutingInfo {
-  const dict = parseSfDictionary(header);
+  const dict = dictionaryOf(header);
+  const value = (k: string) => {
+    const member = dict.get(k);
+    return member === undefined ? undefined : valueOf(member);
+  };
   const str = (k: string): string => {
-    const v = dict.get(k);
+    const v = value(k);
     if (typeof v !== "string") throw new StructuredFieldParseError(`missing string ${k}`);
     return v;
   };
   const int = (k: string): number => {
-    const v = dict.get(k);
+    const v = value(k);
     if (typeof v !== "number") throw new StructuredFieldParseError(`missing integer ${k}`);
     return v;
   };
+  const price = value(KEYS.price);
+  const age = value(KEYS.priceAgeS);
+  const stale = value(KEYS.priceStale);
+  const cached = value(KEYS.cachedTokens);
   return {
     decisionId: str(KEYS.decisionId),
     node: str(KEYS.node),
@@ -181,16 +173,6 @@ export function parseRoutingHeader(header: string): RoutingInfo {
     queueDepth: int(KEYS.queueDepth),
     tier: int(KEYS.tier),
     attempts: int(KEYS.attempts),
-    ...optional(dict),
-  };
-}
-
-function optional(dict: Map<string, SfValue>): Partial<RoutingInfo> {
-  const price = dict.get(KEYS.price);
-  const age = dict.get(KEYS.priceAgeS);
-  const stale = dict.get(KEYS.priceStale);
-  const cached = dict.get(KEYS.cachedTokens);
-  return {
     ...(typeof price === "string" ? { price } : {}),
     ...(typeof age === "number" ? { priceAgeS: age } : {}),
     ...(typeof stale === "boolean" ? { priceStale: stale } : {}),

@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -68,5 +70,23 @@ describe("x-zml-routing header", () => {
 
   it("reports a missing field", () => {
     expect(() => parseRoutingHeader('node="x"')).toThrow(/decision-id/);
+  });
+});
+
+/** Shared with the Python SDK's tests (libs/python-sdk/tests/test_routing_header.py). */
+const vectors = JSON.parse(
+  readFileSync(join(import.meta.dirname, "routing-header-vectors.json"), "utf8"),
+) as {
+  valid: Array<{ name: string; header: string; routing: RoutingInfo }>;
+  invalid: Array<{ name: string; header: string }>;
+};
+
+describe("x-zml-routing vectors", () => {
+  it.each(vectors.valid.map((v) => [v.name, v] as const))("reads %s", (_, v) => {
+    expect(parseRoutingHeader(v.header)).toEqual(v.routing);
+  });
+
+  it.each(vectors.invalid.map((v) => [v.name, v] as const))("refuses %s", (_, v) => {
+    expect(() => parseRoutingHeader(v.header)).toThrow(StructuredFieldParseError);
   });
 });

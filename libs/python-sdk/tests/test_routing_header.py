@@ -1,7 +1,13 @@
 """The `x-zml-routing` parser on its own: RFC 8941 dictionaries as the gateway sends them,
-members it may add later, and malformed headers."""
+members it may add later, and malformed headers. The vectors in
+libs/contracts/test/routing-header-vectors.json hold it to the gateway's TypeScript parser."""
 
 from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,3 +67,40 @@ def test_ignores_members_and_parameters_added_later() -> None:
 def test_rejects_malformed_headers(header: str) -> None:
     with pytest.raises(RoutingHeaderError):
         parse_routing_header(header)
+
+
+VECTORS = json.loads(
+    (
+        Path(__file__).resolve().parents[2] / "contracts" / "test" / "routing-header-vectors.json"
+    ).read_text(encoding="utf-8")
+)
+# The TypeScript names of the fields this SDK's Routing has; it has no price fields.
+FIELDS = {
+    "decisionId": "decision_id",
+    "node": "node",
+    "policy": "policy",
+    "family": "family",
+    "queueDepth": "queue_depth",
+    "tier": "tier",
+    "attempts": "attempts",
+    "cachedTokens": "cached_tokens",
+}
+
+
+def _name(vector: dict[str, Any]) -> str:
+    return str(vector["name"])
+
+
+@pytest.mark.parametrize("vector", VECTORS["valid"], ids=_name)
+def test_reads_the_shared_vectors(vector: dict[str, Any]) -> None:
+    expected = {FIELDS[k]: v for k, v in vector["routing"].items() if k in FIELDS}
+    assert dataclasses.asdict(parse_routing_header(vector["header"])) == {
+        "cached_tokens": None,
+        **expected,
+    }
+
+
+@pytest.mark.parametrize("vector", VECTORS["invalid"], ids=_name)
+def test_refuses_the_shared_vectors(vector: dict[str, Any]) -> None:
+    with pytest.raises(RoutingHeaderError):
+        parse_routing_header(vector["header"])

@@ -1,4 +1,5 @@
-// The SSE event cutter: only whole events go out, however the bytes are split.
+// What a relayed stream's events tell the dispatcher: whether the stream is complete, and what
+// its opening run holds. The cutting itself is tested with the shared cutter (libs/contracts).
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -6,8 +7,6 @@ import {
   hasFinishReason,
   isDoneEvent,
   isResponsesFinalEvent,
-  lastBoundaryEnd,
-  MAX_HELD_EVENT_BYTES,
   SseEventCutter,
 } from "../src/node/sse-events.ts";
 
@@ -23,26 +22,8 @@ function run(chunks: string[]) {
   return { out, cutter };
 }
 
-describe("lastBoundaryEnd", () => {
-  it("finds the end of the last LF or CRLF blank line", () => {
-    expect(lastBoundaryEnd(b("data: a\n\ndata: b"))).toBe(9);
-    expect(lastBoundaryEnd(b("data: a\r\n\r\ndata: b"))).toBe(11);
-    expect(lastBoundaryEnd(b("data: a\ndata: b\n"))).toBe(-1);
-    expect(lastBoundaryEnd(b("data: a\n\ndata: b\n\n"), 17)).toBe(9);
-  });
-});
-
 describe("SseEventCutter", () => {
-  it("sends whole events at once and holds a partial one until its blank line", () => {
-    const cutter = new SseEventCutter();
-    expect(cutter.push(b(token("a") + 'data: {"cho'))?.toString()).toBe(token("a"));
-    expect(cutter.pending).toBeGreaterThan(0);
-    expect(cutter.push(b('ices":[]}\n'))).toBeNull();
-    expect(cutter.push(b("\n"))?.toString()).toBe('data: {"choices":[]}\n\n');
-    expect(cutter.pending).toBe(0);
-  });
-
-  it("sends every byte of whole events, in order, however the stream is split", () => {
+  it("is complete, whole events sent in order, however the stream is split", () => {
     const stream = token("a") + token("b") + finish + usage + "data: [DONE]\n\n";
     fc.assert(
       fc.property(
@@ -110,15 +91,6 @@ describe("isResponsesFinalEvent", () => {
     expect(isResponsesFinalEvent(bytes("data: [DONE]\n\n"))).toBe(false);
     expect(isResponsesFinalEvent(bytes("data: {broken\n\n"))).toBe(false);
     expect(isResponsesFinalEvent(undefined)).toBe(false);
-  });
-});
-
-describe("SseEventCutter bound", () => {
-  it("passes an event longer than MAX_HELD_EVENT_BYTES on rather than hold it", () => {
-    const cutter = new SseEventCutter();
-    const big = Buffer.alloc(MAX_HELD_EVENT_BYTES + 1, "x");
-    expect(cutter.push(big)?.length).toBe(big.length);
-    expect(cutter.pending).toBe(0);
   });
 });
 

@@ -1,33 +1,17 @@
-// Server-sent events relayed whole: bytes go out only up to the last blank line, so a client
-// never receives half an event, and a stream's last events tell whether it is complete.
-// Nothing here parses JSON: it scans bytes for the blank line and, at the end, for a
-// `finish_reason` in the last two events.
+// Server-sent events relayed whole: the shared cutter (`@zml/contracts/sse`) sends bytes only
+// up to the last blank line, so a client never receives half an event; here a stream's last
+// events tell whether it is complete. Nothing here parses JSON: at the end it scans the last
+// two events' bytes for a `finish_reason`.
 
-import { SEALED_FINAL_EVENT } from "@zml/contracts";
+import { SEALED_FINAL_EVENT, SseEventCutter as SharedSseEventCutter } from "@zml/contracts";
 
-const LF_LF = Buffer.from("\n\n");
-/** The end of `\r\n\r\n` (or `\n\r\n`): a CRLF blank line after a line end. */
-const LF_CRLF = Buffer.from("\n\r\n");
+// The bound on a held event, for the node call, which also bounds a stream's preamble by it.
+export { MAX_HELD_EVENT_BYTES } from "@zml/contracts";
+
 const DONE = Buffer.from("data: [DONE]");
 /** The terminal event, for a complete stream whose node sent none. */
 export const DONE_EVENT = Buffer.from("data: [DONE]\n\n");
 const FINISH_REASON = Buffer.from('"finish_reason"');
-
-/**
- * Index just past the last blank line that ends at or before `limit`, or -1. Blank lines end
- * in LF or CRLF (every serving framework's); CR-only line ends are not recognised.
- */
-export function lastBoundaryEnd(buf: Uint8Array, limit = buf.length): number {
-  const b = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
-  const lf = limit >= 2 ? b.lastIndexOf(LF_LF, limit - 2) : -1;
-  const crlf = limit >= 3 ? b.lastIndexOf(LF_CRLF, limit - 3) : -1;
-  return Math.max(lf === -1 ? -1 : lf + 2, crlf === -1 ? -1 : crlf + 3);
-}
-
-/** Where the last event of the whole events in `run[0, end)` starts. */
-function lastEventStart(run: Buffer, end: number): number {
-  return Math.max(0, lastBoundaryEnd(run, end - 2));
-}
 
 const SEALED_FINAL = Buffer.from(`event: ${SEALED_FINAL_EVENT}\n`);
 
@@ -57,71 +41,11 @@ export function hasFinishReason(event: Buffer): boolean {
 }
 
 /**
- * Cuts a byte stream into runs of whole SSE events. `push` returns the bytes that end on an
- * event boundary (or null) and keeps the rest until its blank line arrives; what is held when
- * the stream breaks is dropped, never sent. `complete` says whether the events sent so far
- * make a finished answer: `[DONE]`, or a `finish_reason` in one of the last two events (the
- * last one may be the usage chunk that follows it).
+ * The shared cutter (`@zml/contracts/sse`), with what a relayed stream's end tells: `complete`
+ * says whether the events sent so far make a finished answer: `[DONE]`, or a `finish_reason`
+ * in one of the last two events (the last one may be the usage chunk that follows it).
  */
-/**
- * An event held back longer than this is passed on unfinished, so memory stays bounded. Real
- * events are a few hundred bytes; only a Responses API `response.completed`, which repeats
- * the whole answer, gets large.
- */
-export const MAX_HELD_EVENT_BYTES = 256 * 1024;
-
-export class SseEventCutter {
-  private held: Buffer[] = [];
-  private heldBytes = 0;
-  /**
-   * The last two runs of whole events sent: the last two events are in them. They are cut
-   * out only when asked for (at the stream's end), so a read costs no allocation for them.
-   */
-  private lastRun: Buffer | undefined;
-  private runBefore: Buffer | undefined;
-
-  push(chunk: Buffer): Buffer | null {
-    let end = lastBoundaryEnd(chunk);
-    if (end === -1 && this.heldBytes > 0) end = this.straddlingEnd(chunk);
-    if (end === -1) {
-      this.hold(chunk);
-      if (this.heldBytes <= MAX_HELD_EVENT_BYTES) return null;
-      // An "event" this long is no event: pass it on rather than hold it without bound.
-      return this.takePending() ?? null;
-    }
-    const out =
-      this.heldBytes === 0
-        ? end === chunk.length
-          ? chunk // the common read: whole events only, passed on as it came
-          : chunk.subarray(0, end)
-        : Buffer.concat([...this.held, chunk.subarray(0, end)], this.heldBytes + end);
-    this.held = [];
-    this.heldBytes = 0;
-    if (end < chunk.length) this.hold(chunk.subarray(end));
-    this.runBefore = this.lastRun;
-    this.lastRun = out;
-    return out;
-  }
-
-  /** Takes the bytes of an unfinished event held back (at the end of a stream). */
-  takePending(): Buffer | undefined {
-    if (this.heldBytes === 0) return undefined;
-    const rest = Buffer.concat(this.held, this.heldBytes);
-    this.held = [];
-    this.heldBytes = 0;
-    return rest;
-  }
-
-  /** Bytes of an unfinished event held back. */
-  get pending(): number {
-    return this.heldBytes;
-  }
-
-  /** The last whole event sent, if any. */
-  lastEvent(): Buffer | undefined {
-    return this.lastTwo()[0];
-  }
-
+export class SseEventCutter extends SharedSseEventCutter {
   /** Whether the last event sent was `data: [DONE]`. */
   endedWithDone(): boolean {
     const last = this.lastEvent();
@@ -129,37 +53,7 @@ export class SseEventCutter {
   }
 
   complete(): boolean {
-    return this.lastTwo().some((e) => e !== undefined && (isDoneEvent(e) || hasFinishReason(e)));
-  }
-
-  private hold(bytes: Buffer): void {
-    this.held.push(bytes);
-    this.heldBytes += bytes.length;
-  }
-
-  /** A blank line split across the held bytes and the new chunk (at most 3 + 3 bytes). */
-  private straddlingEnd(chunk: Buffer): number {
-    const tailParts: Buffer[] = [];
-    let tailBytes = 0;
-    for (let i = this.held.length - 1; i >= 0 && tailBytes < 3; i--) {
-      tailParts.unshift(this.held[i]!);
-      tailBytes += this.held[i]!.length;
-    }
-    const heldTail = Buffer.concat(tailParts).subarray(-3);
-    const seam = Buffer.concat([heldTail, chunk.subarray(0, 3)]);
-    const end = lastBoundaryEnd(seam);
-    return end > heldTail.length ? end - heldTail.length : -1;
-  }
-
-  /** The last two events sent, last first (either may be missing). */
-  private lastTwo(): [Buffer | undefined, Buffer | undefined] {
-    const run = this.lastRun;
-    if (run === undefined) return [undefined, undefined];
-    const start = lastEventStart(run, run.length);
-    const last = run.subarray(start);
-    if (start > 0) return [last, run.subarray(lastEventStart(run, start), start)];
-    const before = this.runBefore;
-    return [last, before?.subarray(lastEventStart(before, before.length))];
+    return this.lastEvents().some((e) => e !== undefined && (isDoneEvent(e) || hasFinishReason(e)));
   }
 }
 
