@@ -96,6 +96,8 @@ export default tseslint.config(
       "no-console": "error",
     },
   },
+  // Build configs and their plugins are plain JavaScript, outside every tsconfig.
+  { files: ["**/*.mjs"], ...tseslint.configs.disableTypeChecked },
   {
     files: ["**/cli/**", "deploy/dev/**", "**/bench/**", "**/*.cli.ts"],
     rules: { "no-console": "off" },

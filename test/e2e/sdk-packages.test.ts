@@ -94,6 +94,13 @@ describe("the packed TypeScript SDK", () => {
     });
     expect(manifest.dependencies ?? {}).toEqual({});
     expect(project.startsWith(root)).toBe(false);
+    // The bundle carries third-party code; their licences travel with it.
+    const notices = readFileSync(join(installed, "dist/THIRD-PARTY-NOTICES.txt"), "utf8");
+    for (const bundled of ["structured-headers", "asn1js"]) {
+      expect(notices).toMatch(
+        new RegExp(`^${bundled}@\\d+\\.\\d+\\.\\d+ \\((MIT|BSD-3-Clause)\\)$`, "m"),
+      );
+    }
   });
 
   it("runs the README example, type-checked, and routing names the node that got the payload", async () => {
@@ -156,6 +163,14 @@ describe("the packed TypeScript SDK", () => {
 });
 
 describe("the packed CLI", () => {
+  it("carries the licences of the packages bundled into it", () => {
+    const installed = join(project, "node_modules/@zml/cli");
+    const notices = readFileSync(join(installed, "dist/THIRD-PARTY-NOTICES.txt"), "utf8");
+    for (const bundled of ["@nats-io/nats-core", "zod", "yaml"]) {
+      expect(notices).toContain(`\n${bundled}@`);
+    }
+  });
+
   it("runs the README example from the installed bin against the stack's NATS", async () => {
     writeFileSync(join(project, "fleet.yaml"), JSON.stringify(stack.fleet));
     const lines = readmeBlock("libs/cli/README.md", "Example", "sh").trim().split("\n");
