@@ -126,7 +126,11 @@ async function driverOf(url: string) {
   });
   /** Reads of answer bytes per side: about the writes the proxy made. */
   const reads: Record<Side, number> = { unsealed: 0, sealed: 0 };
+  /** Request sent (sealing included) to the first token readable in clear, ms, per side. */
+  const ttft: Record<Side, number[]> = { unsealed: [], sealed: [] };
   const oneStream = async (side: Side): Promise<void> => {
+    const t0 = performance.now();
+    let first = true;
     if (side === "unsealed") {
       const res = await pool.request({
         path: PATH,
@@ -136,7 +140,10 @@ async function driverOf(url: string) {
       });
       if (res.statusCode !== 200) throw new Error(`unsealed: ${res.statusCode}`);
       for await (const chunk of res.body) {
-        void chunk;
+        if (first && (chunk as Buffer).includes("data: ")) {
+          ttft[side].push(performance.now() - t0);
+          first = false;
+        }
         reads[side]++;
       }
       return;
@@ -158,7 +165,14 @@ async function driverOf(url: string) {
     let events = 0;
     for await (const chunk of res.body) {
       reads[side]++;
-      for (const part of reader.push(chunk as Buffer)) if (part.kind === "event") events++;
+      for (const part of reader.push(chunk as Buffer)) {
+        if (part.kind !== "event") continue;
+        if (first && part.event.includes("data: ")) {
+          ttft[side].push(performance.now() - t0);
+          first = false;
+        }
+        events++;
+      }
     }
     reader.finish();
     if (events < TOKENS) throw new Error(`sealed: ${events} events`);
@@ -179,6 +193,7 @@ async function driverOf(url: string) {
       return done;
     },
     reads,
+    ttft,
     close: () => pool.close(),
   };
 }
@@ -186,7 +201,10 @@ async function driverOf(url: string) {
 async function measure(proxy: { url: string; process: ManagedProcess }): Promise<void> {
   const pid = proxy.process.pid;
   const driver = await driverOf(proxy.url);
-  for (const side of ["unsealed", "sealed"] as const) await driver.run(side, 1_500);
+  for (const side of ["unsealed", "sealed"] as const) {
+    await driver.run(side, 1_500);
+    driver.ttft[side].length = 0;
+  }
   const perStream: Record<Side, number[]> = { unsealed: [], sealed: [] };
   const ratios: number[] = [];
   const readsPerStream: Record<Side, number[]> = { unsealed: [], sealed: [] };
@@ -227,6 +245,15 @@ async function measure(proxy: { url: string; process: ManagedProcess }): Promise
       `${med(perStream.unsealed).toFixed(0)} µs, sealed ${med(perStream.sealed).toFixed(0)} µs, ` +
       `sealed ÷ unsealed ${med(ratios).toFixed(2)}×; reads per stream on the client: unsealed ` +
       `${med(readsPerStream.unsealed).toFixed(1)}, sealed ${med(readsPerStream.sealed).toFixed(1)}\n`,
+  );
+  const p50 = (xs: number[]) =>
+    quantile(
+      [...xs].sort((a, b) => a - b),
+      0.5,
+    );
+  process.stdout.write(
+    `TTFT p50 (all rounds): unsealed ${p50(driver.ttft.unsealed).toFixed(3)} ms, sealed ` +
+      `${p50(driver.ttft.sealed).toFixed(3)} ms\n`,
   );
   for (const side of ["unsealed", "sealed"] as const) {
     const [user, sys] = userSys[side].map((us) => us / streams[side]) as [number, number];
