@@ -281,7 +281,8 @@ function relaySealedEvents(
         deps.log.warn({}, "the TD's server ended its stream in the middle of an event");
         res.destroy();
       } else {
-        // One write of all (end() under cork can put the body's terminator first).
+        // What is held and the final chunk as end()'s one buffer: one write with the
+        // response's terminator.
         held.push(sealer.streamEnd());
         res.end(held.length === 1 ? held[0] : Buffer.concat(held));
       }
