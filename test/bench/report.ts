@@ -340,7 +340,7 @@ function sealingSection(summary: BenchSummary): string[] {
     "",
     targetTable(summary.sealingGoals),
     "",
-    "CPU per stream (µs, median over rounds; 10 ms clock resolution; load = the client, " +
+    "CPU per stream (µs, median over rounds; on-CPU time from /proc; load = the client, " +
       "sealing and opening included):",
     "",
     table(["scenario, side", ...names, "total"], cpu),
@@ -510,7 +510,7 @@ export function renderReport(summary: BenchSummary, command: string): string {
           `**${num(summary.batch.jobsPerSecond, 0)} jobs/s**, ${summary.batch.failed} not done.`
       : "skipped",
     "",
-    "## CPU time per request (µs, median over rounds; 10 ms clock resolution)",
+    "## CPU time per request (µs, median over rounds; on-CPU time from /proc)",
     "",
     cpuTable(compared),
     "",

@@ -166,6 +166,10 @@ export const SCENARIOS: Scenario[] = [
     stream: true,
     maxRounds: TIER4_ROUNDS,
     sealing: true,
+    // About 50 streams a second: a round of half a second gave each side's p50 25 samples,
+    // and the added TTFT (a fraction of a millisecond) swung by more than itself between
+    // runs. Two seconds give it about 100 per round.
+    minRoundMs: 2_000,
   },
   {
     key: "tier4c16",

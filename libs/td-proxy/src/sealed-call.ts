@@ -217,13 +217,22 @@ async function callServer(
 }
 
 /**
- * A stream: the head at once (the gateway sees the stream start, and no first token is held
- * back), then each event as it arrives, then the final chunk once the server ended cleanly. A
- * server that breaks off, or ends mid-event, gets no final chunk: the connection is cut, and
- * the client sees a stream that did not finish. The events of one read go out in one write
- * (corked, not copied together); a read's last event that is `data: [DONE]` is held, sealed,
- * until the server's stream ends (or more comes), so it and the final chunk travel as one
- * write and one message through the gateway: it carries no token, so holding it costs none.
+ * A stream: the sealed head goes out with the server's first event that carries data, not
+ * before, so the gateway's first-byte limit bounds the server's time to its first token as it
+ * does for a stream in clear (the dispatcher holds a stream's head until its first event); and
+ * the head costs no write and no gateway message of its own. Events before that one
+ * (comments, keep-alives) are sealed in order and held with the head, at most
+ * `HELD_BEFORE_DATA_BYTES`. Then each event as it arrives, and the final chunk once the server
+ * ended cleanly. A server that breaks off, or ends mid-event, gets no final chunk: the
+ * connection is cut, and the client sees a stream that did not finish.
+ *
+ * Writes: the frames of one read are plain `res.write`s, which node corks until the next tick
+ * and sends as one writev. (An explicit `res.cork()`/`uncork()` does worse for a chunked
+ * answer: `uncork` uncorks the socket before it writes the chunk's length, so that length went
+ * out alone, one more TLS record and syscall per read.) A read's last event that is
+ * `data: [DONE]` is held, sealed, until the server's stream ends (or more comes), so it and the
+ * final chunk travel as one write and one message through the gateway: it carries no token,
+ * so holding it costs none.
  */
 function relaySealedEvents(
   deps: SealedCallDeps,
@@ -232,11 +241,15 @@ function relaySealedEvents(
   res: ServerResponse,
 ): Promise<void> {
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store" });
-  res.write(sealer.streamHead({ status: 200, content_type: "text/event-stream" }));
   const cutter = new SseCutter();
   let size = 0;
-  /** A sealed `[DONE]` not written yet (sealed in order, so written before anything after it). */
-  let heldDone: Buffer | undefined;
+  /**
+   * Sealed frames not written yet: the head and what came before the first data event, then
+   * (after it) at most a `[DONE]`. Sealed in order, so written before anything after them.
+   */
+  let held: Buffer[] = [sealer.streamHead({ status: 200, content_type: "text/event-stream" })];
+  let heldBytes = held[0]!.length;
+  let started = false;
   return new Promise((resolve) => {
     answer.body.on("data", (chunk: Buffer) => {
       size += chunk.length;
@@ -245,26 +258,33 @@ function relaySealedEvents(
         return;
       }
       const events = cutter.push(chunk);
-      if (events.length === 0) return;
-      res.cork();
-      if (heldDone !== undefined) res.write(heldDone);
-      heldDone = undefined;
       const last = events.length - 1;
       for (let i = 0; i <= last; i++) {
-        const frame = sealer.streamEvent(events[i]!);
-        if (i === last && isDoneEvent(events[i]!)) heldDone = frame;
+        const event = events[i]!;
+        const frame = sealer.streamEvent(event);
+        if (!started) {
+          held.push(frame);
+          heldBytes += frame.length;
+          if (!hasDataField(event) && heldBytes < HELD_BEFORE_DATA_BYTES) continue;
+          started = true;
+          res.write(Buffer.concat(held, heldBytes));
+          held = [];
+          continue;
+        }
+        if (held.length > 0) res.write(held.pop()!);
+        if (i === last && isDoneEvent(event)) held.push(frame);
         else res.write(frame);
       }
-      res.uncork();
     });
     answer.body.on("end", () => {
       if (cutter.hasRest()) {
         deps.log.warn({}, "the TD's server ended its stream in the middle of an event");
         res.destroy();
       } else {
-        // One write of both (end() under cork can put the body's terminator first).
-        const final = sealer.streamEnd();
-        res.end(heldDone === undefined ? final : Buffer.concat([heldDone, final]));
+        // What is held and the final chunk as end()'s one buffer: one write with the
+        // response's terminator.
+        held.push(sealer.streamEnd());
+        res.end(held.length === 1 ? held[0] : Buffer.concat(held));
       }
       resolve();
     });
@@ -276,7 +296,36 @@ function relaySealedEvents(
   });
 }
 
+/**
+ * Most bytes of sealed frames held before the server's first data event (its comments or
+ * keep-alives), as the dispatcher holds at most 256 KiB of them: past that they go out.
+ */
+const HELD_BEFORE_DATA_BYTES = 256 * 1024;
+
 const DONE = Buffer.from("data: [DONE]");
+
+/**
+ * Whether an event has a `data` field (a line `data` or `data:…`): what an SSE client
+ * dispatches, and what the dispatcher counts as a stream's first byte.
+ */
+function hasDataField(event: Buffer): boolean {
+  let line = 0;
+  while (line < event.length) {
+    if (
+      event[line] === 0x64 && // d
+      event[line + 1] === 0x61 && // a
+      event[line + 2] === 0x74 && // t
+      event[line + 3] === 0x61 && // a
+      (event[line + 4] === 0x3a || event[line + 4] === 0x0a || event[line + 4] === 0x0d)
+    ) {
+      return true;
+    }
+    const lf = event.indexOf(0x0a, line);
+    if (lf === -1) return false;
+    line = lf + 1;
+  }
+  return false;
+}
 
 /** Whether an event is OpenAI's terminal `data: [DONE]` (with its blank line, LF or CRLF). */
 function isDoneEvent(event: Buffer): boolean {

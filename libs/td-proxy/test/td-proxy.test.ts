@@ -2,7 +2,9 @@
 // simulator's test quoting, and a client sealing with @zml/seal. Every refusal is checked to
 // have left the server uncalled (its own payload counter).
 import { createHash, X509Certificate } from "node:crypto";
+import { createServer } from "node:http";
 import { request } from "node:https";
+import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
 import {
   SEALED_MAX_CHANNELS_PER_KEY,
@@ -229,6 +231,88 @@ describe("sealed requests", () => {
     expect(events.at(-1)).toBe("data: [DONE]\n\n");
     expect(events.some((e) => e.includes('"finish_reason":"'))).toBe(true);
     expect(parts.at(-1)).toEqual({ kind: "end" });
+  });
+
+  it("hold the sealed head until the server's first event with data, with what came before", async () => {
+    // A server that sends its headers and a keep-alive comment at once and its first token
+    // only when told: the gateway's first-byte limit must run until that token, as it does for
+    // a stream in clear, so nothing may leave the TD before it.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let commentSent!: () => void;
+    const commented = new Promise<void>((resolve) => (commentSent = resolve));
+    const server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(": waiting for a slot\n\n", () => commentSent());
+      void released.then(() => {
+        res.write('data: {"choices":[{"delta":{"content":"hi"}}]}\n\n');
+        res.end("data: [DONE]\n\n");
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const held = await startTdProxy({
+      backend: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      host: "127.0.0.1",
+      quoter: simulatedQuoter(createReportDataQuoter(testTee.nodeTee())),
+      log: silent,
+    });
+    try {
+      const quote = await new Promise<string>((resolve, reject) => {
+        request(
+          `${held.url}/attestation/quote?nonce=${nonce()}&session_key=1`,
+          { rejectUnauthorized: false, agent: false },
+          (res) => {
+            let text = "";
+            res.on("data", (c: Buffer) => (text += c.toString()));
+            res.on("end", () => resolve(text));
+          },
+        )
+          .on("error", reject)
+          .end();
+      });
+      const key = (JSON.parse(quote) as { session_public_key: string }).session_public_key;
+      const sealedRequest = sealed(key, { stream: true });
+      const reads: Buffer[] = [];
+      let headersAt: number | undefined;
+      const done = new Promise<void>((resolve, reject) => {
+        const req = request(
+          `${held.url}${PATH}`,
+          {
+            method: "POST",
+            rejectUnauthorized: false,
+            agent: false,
+            headers: { "content-type": SEALED_REQUEST_MEDIA_TYPE },
+          },
+          (res) => {
+            headersAt = Date.now();
+            res.on("data", (c: Buffer) => reads.push(c));
+            res.on("end", resolve);
+            res.on("error", reject);
+          },
+        );
+        req.on("error", reject);
+        req.end(sealedRequest.bytes);
+      });
+      await commented;
+      // The TD has the server's headers and comment; give it time it would need to pass a
+      // head on (a fixed wait, but the assertion can only pass falsely, never fail falsely).
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(headersAt).toBeUndefined();
+      release();
+      await done;
+      const reader = sealedRequest.opener.streamReader();
+      const first = reader.push(reads[0]!);
+      // The head, the comment and the first token came in one write.
+      expect(first.map((p) => p.kind)).toEqual(["head", "event", "event"]);
+      expect(first[1]).toEqual({ kind: "event", event: Buffer.from(": waiting for a slot\n\n") });
+      const rest = reads.slice(1).flatMap((r) => reader.push(r));
+      reader.finish();
+      expect(rest.map((p) => p.kind)).toEqual(["event", "end"]);
+    } finally {
+      await held.close();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it("seal the server's own errors too, with its status", async () => {
