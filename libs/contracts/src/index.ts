@@ -305,5 +305,11 @@ export type {
   SealedAadFields,
 } from "./sealed.ts";
 export { SealedRequestSchema } from "./sealed-schema.ts";
-export { MAX_HELD_EVENT_BYTES, SseEventCutter, lastBoundaryEnd, splitEvents } from "./sse.ts";
+export {
+  isDoneEvent,
+  MAX_HELD_EVENT_BYTES,
+  SseEventCutter,
+  lastBoundaryEnd,
+  splitEvents,
+} from "./sse.ts";
 export type { SseEventCutterOptions } from "./sse.ts";

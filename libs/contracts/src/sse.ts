@@ -21,6 +21,17 @@ const CR = 0x0d;
  */
 export const MAX_HELD_EVENT_BYTES = 256 * 1024;
 
+const DONE = Buffer.from("data: [DONE]");
+
+/** Whether an event is OpenAI's terminal `data: [DONE]` (with its blank line, LF or CRLF). */
+export function isDoneEvent(event: Buffer | undefined): boolean {
+  return (
+    event !== undefined &&
+    event.length <= DONE.length + 4 &&
+    event.subarray(0, DONE.length).equals(DONE)
+  );
+}
+
 const asBuffer = (bytes: Uint8Array): Buffer =>
   Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
@@ -92,8 +103,10 @@ export class SseEventCutter {
           ? chunk // the common read: whole events only, passed on as it came
           : chunk.subarray(0, end)
         : Buffer.concat([...this.held, chunk.subarray(0, end)], this.heldBytes + end);
-    this.held = [];
-    this.heldBytes = 0;
+    if (this.heldBytes !== 0) {
+      this.held = [];
+      this.heldBytes = 0;
+    }
     if (end < chunk.length) this.hold(chunk.subarray(end));
     this.runBefore = this.lastRun;
     this.lastRun = out;
@@ -135,6 +148,7 @@ export class SseEventCutter {
   }
 
   private hold(bytes: Buffer): void {
+    if (bytes.length === 0) return;
     this.held.push(bytes);
     this.heldBytes += bytes.length;
   }

@@ -10,6 +10,7 @@ import {
   SealedRequestSchema,
   ZmlError,
 } from "@zml/contracts";
+import { isDoneEvent } from "@zml/contracts";
 import type { SealedRequestEnvelope } from "@zml/contracts";
 import { RecipientChannel, SealedChannelError } from "@zml/seal";
 import type { ResponseSealer } from "@zml/seal";
@@ -302,8 +303,6 @@ function relaySealedEvents(
  */
 const HELD_BEFORE_DATA_BYTES = 256 * 1024;
 
-const DONE = Buffer.from("data: [DONE]");
-
 /**
  * Whether an event has a `data` field (a line `data` or `data:…`): what an SSE client
  * dispatches, and what the dispatcher counts as a stream's first byte.
@@ -325,11 +324,6 @@ function hasDataField(event: Buffer): boolean {
     line = lf + 1;
   }
   return false;
-}
-
-/** Whether an event is OpenAI's terminal `data: [DONE]` (with its blank line, LF or CRLF). */
-function isDoneEvent(event: Buffer): boolean {
-  return event.length <= DONE.length + 4 && event.subarray(0, DONE.length).equals(DONE);
 }
 
 function sendSealed(

@@ -3,12 +3,17 @@
 // events tell whether it is complete. Nothing here parses JSON: at the end it scans the last
 // two events' bytes for a `finish_reason`.
 
-import { SEALED_FINAL_EVENT, SseEventCutter as SharedSseEventCutter } from "@zml/contracts";
+import {
+  isDoneEvent,
+  SEALED_FINAL_EVENT,
+  SseEventCutter as SharedSseEventCutter,
+} from "@zml/contracts";
+
+export { isDoneEvent };
 
 // The bound on a held event, for the node call, which also bounds a stream's preamble by it.
 export { MAX_HELD_EVENT_BYTES } from "@zml/contracts";
 
-const DONE = Buffer.from("data: [DONE]");
 /** The terminal event, for a complete stream whose node sent none. */
 export const DONE_EVENT = Buffer.from("data: [DONE]\n\n");
 const FINISH_REASON = Buffer.from('"finish_reason"');
@@ -18,11 +23,6 @@ const SEALED_FINAL = Buffer.from(`event: ${SEALED_FINAL_EVENT}\n`);
 /** Whether an event is a sealed stream's final chunk (`event: final`). */
 export function isSealedFinalEvent(event: Buffer | undefined): boolean {
   return event !== undefined && event.subarray(0, SEALED_FINAL.length).equals(SEALED_FINAL);
-}
-
-/** Whether an event is `data: [DONE]`. */
-export function isDoneEvent(event: Buffer | undefined): boolean {
-  return event !== undefined && event.indexOf(DONE) !== -1 && event.length <= DONE.length + 4;
 }
 
 /** Whether an event carries a `finish_reason` that is a string (not `null`). */
