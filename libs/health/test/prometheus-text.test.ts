@@ -235,7 +235,7 @@ describe("parsePrometheusText: the format", () => {
             (entries.length === 0
               ? ""
               : `{${entries.map(([k, v]) => `${k}="${escape(v)}"`).join(",")}}`) +
-            ` ${Number.isNaN(value) ? "NaN" : value === Infinity ? "+Inf" : value === -Infinity ? "-Inf" : String(value)}` +
+            ` ${Number.isNaN(value) ? "NaN" : value === Infinity ? "+Inf" : value === -Infinity ? "-Inf" : Object.is(value, -0) ? "-0" : String(value)}` +
             (timestamp === null ? "" : ` ${timestamp}`);
           const [sample] = parsePrometheusText(written).series.get(metric) ?? [];
           expect(sample).toEqual({ name: metric, labels, value, timestamp });
