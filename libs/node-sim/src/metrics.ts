@@ -1,6 +1,8 @@
 import { Counter, Registry } from "prom-client";
+import type { Gauge } from "prom-client";
 import { exponentialBounds, linearBounds } from "./histogram.ts";
 import { labelledMetrics, observeTimes, registerInstanceInfo } from "./prom-metrics.ts";
+import type { LabelledMetrics } from "./prom-metrics.ts";
 import type { EngineCounters } from "./engine/engine.ts";
 import type { SimFlavour } from "./types.ts";
 
@@ -156,19 +158,29 @@ function createLlamacppMetrics(registry: Registry, instanceId: string): SimMetri
   };
 }
 
+/**
+ * vLLM's four load gauges: requests running and waiting, and KV-cache usage under its old and
+ * new names. The help texts of running and the old cache name differ between vLLM releases.
+ */
+export function vllmLoadGauges<L extends string>(
+  gauge: LabelledMetrics<L>["gauge"],
+  help: { running: string; gpuCache: string },
+): Record<"running" | "waiting" | "gpuCache" | "kvCache", Gauge<L>> {
+  return {
+    running: gauge("vllm:num_requests_running", help.running),
+    waiting: gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+    gpuCache: gauge("vllm:gpu_cache_usage_perc", help.gpuCache),
+    kvCache: gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
+  };
+}
+
 function createVllmMetrics(registry: Registry, model: string, instanceId: string): SimMetrics {
   const labels = { model_name: model };
   const { gauge, counter, histogram } = labelledMetrics(registry, labels);
-  const running = gauge(
-    "vllm:num_requests_running",
-    "Number of requests currently running on GPU.",
-  );
-  const waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.");
-  const gpuCache = gauge(
-    "vllm:gpu_cache_usage_perc",
-    "GPU KV-cache usage. 1 means 100 percent usage.",
-  );
-  const kvCache = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.");
+  const { running, waiting, gpuCache, kvCache } = vllmLoadGauges(gauge, {
+    running: "Number of requests currently running on GPU.",
+    gpuCache: "GPU KV-cache usage. 1 means 100 percent usage.",
+  });
   const promptTokens = counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.");
   const generationTokens = counter(
     "vllm:generation_tokens_total",

@@ -3,6 +3,7 @@
 // `model_name` and `engine`; counters end in `_total`; `cache_config_info` is a gauge at 1
 // whose labels carry the cache's configuration.
 import { Counter, Gauge, Registry } from "prom-client";
+import { vllmLoadGauges } from "../metrics.ts";
 import { labelledMetrics, observeTimes, registerInstanceInfo } from "../prom-metrics.ts";
 import type { SimMetrics } from "../metrics.ts";
 import type { EngineObserver, EngineSettings } from "./engine.ts";
@@ -38,16 +39,11 @@ export function createEngineMetrics(sources: EngineMetricsSources): SimMetrics &
   const labels = { model_name: sources.modelName, engine: "0" };
   const { gauge, counter, histogram } = labelledMetrics(registry, labels);
 
-  const running = gauge(
-    "vllm:num_requests_running",
-    "Number of requests in model execution batches.",
-  );
-  const waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.");
-  const gpuCache = gauge(
-    "vllm:gpu_cache_usage_perc",
-    "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
-  );
-  const kvCache = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.");
+  const { running, waiting, gpuCache, kvCache } = vllmLoadGauges(gauge, {
+    running: "Number of requests in model execution batches.",
+    gpuCache:
+      "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
+  });
   // The engine keeps these totals itself; each scrape shows them.
   const totals = {
     prefixCacheQueries: counter(
