@@ -1,5 +1,6 @@
 // Figure 7: memory of each service, from the kernel (resident set) and from the service's own
 // Prometheus metrics (V8 heap in use, memory held outside the heap by buffers).
+import { parsePrometheusText } from "@zml/health";
 import { request } from "undici";
 import type { BenchStack } from "./bench-stack.ts";
 import { memoryOf } from "./proc.ts";
@@ -20,12 +21,10 @@ async function scrape(url: string | undefined): Promise<Map<string, number>> {
   if (url === undefined) return values;
   try {
     const res = await request(`${url}/metrics`);
-    for (const line of (await res.body.text()).split("\n")) {
-      const m =
-        /^(nodejs_heap_size_used_bytes|nodejs_external_memory_bytes)(?:\{[^}]*\})?\s+(\S+)/.exec(
-          line,
-        );
-      if (m) values.set(m[1]!, Number(m[2]));
+    const { series } = parsePrometheusText(await res.body.text());
+    for (const name of ["nodejs_heap_size_used_bytes", "nodejs_external_memory_bytes"]) {
+      const value = series.get(name)?.[0]?.value;
+      if (value !== undefined) values.set(name, value);
     }
   } catch {
     // A service without metrics still has its /proc figures.

@@ -15,6 +15,7 @@ import type { NodeSpec, NodeState } from "@zml/contracts";
 import { chainPolicy } from "@zml/contracts/testing";
 import { applyFleet } from "@zml/fleet";
 import { pollUntil, repoRoot, startProcess } from "@zml/harness";
+import { parsePrometheusText } from "@zml/health";
 import type { ManagedProcess } from "@zml/harness";
 import { startSimNode } from "@zml/node-sim";
 import { request } from "undici";
@@ -338,9 +339,9 @@ describe("two health aggregators", () => {
   async function ownedBy(proc: ManagedProcess): Promise<Set<string>> {
     const [, url] = await proc.waitForOutput(/"ops":"([^"]+)"/);
     const res = await request(`${url}/metrics`);
-    const text = await res.body.text();
+    const { series } = parsePrometheusText(await res.body.text());
     return new Set(
-      [...text.matchAll(/^zml_node_health_score\{node="([^"]+)"/gm)].map((m) => m[1]!),
+      (series.get("zml_node_health_score") ?? []).flatMap((sample) => sample.labels["node"] ?? []),
     );
   }
 

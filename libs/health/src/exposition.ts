@@ -1,25 +1,17 @@
-// The reference makes the package's local declaration travel with this module: services that
-// import @zml/health type-check this file inside their own program, which would otherwise not
-// include the declaration and would reject the untyped import.
-// eslint-disable-next-line @typescript-eslint/triple-slash-reference
-/// <reference path="./parse-prometheus-text-format.d.ts" />
-import parsePrometheusTextFormat from "parse-prometheus-text-format";
-import type { PrometheusFamily, PrometheusSample } from "parse-prometheus-text-format";
 import { MetricsReadError } from "./errors.ts";
 import type { ReadingSource } from "./errors.ts";
+import { histogramSeries, parsePrometheusText, PrometheusTextError } from "./prometheus-text.ts";
+import type { PrometheusSample, PrometheusText } from "./prometheus-text.ts";
 
 /**
  * Prometheus text exposition, parsed once and looked up by series name. Shared by every
  * engine's reader; knows nothing of any engine.
  */
 export interface Exposition {
-  readonly families: FamilyIndex;
-  /** The raw text, for the series the parser drops (labelled histograms' `_sum`/`_count`). */
+  /** Sample lines by their own name (`x_bucket`, `x_sum`, `x_total`, …). */
+  readonly series: ReadonlyMap<string, readonly PrometheusSample[]>;
   readonly text: string;
 }
-
-/** Families by name; a name split over non-adjacent blocks is merged. Empty families dropped. */
-export type FamilyIndex = Map<string, { type: string; samples: PrometheusSample[] }>;
 
 /** A required series that was absent or unusable. */
 export interface SeriesProblem {
@@ -32,28 +24,14 @@ export function parseExposition(source: ReadingSource, text: unknown): Expositio
   if (typeof text !== "string") {
     throw new MetricsReadError(source, `unreadable ${source} metrics: body is not text`);
   }
-  let families: unknown;
+  let parsed: PrometheusText;
   try {
-    // The parser emits a family only when a later line closes it, so without a trailing
-    // newline it silently drops the last sample line.
-    families = parsePrometheusTextFormat(`${text}\n`);
+    parsed = parsePrometheusText(text);
   } catch (error) {
-    // The parser throws on malformed lines and, for some malformed histograms, fails inside
-    // its own bookkeeping; either way the body is not usable exposition text.
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new MetricsReadError(source, `unreadable ${source} metrics: ${reason}`);
+    if (!(error instanceof PrometheusTextError)) throw error;
+    throw new MetricsReadError(source, `unreadable ${source} metrics: ${error.message}`);
   }
-  if (!Array.isArray(families)) {
-    throw new MetricsReadError(source, `unreadable ${source} metrics: parser returned no families`);
-  }
-  const index: FamilyIndex = new Map();
-  for (const family of families as PrometheusFamily[]) {
-    if (family.metrics.length === 0) continue;
-    const entry = index.get(family.name);
-    if (entry) entry.samples.push(...family.metrics);
-    else index.set(family.name, { type: family.type, samples: [...family.metrics] });
-  }
-  return { families: index, text };
+  return { series: parsed.series, text };
 }
 
 /**
@@ -69,12 +47,12 @@ export function hasNoSampleLines(text: string): boolean {
 
 /** Samples of a series, or `undefined` when it is absent. */
 export function samples(e: Exposition, name: string): readonly PrometheusSample[] | undefined {
-  return e.families.get(name)?.samples;
+  return e.series.get(name);
 }
 
 /** Sample values of a gauge or counter, or `undefined` when the series is absent. */
 export function values(e: Exposition, name: string): number[] | undefined {
-  return samples(e, name)?.map((sample) => Number(sample.value ?? Number.NaN));
+  return samples(e, name)?.map((sample) => sample.value);
 }
 
 /** Whole, non-negative count summed over label sets; records a problem when unusable. */
@@ -116,43 +94,50 @@ export function maxShare(e: Exposition, names: readonly string[]): number | null
   return null;
 }
 
-/** `_sum` of an unlabelled histogram, whether or not the exposition declared its type. */
-export function histogramSum(e: Exposition, name: string): number | null {
-  const family = e.families.get(name);
-  if (family !== undefined) {
-    const sums = family.samples
-      .map((sample) => sample.sum)
-      .filter((value): value is string => value !== undefined)
-      .map(Number);
-    if (sums.length > 0 && sums.every(Number.isFinite)) return sum(sums);
+/**
+ * A histogram's `_sum` and `_count`, each summed over its label sets (`model_name`, vLLM V1's
+ * `engine`), whether or not the exposition declared its type. `null` when either is absent
+ * or not a finite number.
+ */
+export function histogramTotals(
+  e: Exposition,
+  name: string,
+): { readonly sum: number; readonly count: number } | null {
+  let sumTotal = 0;
+  let countTotal = 0;
+  let sums = 0;
+  let counts = 0;
+  for (const series of histogramSeries(e, name)) {
+    if (series.sum !== null) {
+      if (!Number.isFinite(series.sum)) return null;
+      sumTotal += series.sum;
+      sums++;
+    }
+    if (series.count !== null) {
+      if (!Number.isFinite(series.count)) return null;
+      countTotal += series.count;
+      counts++;
+    }
   }
-  // Without a TYPE line the parser files `<name>_sum` as a family of its own.
-  return optionalSum(e, `${name}_sum`);
+  return sums > 0 && counts > 0 ? { sum: sumTotal, count: countTotal } : null;
+}
+
+/** `_sum` of a histogram summed over its label sets; `null` when absent or not a number. */
+export function histogramSum(e: Exposition, name: string): number | null {
+  return seriesTotal(e, `${name}_sum`);
 }
 
 /**
- * Sum of every sample line of `series` (`series{labels} value [timestamp]`), read from the
- * text: the parser drops the `_sum` and `_count` of a histogram whose samples carry labels,
- * and files a counter under its TYPE name whether or not that carries `_total`. `null` when
- * there is none or one is not a finite number.
+ * Sum of every sample of `series` (its own name, suffix included) over its label sets.
+ * `null` when there is none or one is not a finite number.
  */
 export function seriesTotal(e: Exposition, series: string): number | null {
-  const text = e.text;
-  let total: number | null = null;
-  let from = text.indexOf(series);
-  while (from !== -1) {
-    const lineStart = from === 0 || text[from - 1] === "\n";
-    const next = text[from + series.length];
-    if (lineStart && (next === "{" || next === " " || next === "\t")) {
-      const lineEnd = text.indexOf("\n", from);
-      const line = text.slice(from + series.length, lineEnd === -1 ? undefined : lineEnd);
-      // Label values may hold anything but the value comes after the last closing brace.
-      const rest = next === "{" ? line.slice(line.lastIndexOf("}") + 1) : line;
-      const value = Number(rest.trim().split(/\s+/)[0]);
-      if (!Number.isFinite(value)) return null;
-      total = (total ?? 0) + value;
-    }
-    from = text.indexOf(series, from + series.length);
+  const found = e.series.get(series);
+  if (found === undefined) return null;
+  let total = 0;
+  for (const sample of found) {
+    if (!Number.isFinite(sample.value)) return null;
+    total += sample.value;
   }
   return total;
 }

@@ -34,5 +34,19 @@ export type {
   ObservationMark,
   TokensPerSecondSample,
 } from "./node-health.ts";
+export {
+  parsePrometheusText,
+  histogramSeries,
+  parseValue,
+  PrometheusTextError,
+  METRIC_TYPES,
+} from "./prometheus-text.ts";
+export type {
+  PrometheusText,
+  PrometheusSample,
+  MetricFamily,
+  MetricType,
+  HistogramSeries,
+} from "./prometheus-text.ts";
 export { MetricsReadError, NodeMismatchError } from "./errors.ts";
 export type { ReadingSource } from "./errors.ts";

@@ -4,6 +4,7 @@ import {
   firstSum,
   hasNoSampleLines,
   histogramSum,
+  histogramTotals,
   maxShare,
   optionalSum,
   parseExposition,
@@ -11,7 +12,8 @@ import {
   samples,
   seriesTotal,
 } from "./exposition.ts";
-import type { Exposition, FamilyIndex, SeriesProblem } from "./exposition.ts";
+import type { Exposition, SeriesProblem } from "./exposition.ts";
+import type { PrometheusSample } from "./prometheus-text.ts";
 
 /** Serving engines whose Prometheus metrics {@link readMetrics} understands. */
 export const METRICS_FRAMEWORKS = ["vllm", "tgi", "llamacpp", "sglang"] as const;
@@ -239,8 +241,8 @@ function vllmCapacity(e: Exposition): number | null {
   if (info === undefined) return null;
   let total = 0;
   for (const sample of info) {
-    const blocks = Number(sample.labels?.["num_gpu_blocks"]);
-    const size = Number(sample.labels?.["block_size"]);
+    const blocks = Number(sample.labels["num_gpu_blocks"]);
+    const size = Number(sample.labels["block_size"]);
     if (!(Number.isInteger(blocks) && Number.isInteger(size) && blocks > 0 && size > 0)) {
       return null;
     }
@@ -313,7 +315,7 @@ function readSglang(e: Exposition, problems: SeriesProblem[]): MetricsReading {
     e.text.includes("\nsglang_") || e.text.startsWith("sglang_") ? "sglang_" : "sglang:";
   const name = (series: string) => `${prefix}${series}`;
   // Every tensor-parallel rank may export the same scheduler figures; rank 0 speaks for all.
-  const rankZero: Exposition = { text: e.text, families: onlyRankZero(e) };
+  const rankZero: Exposition = { text: e.text, series: onlyRankZero(e) };
   const running = requiredCount(rankZero, name(SGLANG.running), problems);
   const waiting = requiredCount(rankZero, name(SGLANG.waiting), problems);
   const hitRate = maxShare(rankZero, [name(SGLANG.cacheHitRate)]);
@@ -335,14 +337,14 @@ function readSglang(e: Exposition, problems: SeriesProblem[]): MetricsReading {
   };
 }
 
-function onlyRankZero(e: Exposition): FamilyIndex {
-  const kept: FamilyIndex = new Map();
-  for (const [name, family] of e.families) {
-    const rankZero = family.samples.filter((sample) => {
-      const rank = sample.labels?.["tp_rank"];
+function onlyRankZero(e: Exposition): Map<string, readonly PrometheusSample[]> {
+  const kept = new Map<string, readonly PrometheusSample[]>();
+  for (const [name, found] of e.series) {
+    const rankZero = found.filter((sample) => {
+      const rank = sample.labels["tp_rank"];
       return rank === undefined || rank === "0";
     });
-    if (rankZero.length > 0) kept.set(name, { type: family.type, samples: rankZero });
+    if (rankZero.length > 0) kept.set(name, rankZero);
   }
   return kept;
 }
@@ -395,17 +397,12 @@ export function frameworkHint(declared: string, text: string): string | null {
   return `these are ${ENGINE_NAMES[guess]} metrics: register the node with framework: ${guess}`;
 }
 
-/**
- * The first of `names` whose `_sum` and `_count` are reported, each summed over its label
- * sets. Read from the text itself: the parser drops the `_sum` and `_count` of a histogram
- * whose samples carry labels (as on the real vLLM capture in the tests).
- */
+/** The first of `names` whose `_sum` and `_count` are reported, each summed over its label sets. */
 function tokenLatency(e: Exposition, names: readonly string[]): TokenLatencyTotals | null {
   for (const name of names) {
-    const seconds = seriesTotal(e, `${name}_sum`);
-    const count = seriesTotal(e, `${name}_count`);
-    if (seconds !== null && count !== null && seconds >= 0 && count >= 0) {
-      return { seconds, count };
+    const totals = histogramTotals(e, name);
+    if (totals !== null && totals.sum >= 0 && totals.count >= 0) {
+      return { seconds: totals.sum, count: totals.count };
     }
   }
   return null;
@@ -418,7 +415,7 @@ function freeMemoryGib(e: Exposition): number | null {
 
 function instanceId(e: Exposition): string | null {
   for (const sample of samples(e, INSTANCE_INFO) ?? []) {
-    const id = sample.labels?.["instance_id"];
+    const id = sample.labels["instance_id"];
     if (id !== undefined && id !== "") return id;
   }
   return null;

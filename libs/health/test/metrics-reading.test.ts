@@ -220,7 +220,7 @@ describe("readMetrics: garbage", () => {
     "<html><body>502 Bad Gateway</body></html>",
     '{"status":"ok"}',
     'vllm:num_requests_running{model_name="unterminated 3',
-    // Parses line by line, then trips the parser's histogram bookkeeping.
+    // Well-formed, but a histogram where both engines' gauges are required.
     '# TYPE x histogram\nx_sum 1\nx_bucket{le="1"} 1\n',
   ];
 

@@ -42,18 +42,28 @@ export function createProbeRoutes(faults: FaultSlot, generation: GenerationConte
     metrics(res) {
       const engine = generation.engine?.counters();
       const load = engine ?? generation.gate;
-      const text = generation.metrics.render({
-        running: load.running,
-        waiting: load.waiting,
-        maxConcurrency: generation.config.maxConcurrency,
-        batchTokens: generation.batchTokens,
-        ...(engine === undefined ? {} : { engine }),
-      });
-      res.writeHead(200, {
-        "content-type": "text/plain; version=0.0.4; charset=utf-8",
-        "content-length": Buffer.byteLength(text),
-      });
-      res.end(text);
+      generation.metrics
+        .render({
+          running: load.running,
+          waiting: load.waiting,
+          maxConcurrency: generation.config.maxConcurrency,
+          batchTokens: generation.batchTokens,
+          ...(engine === undefined ? {} : { engine }),
+        })
+        .then(
+          (text) => {
+            res.writeHead(200, {
+              "content-type": "text/plain; version=0.0.4; charset=utf-8",
+              "content-length": Buffer.byteLength(text),
+            });
+            res.end(text);
+          },
+          (error: unknown) => {
+            const message = error instanceof Error ? error.message : String(error);
+            res.writeHead(500, { "content-type": "text/plain; charset=utf-8" });
+            res.end(message);
+          },
+        );
     },
     slots(res) {
       if (generation.flavour !== "llamacpp") return notFound(res);

@@ -5,7 +5,8 @@ import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import type { SimStats } from "../src/index.ts";
-import { readJson, waitFor } from "./helpers.ts";
+import { parsePrometheusText } from "@zml/health";
+import { metricValue, readJson, waitFor } from "./helpers.ts";
 
 interface Ready {
   event: string;
@@ -90,8 +91,11 @@ describe("cli", () => {
       });
       expect(res.status).toBe(200);
       const metrics = await (await fetch(`${url}/metrics`)).text();
-      expect(metrics).toMatch(/^vllm:cache_config_info\{.*num_gpu_blocks="128".*\} 1\.0$/m);
-      expect(metrics).toContain('vllm:prefix_cache_queries_total{model_name="m",engine="0"} 50.0');
+      const [cacheConfig] = parsePrometheusText(metrics).series.get("vllm:cache_config_info") ?? [];
+      expect(cacheConfig).toMatchObject({ labels: { num_gpu_blocks: "128" }, value: 1 });
+      expect(
+        metricValue(metrics, 'vllm:prefix_cache_queries_total{model_name="m",engine="0"}'),
+      ).toBe(50);
       const stats = await readJson<SimStats>(await fetch(`${url}/_sim/stats`));
       expect(stats.engine).toMatchObject({ kv_cache_blocks: 128, cached_blocks: 3 });
       child.kill("SIGTERM");

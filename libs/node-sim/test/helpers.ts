@@ -2,6 +2,7 @@ import { X509Certificate } from "node:crypto";
 import { request } from "node:https";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { TLSSocket } from "node:tls";
+import { parsePrometheusText } from "@zml/health";
 import { spkiSha256 } from "@zml/tdx";
 
 /** Polls `probe` until `accept` holds, failing with the last value after `timeoutMs`. */
@@ -66,12 +67,22 @@ export function collectStream(response: Response): {
   return { text: () => text, ended };
 }
 
-/** The value of one series (`name` plus exact label text) in a Prometheus exposition. */
+/**
+ * The value of one series in a Prometheus exposition: `series` is its name and labels as
+ * written in the format (`x{a="1",b="2"}`), matched whatever order the text gives the labels.
+ */
 export function metricValue(text: string, series: string): number | undefined {
-  for (const line of text.split("\n")) {
-    if (line.startsWith(`${series} `)) return Number(line.slice(series.length + 1));
-  }
-  return undefined;
+  const [wanted] = parsePrometheusText(`${series} 0`).series.values();
+  const sample = wanted?.[0];
+  if (sample === undefined) throw new Error(`not a series: ${series}`);
+  const key = labelKey(sample.labels);
+  return parsePrometheusText(text)
+    .series.get(sample.name)
+    ?.find((found) => labelKey(found.labels) === key)?.value;
+}
+
+function labelKey(labels: Readonly<Record<string, string>>): string {
+  return JSON.stringify(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)));
 }
 
 export interface Usage {

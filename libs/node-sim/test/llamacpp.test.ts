@@ -2,7 +2,6 @@
 // real server (build b1-80fb11a) writes them; compared with shapes captured from it.
 import { describe, expect, it } from "vitest";
 import { startSimNode } from "../src/index.ts";
-import { cppDouble } from "../src/metrics.ts";
 import { CHAT_BODY, metricValue, post, sseData, waitFor } from "./helpers.ts";
 
 describe("llama.cpp flavour", () => {
@@ -130,17 +129,5 @@ describe("llama.cpp flavour", () => {
     // Other flavours have no /slots.
     await using vllm = await startSimNode({ nodeId: "v", flavour: "vllm", models: ["tiny"] });
     expect((await fetch(`${vllm.url}/slots`)).status).toBe(404);
-  });
-
-  it("writes numbers as C++ streams do", () => {
-    expect([0, 40, 0.018902, 8041.4823, 1.267857, 1234567, 0.00001234].map(cppDouble)).toEqual([
-      "0",
-      "40",
-      "0.018902",
-      "8041.48",
-      "1.26786",
-      "1.23457e+06",
-      "1.234e-05",
-    ]);
   });
 });

@@ -1,3 +1,4 @@
+import { parsePrometheusText } from "@zml/health";
 import { describe, expect, it } from "vitest";
 import { startSimNode } from "../src/index.ts";
 import type { SimNode } from "../src/index.ts";
@@ -10,23 +11,13 @@ const scrape = async (node: SimNode): Promise<string> => {
   return res.text();
 };
 
-/** Every sample line must belong to a family announced by `# TYPE`, as exposition requires. */
+/** Every sample must belong to a family announced by `# TYPE`, as exposition requires. */
 function expectWellFormed(text: string): void {
-  const families = new Map<string, string>();
-  for (const line of text.split("\n")) {
-    if (line === "") continue;
-    const type = /^# TYPE (\S+) (counter|gauge|histogram)$/.exec(line);
-    if (type) {
-      families.set(type[1]!, type[2]!);
-      continue;
-    }
-    if (line.startsWith("# HELP ")) continue;
-    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$/.exec(line);
-    expect(sample, line).not.toBeNull();
-    expect(Number.isNaN(Number(sample![3])), line).toBe(false);
-    const name = sample![1]!;
-    const family = families.has(name) ? name : name.replace(/_(bucket|sum|count)$/, "");
-    expect(families.has(family), line).toBe(true);
+  const { families } = parsePrometheusText(text);
+  for (const family of families.values()) {
+    expect(family.type, family.name).toMatch(/^(counter|gauge|histogram)$/);
+    for (const sample of family.samples)
+      expect(Number.isNaN(sample.value), sample.name).toBe(false);
   }
 }
 

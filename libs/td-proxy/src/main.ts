@@ -4,7 +4,6 @@
 // simulator's test PCK chain (a dev stack, tests), never accepted where Intel's root is the
 // trust anchor. Logs JSON lines; stops on SIGTERM or SIGINT. Bad arguments: exit code 2.
 import { parseArgs } from "node:util";
-import { createReportDataQuoter, loadTestTeeMaterial } from "@zml/node-sim";
 import { createLogger } from "@zml/telemetry";
 import { configfsTsmQuoter, simulatedQuoter } from "./quoter.ts";
 import type { Quoter } from "./quoter.ts";
@@ -96,6 +95,8 @@ function parse(argv: string[]): Args | "help" {
 
 async function quoterFor(args: Args): Promise<Quoter> {
   if (args.quoteSource === "configfs-tsm") return configfsTsmQuoter();
+  // Loaded only for simulated quotes: a TD image runs without the simulator installed.
+  const { createReportDataQuoter, loadTestTeeMaterial } = await import("@zml/node-sim");
   const material = await loadTestTeeMaterial(args.simTeeDir!);
   return simulatedQuoter(
     createReportDataQuoter({

@@ -5,7 +5,6 @@ import { randomBytes } from "node:crypto";
 import * as fs from "node:fs/promises";
 import { join } from "node:path";
 import type { NodeQuoteResponse } from "@zml/contracts";
-import type { ReportDataQuoter } from "@zml/node-sim";
 
 /** A quote (and, if the platform ships it, collateral) whose REPORTDATA is the given 64 bytes. */
 export interface Quoter {
@@ -78,6 +77,8 @@ export function configfsTsmQuoter(
 }
 
 /** The simulator's test quoting (`createReportDataQuoter` of `@zml/node-sim`). */
-export function simulatedQuoter(quoteFor: ReportDataQuoter): Quoter {
+export function simulatedQuoter(
+  quoteFor: (reportDataHex: string) => Pick<NodeQuoteResponse, "quote_b64" | "collateral">,
+): Quoter {
   return { kind: "simulated", quote: (reportDataHex) => Promise.resolve(quoteFor(reportDataHex)) };
 }

@@ -2,6 +2,7 @@
 // (vLLM's series, summed over label sets), so that hit rates and prefill figures are the
 // nodes' counts, never the client's estimates.
 import { setTimeout as sleep } from "node:timers/promises";
+import { parsePrometheusText } from "@zml/health";
 import { request } from "undici";
 
 export interface NodeCounters {
@@ -26,18 +27,12 @@ const SERIES: Record<keyof NodeCounters, string> = {
 
 /** Sums every sample of each series in a Prometheus text exposition. */
 export function parseNodeCounters(text: string): NodeCounters {
-  const sums = new Map<string, number>();
-  for (const line of text.split("\n")) {
-    if (line === "" || line.startsWith("#")) continue;
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})? (\S+)$/.exec(line);
-    if (match === null) continue;
-    sums.set(match[1]!, (sums.get(match[1]!) ?? 0) + Number(match[2]));
-  }
+  const { series } = parsePrometheusText(text);
   const out = {} as NodeCounters;
-  for (const [key, series] of Object.entries(SERIES) as Array<[keyof NodeCounters, string]>) {
-    const value = sums.get(series);
-    if (value === undefined) throw new Error(`the node's metrics have no ${series}`);
-    out[key] = value;
+  for (const [key, name] of Object.entries(SERIES) as Array<[keyof NodeCounters, string]>) {
+    const samples = series.get(name);
+    if (samples === undefined) throw new Error(`the node's metrics have no ${name}`);
+    out[key] = samples.reduce((total, sample) => total + sample.value, 0);
   }
   return out;
 }

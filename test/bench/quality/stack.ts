@@ -9,6 +9,7 @@ import { nodeSpec } from "@zml/contracts/testing";
 import type { PolicySpec } from "@zml/contracts";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
 import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
+import { parsePrometheusText } from "@zml/health";
 import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
 import { request } from "undici";
 
@@ -267,11 +268,10 @@ export async function routedPerReplica(opsUrls: string[]): Promise<number[]> {
   return Promise.all(
     opsUrls.map(async (url) => {
       const res = await request(`${url}/metrics`);
-      const text = await res.body.text();
-      const line = /^zml_dispatcher_decisions_total\{[^}]*outcome="routed"[^}]*\} (\S+)$/m.exec(
-        text,
-      );
-      return line === null ? 0 : Number(line[1]);
+      const { series } = parsePrometheusText(await res.body.text());
+      return (series.get("zml_dispatcher_decisions_total") ?? [])
+        .filter((sample) => sample.labels["outcome"] === "routed")
+        .reduce((total, sample) => total + sample.value, 0);
     }),
   );
 }

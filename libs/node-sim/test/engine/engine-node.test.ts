@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { SimInputError, startSimNode } from "../../src/index.ts";
 import type { SimNode } from "../../src/index.ts";
+import { parsePrometheusText } from "@zml/health";
 import { metricValue, post, sseData } from "../helpers.ts";
 
 const SYSTEM = "You are the assistant of tenant one. ".repeat(60);
@@ -67,12 +68,29 @@ describe("engine node", () => {
     expect(metricValue(text, `vllm:gpu_cache_usage_perc${LABELS}`)).toBe(0);
     expect(text).toContain("# TYPE vllm:prefix_cache_hits_total counter\n");
     expect(text).toContain("# TYPE vllm:time_to_first_token_seconds histogram\n");
-    expect(text).toMatch(
-      /^vllm:cache_config_info\{block_size="16",.*num_gpu_blocks="256",.*engine="0"\} 1\.0$/m,
-    );
-    expect(text).toContain(
-      `vllm:request_success_total{model_name="llama-3-8b",engine="0",finished_reason="stop"} 2.0`,
-    );
+    expect(parsePrometheusText(text).series.get("vllm:cache_config_info")).toEqual([
+      {
+        name: "vllm:cache_config_info",
+        labels: {
+          block_size: "16",
+          gpu_memory_utilization: "0.9",
+          cache_dtype: "auto",
+          enable_prefix_caching: "True",
+          prefix_caching_hash_algo: "sha256",
+          num_gpu_blocks: "256",
+          num_cpu_blocks: "None",
+          engine: "0",
+        },
+        value: 1,
+        timestamp: null,
+      },
+    ]);
+    expect(
+      metricValue(
+        text,
+        `vllm:request_success_total{model_name="llama-3-8b",engine="0",finished_reason="stop"}`,
+      ),
+    ).toBe(2);
 
     expect(node.stats().engine).toMatchObject({
       kv_cache_blocks: 256,
