@@ -2,8 +2,8 @@
 import { ERROR_CODES } from "@zml/contracts";
 import type { ErrorCode } from "@zml/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ERROR_CODES_EXTENSION } from "../src/openapi.ts";
-import { errorStatusesOf, OPERATION_ERRORS } from "../src/route-errors.ts";
+import { ERROR_CODES_EXTENSION } from "../src/openapi/document.ts";
+import { errorStatusesOf, OPERATION_ERRORS } from "../src/openapi/operation-errors.ts";
 import { startIntake } from "./helpers.ts";
 import type { Harness } from "./helpers.ts";
 

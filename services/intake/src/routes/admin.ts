@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ADMIN_RESOURCES, findResource } from "../admin/resources.ts";
 import type { AdminResource } from "../admin/resources.ts";
 import type { ConfigStore, StoredDoc } from "../admin/store.ts";
-import { parseJsonObject, zodError } from "../validation.ts";
+import { parseJsonObject, zodError } from "../request/validation.ts";
 
 export interface AdminRouteDeps {
   store: ConfigStore;

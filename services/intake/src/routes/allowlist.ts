@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
-import { buildAllowlist } from "../allowlist.ts";
-import type { AllowlistFeed } from "../allowlist-feed.ts";
-import { ALLOWLIST_PAGE } from "../allowlist-page.ts";
+import { buildAllowlist } from "../allowlist/allowlist.ts";
+import type { AllowlistFeed } from "../allowlist/feed.ts";
+import { ALLOWLIST_PAGE } from "../allowlist/page.ts";
 
 export interface AllowlistRouteDeps {
   feed: Pick<AllowlistFeed, "sources" | "onChange">;

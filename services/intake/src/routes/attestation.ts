@@ -4,10 +4,10 @@ import { ATTESTATION_VERIFY_ENDPOINT, NODE_ID_PATTERN, ZmlError } from "@zml/con
 import type { AttestationResult } from "@zml/contracts";
 import { reportDataFor } from "@zml/tdx";
 import type { FastifyInstance } from "fastify";
-import { admit } from "../admit.ts";
-import type { Authenticator } from "../auth.ts";
-import { createRateLimiter } from "../rate-limit.ts";
-import type { RateLimiter } from "../rate-limit.ts";
+import { admit } from "../admission/admit.ts";
+import type { Authenticator } from "../admission/auth.ts";
+import { createRateLimiter } from "../admission/rate-limit.ts";
+import type { RateLimiter } from "../admission/rate-limit.ts";
 
 /** A new attestation waits for the node's quote (up to 5 s in the attestation service). */
 const VERIFY_TIMEOUT_MS = 15_000;

@@ -12,24 +12,24 @@ import {
 import type { AccountSpec, InferencePath } from "@zml/contracts";
 import type { Logger } from "@zml/telemetry";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { errorCodeSent } from "../errors.ts";
-import type { IntakeMetrics } from "../metrics.ts";
-import { relay } from "../relay.ts";
-import type { RelayOutcome } from "../relay.ts";
-import { endServerSpan, startServerSpan } from "../tracing.ts";
+import { errorCodeSent } from "../http/errors.ts";
+import type { IntakeMetrics } from "../telemetry/metrics.ts";
+import { relay } from "../relay/relay.ts";
+import type { RelayOutcome } from "../relay/relay.ts";
+import { endServerSpan, startServerSpan } from "../telemetry/tracing.ts";
 import {
   extractRouteFields,
   extractSealedFields,
   isSealedBody,
   parseNativeCall,
   refuseClearTier4,
-} from "../route-fields.ts";
-import type { RouteFields } from "../route-fields.ts";
-import { admit } from "../admit.ts";
-import { authoriseTiers, SEALED_TIER, tierGate } from "../tier-gate.ts";
-import type { ClientRouteDeps } from "../route-deps.ts";
-import { planHeaders, planRoute } from "../route-plan.ts";
-import type { RoutePlan } from "../route-plan.ts";
+} from "../request/route-fields.ts";
+import type { RouteFields } from "../request/route-fields.ts";
+import { admit } from "../admission/admit.ts";
+import { authoriseTiers, SEALED_TIER, tierGate } from "../admission/tier-gate.ts";
+import type { ClientRouteDeps } from "./deps.ts";
+import { planHeaders, planRoute } from "../request/route-plan.ts";
+import type { RoutePlan } from "../request/route-plan.ts";
 
 export interface InferenceRouteDeps extends ClientRouteDeps {
   mux: ReplyMux;

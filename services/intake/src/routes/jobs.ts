@@ -28,13 +28,13 @@ import {
 import type { AccountSpec } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
-import { admit } from "../admit.ts";
+import { admit } from "../admission/admit.ts";
 import type { IntakeConfig } from "../config.ts";
-import type { ClientRouteDeps } from "../route-deps.ts";
-import { routeFieldsOf } from "../route-fields.ts";
-import { planHeaders, planRoute } from "../route-plan.ts";
-import { tierGate } from "../tier-gate.ts";
-import { parseJsonObject, validate } from "../validation.ts";
+import type { ClientRouteDeps } from "./deps.ts";
+import { routeFieldsOf } from "../request/route-fields.ts";
+import { planHeaders, planRoute } from "../request/route-plan.ts";
+import { tierGate } from "../admission/tier-gate.ts";
+import { parseJsonObject, validate } from "../request/validation.ts";
 
 /** `POST /v1/jobs`: one inference request to run as a batch job. */
 export const JobBodySchema = z.strictObject({

@@ -2,7 +2,7 @@ import { ZmlError } from "@zml/contracts";
 import type { ModelSpec } from "@zml/contracts";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { Authenticator } from "../auth.ts";
+import type { Authenticator } from "../admission/auth.ts";
 
 /** One model, in the OpenAI shape (`GET /v1/models/{id}`, and each entry of the list). */
 export const ModelSchema = z.object({

@@ -10,11 +10,11 @@ import {
 import type { Session } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
-import { admit } from "../admit.ts";
-import type { ClientRouteDeps } from "../route-deps.ts";
-import { policyNameFor } from "../policy.ts";
-import { authoriseTiers, SEALED_TIER } from "../tier-gate.ts";
-import { parseJsonObject, validate } from "../validation.ts";
+import { admit } from "../admission/admit.ts";
+import type { ClientRouteDeps } from "./deps.ts";
+import { policyNameFor } from "../request/policy.ts";
+import { authoriseTiers, SEALED_TIER } from "../admission/tier-gate.ts";
+import { parseJsonObject, validate } from "../request/validation.ts";
 
 /** `POST /v1/sessions` body. */
 export const SessionBodySchema = z.strictObject({

@@ -20,12 +20,12 @@ import {
   SealedRequestSchema,
 } from "@zml/contracts";
 import { z } from "zod";
-import { ADMIN_RESOURCES } from "./admin/resources.ts";
-import { AllowlistSchema } from "./allowlist.ts";
-import { JobBodySchema } from "./routes/jobs.ts";
-import { ModelListSchema, ModelSchema } from "./routes/models.ts";
-import { SessionBodySchema } from "./routes/sessions.ts";
-import { errorStatusesOf, OPERATION_ERRORS, pascal } from "./route-errors.ts";
+import { ADMIN_RESOURCES } from "../admin/resources.ts";
+import { AllowlistSchema } from "../allowlist/allowlist.ts";
+import { JobBodySchema } from "../routes/jobs.ts";
+import { ModelListSchema, ModelSchema } from "../routes/models.ts";
+import { SessionBodySchema } from "../routes/sessions.ts";
+import { errorStatusesOf, OPERATION_ERRORS, pascal } from "./operation-errors.ts";
 
 const anyObject = { type: "object", additionalProperties: true };
 

@@ -12,7 +12,7 @@ import {
 import type { NodeApi } from "@zml/contracts";
 import type { ErrorCode } from "@zml/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { sendError } from "./errors.ts";
+import { sendError } from "../http/errors.ts";
 import { countSseEvents, sseErrorEvent } from "./sse.ts";
 
 /** What the relay learned about a request, for metrics, the span and the log line. */

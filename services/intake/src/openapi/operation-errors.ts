@@ -5,8 +5,8 @@
 // code here, and the document follows.
 import { ERROR_CODES } from "@zml/contracts";
 import type { ErrorCode } from "@zml/contracts";
-import { ADMIN_RESOURCES } from "./admin/resources.ts";
-import type { AdminResource } from "./admin/resources.ts";
+import { ADMIN_RESOURCES } from "../admin/resources.ts";
+import type { AdminResource } from "../admin/resources.ts";
 
 /** What one operation can answer besides its success. */
 export interface OperationErrors {
