@@ -196,8 +196,8 @@ function forward(
   };
   // Inside the span's context, so the bus headers carry it to the dispatcher.
   return context.with(trace.setSpan(context.active(), span), () =>
-    relay(
-      {
+    relay({
+      deps: {
         bus: deps.bus,
         mux: deps.mux,
         // The dispatcher ends a call at the deadline with its own, precise error; a little
@@ -209,11 +209,11 @@ function forward(
       },
       req,
       reply,
-      f.body,
-      routeHeaders(req.id, f, plan, f.startedAt + deps.requestTimeoutMs),
-      f.fields.stream ? INFERENCE_PATH_APIS[f.path] : null,
+      body: f.body,
+      headers: routeHeaders(req.id, f, plan, f.startedAt + deps.requestTimeoutMs),
+      streamApi: f.fields.stream ? INFERENCE_PATH_APIS[f.path] : null,
       finish,
-    ),
+    }),
   );
 }
 
