@@ -144,7 +144,7 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
     opsRoutes({
       registry: deps.registry,
       isReady: deps.isReady,
-      openApi: buildOpenApiDocument(VERSION),
+      openApi: () => buildOpenApiDocument(VERSION),
       internals: servesAdmin,
     }),
   );

@@ -128,7 +128,7 @@ describe("/openapi.json error answers", () => {
     expect(checked).toBeGreaterThan(200);
   });
 
-  it("documents exactly the statuses of route-errors.ts, for every operation and no other", async () => {
+  it("documents exactly the statuses of operation-errors.ts, for every operation and no other", async () => {
     const ops = await operations();
     expect(ops.map((o) => o.op.operationId).sort()).toEqual(Object.keys(OPERATION_ERRORS).sort());
     for (const { key, op } of ops) {

@@ -5,13 +5,20 @@ import {
   HEADERS,
   INFERENCE_PATH_APIS,
   INFERENCE_PATHS,
+  InferRequestSchema,
   MESSAGE_TYPES,
+  ROUTING_HTTP_HEADER,
+  SEALED_REQUEST_MEDIA_TYPE,
+  SEALED_RESPONSE_MEDIA_TYPE,
+  SealedRequestSchema,
   ZmlError,
   parseRoutingHeader,
 } from "@zml/contracts";
 import type { AccountSpec, InferencePath } from "@zml/contracts";
 import type { Logger } from "@zml/telemetry";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { z } from "zod";
+import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject } from "zod-openapi";
 import { errorCodeSent } from "../http/errors.ts";
 import type { IntakeMetrics } from "../telemetry/metrics.ts";
 import { relay } from "../relay/relay.ts";
@@ -28,6 +35,7 @@ import type { RouteFields } from "../request/route-fields.ts";
 import { admit } from "../admission/admit.ts";
 import { authoriseTiers, SEALED_TIER, tierGate } from "../admission/tier-gate.ts";
 import type { ClientRouteDeps } from "./deps.ts";
+import { AnyObjectSchema, API_KEY, EventStreamSchema, json } from "./docs.ts";
 import { planHeaders, planRoute } from "../request/route-plan.ts";
 import type { RoutePlan } from "../request/route-plan.ts";
 
@@ -103,6 +111,107 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
     });
   };
 }
+
+/** One inference call in the OpenAPI document. */
+function inferenceOperation(o: {
+  operationId: string;
+  summary: string;
+  /** The schema the route checks the body with. */
+  body: z.ZodType;
+  answer: string;
+  streams: boolean;
+  sealable: boolean;
+}): ZodOpenApiOperationObject {
+  return {
+    operationId: o.operationId,
+    tags: ["inference"],
+    summary: o.summary,
+    description:
+      `${o.answer} The body reaches the node unchanged; only the routing fields are checked, ` +
+      "and only nodes serving this API are candidates." +
+      (o.streams
+        ? " With `stream: true` the answer is server-sent events, relayed whole; a stream " +
+          "that breaks ends with `event: error` instead of its final event."
+        : "") +
+      (o.sealable
+        ? ` A tier-4 request is sent sealed (\`${SEALED_REQUEST_MEDIA_TYPE}\`, docs/sealed-channel.md): ` +
+          "its answer is sealed too, and the body is never opened in the gateway."
+        : ""),
+    security: API_KEY,
+    requestBody: {
+      required: true,
+      content: {
+        ...json(o.body),
+        ...(o.sealable ? { [SEALED_REQUEST_MEDIA_TYPE]: { schema: SealedRequestSchema } } : {}),
+      },
+    },
+    responses: {
+      "200": {
+        description: "The node's answer",
+        headers: { [ROUTING_HTTP_HEADER]: { $ref: "#/components/headers/Routing" } },
+        content: {
+          ...json(AnyObjectSchema),
+          ...(o.streams ? { "text/event-stream": { schema: EventStreamSchema } } : {}),
+          ...(o.sealable ? { [SEALED_RESPONSE_MEDIA_TYPE]: { schema: AnyObjectSchema } } : {}),
+        },
+      },
+    },
+  };
+}
+
+/** The inference calls in the OpenAPI document, with the body schemas the routes check. */
+export const inferencePaths: ZodOpenApiPathsObject = {
+  "/v1/chat/completions": {
+    post: inferenceOperation({
+      operationId: "createChatCompletion",
+      summary: "OpenAI-compatible chat completion",
+      body: INFERENCE_PATHS["/v1/chat/completions"],
+      answer: "A chat completion.",
+      streams: true,
+      sealable: true,
+    }),
+  },
+  "/v1/completions": {
+    post: inferenceOperation({
+      operationId: "createCompletion",
+      summary: "OpenAI-compatible text completion",
+      body: INFERENCE_PATHS["/v1/completions"],
+      answer: "A text completion.",
+      streams: true,
+      sealable: true,
+    }),
+  },
+  "/v1/responses": {
+    post: inferenceOperation({
+      operationId: "createResponse",
+      summary: "OpenAI Responses API",
+      body: INFERENCE_PATHS["/v1/responses"],
+      answer: "A response object; ZML stores none, so the input must be whole.",
+      streams: true,
+      sealable: true,
+    }),
+  },
+  "/v1/embeddings": {
+    post: inferenceOperation({
+      operationId: "createEmbedding",
+      summary: "OpenAI-compatible embeddings",
+      body: INFERENCE_PATHS["/v1/embeddings"],
+      answer: "One embedding per input, as floats or base64.",
+      streams: false,
+      sealable: true,
+    }),
+  },
+  "/v1/infer": {
+    post: inferenceOperation({
+      operationId: "infer",
+      summary: "ZML native inference call",
+      body: InferRequestSchema,
+      answer: "A chat completion, from a strict body with the routing fields first-class.",
+      streams: true,
+      sealable: false,
+    }),
+  },
+};
 
 function requireBody(req: FastifyRequest): Buffer {
   if (!Buffer.isBuffer(req.body) || req.body.length === 0) {
