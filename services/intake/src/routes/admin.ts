@@ -3,7 +3,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { AccountSpecSchema, KV_BUCKETS, ZmlError } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { ZodOpenApiPathsObject } from "zod-openapi";
+import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject } from "zod-openapi";
 import { ADMIN_RESOURCES, findResource, pascal } from "../admin/resources.ts";
 import type { AdminResource } from "../admin/resources.ts";
 import type { ConfigStore, StoredDoc } from "../admin/store.ts";
@@ -203,8 +203,22 @@ export function adminApiDocs(): {
 } {
   const paths: ZodOpenApiPathsObject = {};
   const schemas: Record<string, z.ZodType> = {};
-  const security = ADMIN_TOKEN;
-  const tags = ["admin"];
+  const operation = (
+    operationId: string,
+    summary: string,
+    description: string,
+    parts: Pick<ZodOpenApiOperationObject, "requestParams" | "requestBody" | "responses">,
+  ): ZodOpenApiOperationObject => ({
+    operationId,
+    tags: ["admin"],
+    summary,
+    description,
+    security: ADMIN_TOKEN,
+    ...parts,
+  });
+  const keyParam = (key: z.ZodType<string>, description: string) => ({
+    path: z.object({ key: key.meta({ description }) }),
+  });
   for (const r of ADMIN_RESOURCES) {
     const name = pascal(r.kind);
     // Two copies, unlinked to the original (a copy linked to it would be written as a
@@ -218,83 +232,76 @@ export function adminApiDocs(): {
       revision: z.number().int(),
       document: stored,
     });
-    const keyParam = {
-      path: z.object({ key: r.key.meta({ description: "The document's key" }) }),
-    };
+    const requestParams = keyParam(r.key, "The document's key");
+    const idRule = r.idField
+      ? ` \`${r.idField}\` must equal the key (it is filled from the key when omitted).`
+      : "";
     paths[`/admin/v1/${r.kind}`] = {
-      get: {
-        operationId: `adminList${name}`,
-        tags,
-        summary: `List ${r.kind}`,
-        description: `Every stored document of ${r.kind}, with its key and revision.`,
-        security,
-        responses: {
-          "200": {
-            description: "Every stored document",
-            content: json(z.looseObject({ data: z.array(storedDoc) })),
+      get: operation(
+        `adminList${name}`,
+        `List ${r.kind}`,
+        `Every stored document of ${r.kind}, with its key and revision.`,
+        {
+          responses: {
+            "200": {
+              description: "Every stored document",
+              content: json(z.looseObject({ data: z.array(storedDoc) })),
+            },
           },
         },
-      },
+      ),
     };
     paths[`/admin/v1/${r.kind}/{key}`] = {
-      get: {
-        operationId: `adminGet${name}`,
-        tags,
-        summary: `Read one of ${r.kind}`,
-        description: "The stored document under the key, as the services read it.",
-        security,
-        requestParams: keyParam,
-        responses: { "200": { description: "The document", content: json(storedDoc) } },
-      },
-      put: {
-        operationId: `adminPut${name}`,
-        tags,
-        summary: `Create or replace one of ${r.kind}`,
-        description:
-          "Validated like `zml apply`; takes effect without restarts." +
-          (r.idField
-            ? ` \`${r.idField}\` must equal the key (it is filled from the key when omitted).`
-            : ""),
-        security,
-        requestParams: keyParam,
-        requestBody: { required: true, content: json(put) },
-        responses: {
-          "200": {
-            description: "Updated, or unchanged when identical",
-            content: json(AnyObjectSchema),
-          },
-          "201": { description: "Created", content: json(AnyObjectSchema) },
+      get: operation(
+        `adminGet${name}`,
+        `Read one of ${r.kind}`,
+        "The stored document under the key, as the services read it.",
+        {
+          requestParams,
+          responses: { "200": { description: "The document", content: json(storedDoc) } },
         },
-      },
-      delete: {
-        operationId: `adminDelete${name}`,
-        tags,
-        summary: `Delete one of ${r.kind}`,
-        description: "Removes the document; services drop it from memory at once.",
-        security,
-        requestParams: keyParam,
-        responses: { "200": { description: "Deleted" } },
-      },
+      ),
+      put: operation(
+        `adminPut${name}`,
+        `Create or replace one of ${r.kind}`,
+        `Validated like \`zml apply\`; takes effect without restarts.${idRule}`,
+        {
+          requestParams,
+          requestBody: { required: true, content: json(put) },
+          responses: {
+            "200": {
+              description: "Updated, or unchanged when identical",
+              content: json(AnyObjectSchema),
+            },
+            "201": { description: "Created", content: json(AnyObjectSchema) },
+          },
+        },
+      ),
+      delete: operation(
+        `adminDelete${name}`,
+        `Delete one of ${r.kind}`,
+        "Removes the document; services drop it from memory at once.",
+        { requestParams, responses: { "200": { description: "Deleted" } } },
+      ),
     };
   }
-  const accounts = findResource("accounts")!;
   paths["/admin/v1/accounts/{key}/keys"] = {
-    post: {
-      operationId: "adminIssueAccountKey",
-      tags,
-      summary: "Issue a new API key for an account",
-      description: "Only the key's SHA-256 is stored; the key appears in this answer only.",
-      security,
-      requestParams: {
-        path: z.object({ key: accounts.key.meta({ description: "The account's id" }) }),
-      },
-      responses: {
-        "201": {
-          description: "The new key",
-          content: json(z.object({ account: z.string(), api_key: z.string(), sha256: z.string() })),
+    post: operation(
+      "adminIssueAccountKey",
+      "Issue a new API key for an account",
+      "Only the key's SHA-256 is stored; the key appears in this answer only.",
+      {
+        requestParams: keyParam(findResource("accounts")!.key, "The account's id"),
+        responses: {
+          "201": {
+            description: "The new key",
+            content: json(
+              z.object({ account: z.string(), api_key: z.string(), sha256: z.string() }),
+            ),
+          },
         },
       },
-    },
+    ),
   };
   return { paths, schemas };
 }
