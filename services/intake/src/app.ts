@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Http2ServerRequest } from "node:http2";
 import { createReplyMux } from "@zml/bus";
 import type { ReplyMux } from "@zml/bus";
 import { nodeAddressPolicyOf, ZmlError } from "@zml/contracts";
@@ -12,21 +11,19 @@ import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
 import { createKvConfigStore } from "./admin/store.ts";
 import type { ConfigStore } from "./admin/store.ts";
-import { watchAllowlistFeed } from "./allowlist-feed.ts";
-import type { AllowlistFeed } from "./allowlist-feed.ts";
-import { createAuthThrottle } from "./auth-throttle.ts";
-import { createAdminAuthenticator, createAuthenticator } from "./auth.ts";
-import { bodyDeadline } from "./body-deadline.ts";
+import { watchAllowlistFeed } from "./allowlist/feed.ts";
+import type { AllowlistFeed } from "./allowlist/feed.ts";
+import { createAdminAuthenticator, createAuthenticator } from "./admission/auth.ts";
 import type { IntakeConfig } from "./config.ts";
-import { isHttp2, MAX_PATH_PARAM_CHARS, sendError, toZmlError } from "./errors.ts";
-import { createKeyStoreStatus } from "./key-store.ts";
-import { createIntakeMetrics } from "./metrics.ts";
-import { followDispatchers } from "./dispatcher-liveness.ts";
-import { createInFlight } from "./in-flight.ts";
-import type { InFlight } from "./in-flight.ts";
-import { buildOpenApiDocument } from "./openapi.ts";
-import { createRateLimiter } from "./rate-limit.ts";
-import type { ClientRouteDeps } from "./route-deps.ts";
+import { MAX_PATH_PARAM_CHARS, sendError, toZmlError } from "./http/errors.ts";
+import { createKeyStoreStatus } from "./admission/key-store.ts";
+import { createIntakeMetrics } from "./telemetry/metrics.ts";
+import { followDispatchers } from "./relay/dispatcher-liveness.ts";
+import { createInFlight } from "./relay/in-flight.ts";
+import type { InFlight } from "./relay/in-flight.ts";
+import { buildOpenApiDocument } from "./openapi/document.ts";
+import { createRateLimiter } from "./admission/rate-limit.ts";
+import type { ClientRouteDeps } from "./routes/deps.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { allowlistRoutes } from "./routes/allowlist.ts";
 import { attestationRoutes } from "./routes/attestation.ts";
@@ -34,11 +31,14 @@ import { inferenceRoutes } from "./routes/inference.ts";
 import { jobRoutes } from "./routes/jobs.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { opsRoutes } from "./routes/ops.ts";
+import { admissionHooks } from "./plugins/admission-hooks.ts";
+import { errorReplies } from "./plugins/error-replies.ts";
+import { rawBody } from "./plugins/raw-body.ts";
+import { responseHeaders } from "./plugins/response-headers.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
-import { closeAllConnections, createServerFactory } from "./server.ts";
-import { watchIntakeState } from "./state.ts";
-import { settleUnreadBody } from "./unread-body.ts";
-import type { ServerOptions } from "./server.ts";
+import { closeAllConnections, createServerFactory } from "./http/server.ts";
+import { watchIntakeState } from "./state/intake-state.ts";
+import type { ServerOptions } from "./http/server.ts";
 
 export interface IntakeDeps extends ClientRouteDeps {
   mux: ReplyMux;
@@ -76,9 +76,6 @@ export interface IntakeDeps extends ClientRouteDeps {
   inFlight?: InFlight;
 }
 
-/** Routes that take a credential; ops routes (`/healthz`, `/metrics`, …) are never throttled. */
-const AUTHENTICATED_PREFIXES = ["/v1/", "/admin/"];
-
 /** How long a stopping intake still answers after its last in-flight request ended. */
 const LINGER_AFTER_LAST_ANSWER_MS = 250;
 
@@ -112,7 +109,7 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
     frameworkErrors: (err, _req, reply) => {
       sendError(reply, toZmlError(err));
     },
-    // Refusals while stopping are answered by the draining hook below, with a body.
+    // Refusals while stopping are answered by the admission hooks, with a body.
     return503OnClosing: false,
     serverFactory: createServerFactory({
       tls: deps.tls,
@@ -129,92 +126,25 @@ export async function buildApp(deps: IntakeDeps, surface: AppSurface = "all") {
     },
   });
 
-  // Bodies stay raw bytes: they are forwarded to the node as received. Any content type is
-  // accepted and must parse as JSON, so a bare `curl -d` works too.
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
-  const deadline = bodyDeadline(config.ZML_BODY_TIMEOUT_MS);
-  app.addHook("preParsing", (req, reply, payload, done) => {
-    if (req.method === "GET" || req.method === "HEAD") done(null, payload);
-    else deadline(req, reply, payload, done);
+  await app.register(rawBody, { bodyTimeoutMs: config.ZML_BODY_TIMEOUT_MS });
+  await app.register(responseHeaders);
+  await app.register(admissionHooks, {
+    authFailureBurst: config.ZML_AUTH_FAILURE_BURST,
+    authFailuresPerMinute: config.ZML_AUTH_FAILURES_PER_MINUTE,
+    clock: deps.clock,
+    isDraining: deps.isDraining,
+    inFlight: deps.inFlight,
   });
-  app.addHook("onSend", (req, reply, payload, done) => {
-    reply.header("x-request-id", req.id);
-    // Node answers are relayed from the gateway's origin: never let a browser sniff them.
-    reply.header("x-content-type-options", "nosniff");
-    done(null, payload);
+  await app.register(errorReplies, {
+    bodyLimitBytes: config.ZML_BODY_LIMIT_BYTES,
+    bodyTimeoutMs: config.ZML_BODY_TIMEOUT_MS,
   });
-  // Brute force: an address that failed authentication too often is refused for a while.
-  const authThrottle = createAuthThrottle({
-    burst: config.ZML_AUTH_FAILURE_BURST,
-    perMinute: config.ZML_AUTH_FAILURES_PER_MINUTE,
-    maxAddresses: 100_000,
-  });
-  // Every request's admission checks, in order, in one callback hook (one hook call, no
-  // promise per request). A check that answers sends its reply and ends the chain there.
-  app.addHook("onRequest", (req, reply, done) => {
-    // An HTTP/2 body need not announce its length, and fastify takes a request with neither
-    // Content-Type nor Content-Length for bodiless; the stream itself says whether data
-    // follows.
-    if (isHttp2(req) && req.headers["content-type"] === undefined) {
-      const { stream } = req.raw as unknown as Http2ServerRequest;
-      if (!stream.endAfterHeaders) req.headers["content-type"] = "application/octet-stream";
-    }
-    const authenticated = AUTHENTICATED_PREFIXES.some((p) => req.url.startsWith(p));
-    const wait = authenticated ? authThrottle.blockedFor(req.ip, deps.clock()) : undefined;
-    if (wait !== undefined) {
-      const message = "too many failed authentications from this address; retry later";
-      sendError(
-        reply,
-        new ZmlError("auth_throttled", message, { param: "authorization", retryAfterS: wait }),
-      );
-      return;
-    }
-    deps.inFlight?.track(reply.raw);
-    // While stopping, what the listener still receives (a keep-alive connection's next
-    // request) gets a retryable 503 with a body and `Connection: close`; in-flight requests
-    // finish. Probes keep answering, `/readyz` with not-ready.
-    if (deps.isDraining?.()) {
-      // Keep-alive clients reconnect, and so find a replica that is not stopping.
-      if (!isHttp2(req)) reply.header("connection", "close");
-      if (authenticated) {
-        const message = "this gateway replica is stopping; retry";
-        sendError(reply, new ZmlError("shutting_down", message, { retryAfterS: 1 }));
-        return;
-      }
-    }
-    done();
-  });
-  app.addHook("onResponse", (req, reply, done) => {
-    if (reply.statusCode === 401) authThrottle.recordFailure(req.ip, deps.clock());
-    done();
-  });
-
-  app.setErrorHandler(async (err, req, reply) => {
-    const error = toZmlError(err);
-    if (error.code === "internal_error") req.log.error({ err }, "unhandled error");
-    if (error.code === "payload_too_large" || error.code === "request_timeout") {
-      await settleUnreadBody(req, reply, {
-        maxBytes: 4 * config.ZML_BODY_LIMIT_BYTES,
-        timeoutMs: config.ZML_BODY_TIMEOUT_MS,
-        // A slow body stays slow: only an oversize one is worth reading to its end.
-        waitForEnd: error.code === "payload_too_large",
-      });
-    }
-    return sendError(reply, error);
-  });
-  app.setNotFoundHandler((req, reply) =>
-    sendError(
-      reply,
-      new ZmlError("not_found", `no route for ${req.method} ${req.url}`, { param: "path" }),
-    ),
-  );
 
   await app.register(
     opsRoutes({
       registry: deps.registry,
       isReady: deps.isReady,
-      openApi: buildOpenApiDocument(VERSION),
+      openApi: () => buildOpenApiDocument(VERSION),
       internals: servesAdmin,
     }),
   );

@@ -1,7 +1,7 @@
 import { NODE_ADDRESS_CONFIG_SHAPE } from "@zml/contracts";
 import { BUS_CONFIG_SHAPE, requireBusIdentity } from "@zml/bus";
 import { parseConfig, SHUTDOWN_CONFIG_SHAPE } from "@zml/runtime";
-import { adminTokenWeakness } from "./admin-token.ts";
+import { adminTokenWeakness } from "./admin/token.ts";
 import { z } from "zod";
 
 const flag = z

@@ -4,8 +4,8 @@ import { ATTESTATION_RESULTS_BUCKET, AttestationResultSchema, KV_BUCKETS } from 
 import type { AttestationResult, NodeSpec, Revocation } from "@zml/contracts";
 import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AllowlistSchema, buildAllowlist } from "../src/allowlist.ts";
-import type { Allowlist } from "../src/allowlist.ts";
+import { AllowlistSchema, buildAllowlist } from "../src/allowlist/allowlist.ts";
+import type { Allowlist } from "../src/allowlist/allowlist.ts";
 import { startIntake } from "./helpers.ts";
 import type { Harness } from "./helpers.ts";
 

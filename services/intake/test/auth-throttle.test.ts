@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAuthThrottle } from "../src/auth-throttle.ts";
+import { createAuthThrottle } from "../src/admission/auth-throttle.ts";
 import { ADMIN_TOKEN, API_KEY, admin, auth, errorOf, startIntake } from "./helpers.ts";
 import type { Harness } from "./helpers.ts";
 

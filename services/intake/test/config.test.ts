@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { adminTokenWeakness } from "../src/admin-token.ts";
+import { adminTokenWeakness } from "../src/admin/token.ts";
 import { loadConfig } from "../src/config.ts";
 import { ADMIN_TOKEN, startIntake } from "./helpers.ts";
 

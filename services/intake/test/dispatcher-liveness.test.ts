@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createLivenessTracker } from "../src/dispatcher-liveness.ts";
+import { createLivenessTracker } from "../src/relay/dispatcher-liveness.ts";
 
 const tracker = (lossAfterMs = 1_000) => {
   const lost: Array<[string, string]> = [];

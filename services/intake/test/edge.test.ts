@@ -2,13 +2,13 @@ import { createHash } from "node:crypto";
 import type { AccountSpec, InferencePath, ModelSpec, PolicySpec } from "@zml/contracts";
 import { HEADERS, ZmlError } from "@zml/contracts";
 import { describe, expect, it } from "vitest";
-import { createAdminAuthenticator, createAuthenticator } from "../src/auth.ts";
-import { createKeyStoreStatus } from "../src/key-store.ts";
-import { policyNameFor } from "../src/policy.ts";
-import { createRateLimiter } from "../src/rate-limit.ts";
-import { extractRouteFields, parseNativeCall, routeFieldsOf } from "../src/route-fields.ts";
-import type { RouteFields } from "../src/route-fields.ts";
-import { planHeaders, planRoute } from "../src/route-plan.ts";
+import { createAdminAuthenticator, createAuthenticator } from "../src/admission/auth.ts";
+import { createKeyStoreStatus } from "../src/admission/key-store.ts";
+import { policyNameFor } from "../src/request/policy.ts";
+import { createRateLimiter } from "../src/admission/rate-limit.ts";
+import { extractRouteFields, parseNativeCall, routeFieldsOf } from "../src/request/route-fields.ts";
+import type { RouteFields } from "../src/request/route-fields.ts";
+import { planHeaders, planRoute } from "../src/request/route-plan.ts";
 
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const account = (extra: Partial<AccountSpec> = {}): AccountSpec => ({

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { findDuplicateKey, isValidUtf8 } from "../src/json-guard.ts";
-import { parseJsonObject } from "../src/validation.ts";
+import { findDuplicateKey, isValidUtf8 } from "../src/request/json-guard.ts";
+import { parseJsonObject } from "../src/request/validation.ts";
 
 describe("findDuplicateKey", () => {
   it("finds a repeated top-level key", () => {

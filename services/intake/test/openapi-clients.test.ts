@@ -5,7 +5,7 @@ import { createConfig, lintFromString } from "@redocly/openapi-core";
 import openapiTS, { astToString } from "openapi-typescript";
 import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
-import { buildOpenApiDocument } from "../src/openapi.ts";
+import { buildOpenApiDocument } from "../src/openapi/document.ts";
 
 /**
  * The published OpenAPI document as client generators and linters see it: TypeScript types

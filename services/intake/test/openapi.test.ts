@@ -2,8 +2,8 @@
 import { ERROR_CODES } from "@zml/contracts";
 import type { ErrorCode } from "@zml/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ERROR_CODES_EXTENSION } from "../src/openapi.ts";
-import { errorStatusesOf, OPERATION_ERRORS } from "../src/route-errors.ts";
+import { ERROR_CODES_EXTENSION } from "../src/openapi/document.ts";
+import { errorStatusesOf, OPERATION_ERRORS } from "../src/openapi/operation-errors.ts";
 import { startIntake } from "./helpers.ts";
 import type { Harness } from "./helpers.ts";
 
@@ -128,7 +128,7 @@ describe("/openapi.json error answers", () => {
     expect(checked).toBeGreaterThan(200);
   });
 
-  it("documents exactly the statuses of route-errors.ts, for every operation and no other", async () => {
+  it("documents exactly the statuses of operation-errors.ts, for every operation and no other", async () => {
     const ops = await operations();
     expect(ops.map((o) => o.op.operationId).sort()).toEqual(Object.keys(OPERATION_ERRORS).sort());
     for (const { key, op } of ops) {

@@ -1,6 +1,6 @@
 import { ChatCompletionRequestSchema, NodeSpecSchema } from "@zml/contracts";
 import { describe, expect, it } from "vitest";
-import { validate, zodError } from "../src/validation.ts";
+import { validate, zodError } from "../src/request/validation.ts";
 
 const errorOf = (fn: () => unknown) => {
   try {

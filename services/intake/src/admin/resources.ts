@@ -37,6 +37,8 @@ export interface AdminResource {
   kind: string;
   bucket: string;
   schema: z.ZodType;
+  /** Its document's name in the OpenAPI document (`NodeSpec`; put as `NodeSpecInput`). */
+  component: string;
   /** Validates the key in the path. */
   key: z.ZodType<string>;
   /** Field of the document that must equal the key; filled from the key when omitted. */
@@ -47,7 +49,7 @@ export interface AdminResource {
   status?: (doc: unknown, now: number) => unknown;
   /** Cross-document checks after validation; throws ZmlError naming the field. */
   check?: (doc: Record<string, unknown>, ctx: ResourceContext) => Promise<void>;
-  /** The codes `check` throws, for the API's documentation (route-errors.ts). */
+  /** The codes `check` throws, for the API's documentation (openapi/operation-errors.ts). */
   answers?: readonly ErrorCode[];
   /**
    * Where the live state of each document is published (a bucket keyed alike) and what of it
@@ -133,6 +135,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     kind: "nodes",
     bucket: KV_BUCKETS.nodes,
     schema: NodeSpecSchema,
+    component: "NodeSpec",
     key: NodeId,
     idField: "id",
     prepare: registrationOrder,
@@ -144,6 +147,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     kind: "models",
     bucket: KV_BUCKETS.models,
     schema: ModelSpecSchema,
+    component: "ModelSpec",
     key: ModelId,
     idField: "id",
     check: checkDefaultPolicy,
@@ -153,6 +157,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     kind: "policies",
     bucket: KV_BUCKETS.policies,
     schema: PolicySpecSchema,
+    component: "PolicySpec",
     key: NodeId,
     idField: "name",
   },
@@ -160,6 +165,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     kind: "accounts",
     bucket: KV_BUCKETS.accounts,
     schema: AccountSpecSchema,
+    component: "AccountSpec",
     key: NodeId,
     idField: "id",
     check: checkDefaultPolicy,
@@ -170,6 +176,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     kind: "cloud-accounts",
     bucket: KV_BUCKETS.cloudAccounts,
     schema: CloudAccountSpecSchema,
+    component: "CloudAccountSpec",
     key: NodeId,
     idField: "id",
   },
@@ -177,6 +184,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     kind: "costs",
     bucket: KV_BUCKETS.costs,
     schema: CostEntrySchema,
+    component: "CostEntry",
     key: ConfigKeySchema,
     idField: undefined,
     prepare: defaultNow("updated_at", (d) => d.kind === "cloud_spot"),
@@ -192,6 +200,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     kind: "quality-scores",
     bucket: KV_BUCKETS.qualityScores,
     schema: QualityScoreSchema,
+    component: "QualityScore",
     key: ConfigKeySchema,
     idField: undefined,
     prepare: defaultNow("updated_at"),
@@ -200,6 +209,7 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     kind: "measurements",
     bucket: KV_BUCKETS.measurements,
     schema: ApprovedMeasurementSchema,
+    component: "ApprovedMeasurement",
     key: NodeId,
     idField: "id",
     check: async (doc, ctx) => {
@@ -215,11 +225,16 @@ export const ADMIN_RESOURCES: readonly AdminResource[] = [
     kind: "revocations",
     bucket: KV_BUCKETS.revocations,
     schema: RevocationSchema,
+    component: "Revocation",
     key: NodeId,
     idField: "id",
     prepare: defaultNow("revoked_at"),
   },
 ];
+
+/** PascalCase of a kind, for operation ids: `quality-scores` → `QualityScores`. */
+export const pascal = (kind: string) =>
+  kind.replace(/(^|-)([a-z])/g, (_m, _dash: string, c: string) => c.toUpperCase());
 
 export function findResource(kind: string): AdminResource | undefined {
   return ADMIN_RESOURCES.find((r) => r.kind === kind);

@@ -2,10 +2,13 @@ import type { NodeAddressPolicy } from "@zml/contracts";
 import { createHash, randomBytes } from "node:crypto";
 import { AccountSpecSchema, KV_BUCKETS, ZmlError } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { ADMIN_RESOURCES, findResource } from "../admin/resources.ts";
+import { z } from "zod";
+import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject } from "zod-openapi";
+import { ADMIN_RESOURCES, findResource, pascal } from "../admin/resources.ts";
 import type { AdminResource } from "../admin/resources.ts";
 import type { ConfigStore, StoredDoc } from "../admin/store.ts";
-import { parseJsonObject, zodError } from "../validation.ts";
+import { parseJsonObject, zodError } from "../request/validation.ts";
+import { ADMIN_TOKEN, AnyObjectSchema, json } from "./docs.ts";
 
 export interface AdminRouteDeps {
   store: ConfigStore;
@@ -187,4 +190,118 @@ function present(
       ? { state: state === undefined ? null : resource.live.view(JSON.parse(state.value)) }
       : {}),
   };
+}
+
+/**
+ * The admin API in the OpenAPI document, and its documents by name: each kind's schema as
+ * stored (`NodeSpec`, defaults filled in) and as put (`NodeSpecInput`, defaults optional), so
+ * generated clients get an accurate type for each direction.
+ */
+export function adminApiDocs(): {
+  paths: ZodOpenApiPathsObject;
+  schemas: Record<string, z.ZodType>;
+} {
+  const paths: ZodOpenApiPathsObject = {};
+  const schemas: Record<string, z.ZodType> = {};
+  const operation = (
+    operationId: string,
+    summary: string,
+    description: string,
+    parts: Pick<ZodOpenApiOperationObject, "requestParams" | "requestBody" | "responses">,
+  ): ZodOpenApiOperationObject => ({
+    operationId,
+    tags: ["admin"],
+    summary,
+    description,
+    security: ADMIN_TOKEN,
+    ...parts,
+  });
+  const keyParam = (key: z.ZodType<string>, description: string) => ({
+    path: z.object({ key: key.meta({ description }) }),
+  });
+  for (const r of ADMIN_RESOURCES) {
+    const name = pascal(r.kind);
+    // Two copies, unlinked to the original (a copy linked to it would be written as a
+    // reference to it), each named for the one direction it is used in.
+    const stored = r.schema.clone(r.schema._zod.def);
+    const put = r.schema.clone(r.schema._zod.def);
+    schemas[r.component] = stored;
+    schemas[`${r.component}Input`] = put;
+    const storedDoc = z.looseObject({
+      key: z.string(),
+      revision: z.number().int(),
+      document: stored,
+    });
+    const requestParams = keyParam(r.key, "The document's key");
+    const idRule = r.idField
+      ? ` \`${r.idField}\` must equal the key (it is filled from the key when omitted).`
+      : "";
+    paths[`/admin/v1/${r.kind}`] = {
+      get: operation(
+        `adminList${name}`,
+        `List ${r.kind}`,
+        `Every stored document of ${r.kind}, with its key and revision.`,
+        {
+          responses: {
+            "200": {
+              description: "Every stored document",
+              content: json(z.looseObject({ data: z.array(storedDoc) })),
+            },
+          },
+        },
+      ),
+    };
+    paths[`/admin/v1/${r.kind}/{key}`] = {
+      get: operation(
+        `adminGet${name}`,
+        `Read one of ${r.kind}`,
+        "The stored document under the key, as the services read it.",
+        {
+          requestParams,
+          responses: { "200": { description: "The document", content: json(storedDoc) } },
+        },
+      ),
+      put: operation(
+        `adminPut${name}`,
+        `Create or replace one of ${r.kind}`,
+        `Validated like \`zml apply\`; takes effect without restarts.${idRule}`,
+        {
+          requestParams,
+          requestBody: { required: true, content: json(put) },
+          responses: {
+            "200": {
+              description: "Updated, or unchanged when identical",
+              content: json(AnyObjectSchema),
+            },
+            "201": { description: "Created", content: json(AnyObjectSchema) },
+          },
+        },
+      ),
+      delete: operation(
+        `adminDelete${name}`,
+        `Delete one of ${r.kind}`,
+        "Removes the document; services drop it from memory at once.",
+        { requestParams, responses: { "200": { description: "Deleted" } } },
+      ),
+    };
+  }
+  paths["/admin/v1/accounts/{key}/keys"] = {
+    post: operation(
+      "adminIssueAccountKey",
+      "Issue a new API key for an account",
+      "Only the key's SHA-256 is stored; the key appears in this answer only.",
+      {
+        requestParams: keyParam(findResource("accounts")!.key, "The account's id"),
+        responses: {
+          "201": {
+            description: "The new key",
+            content: json(
+              z.object({ account: z.string(), api_key: z.string(), sha256: z.string() }),
+            ),
+          },
+        },
+      },
+    ),
+  };
+  return { paths, schemas };
 }

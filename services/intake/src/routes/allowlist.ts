@@ -1,7 +1,9 @@
 import type { FastifyInstance } from "fastify";
-import { buildAllowlist } from "../allowlist.ts";
-import type { AllowlistFeed } from "../allowlist-feed.ts";
-import { ALLOWLIST_PAGE } from "../allowlist-page.ts";
+import type { ZodOpenApiPathsObject } from "zod-openapi";
+import { AllowlistSchema, buildAllowlist } from "../allowlist/allowlist.ts";
+import type { AllowlistFeed } from "../allowlist/feed.ts";
+import { ALLOWLIST_PAGE } from "../allowlist/page.ts";
+import { EventStreamSchema, json, NO_CREDENTIALS } from "./docs.ts";
 
 export interface AllowlistRouteDeps {
   feed: Pick<AllowlistFeed, "sources" | "onChange">;
@@ -62,3 +64,30 @@ export function allowlistRoutes(deps: AllowlistRouteDeps) {
     );
   };
 }
+
+/** The public allowlist in the OpenAPI document (the human page is not part of the API). */
+export const allowlistPaths: ZodOpenApiPathsObject = {
+  "/v1/attestation": {
+    get: {
+      operationId: "getAllowlist",
+      tags: ["trust"],
+      summary: "The public allowlist of tier 3–4 nodes and their attestation status",
+      security: NO_CREDENTIALS,
+      description:
+        "No credentials. Every tier 3–4 node: id, tier, models, family, attested " +
+        "measurement, TCB status, TLS key hash, attested-at, valid-until and status " +
+        "(attested, expired, revoked with its reason, failing). With " +
+        "`Accept: text/event-stream`, a stream of `allowlist` events, one per change. " +
+        "Rendered live for people at `/allowlist`.",
+      responses: {
+        "200": {
+          description: "The allowlist",
+          content: {
+            ...json(AllowlistSchema),
+            "text/event-stream": { schema: EventStreamSchema },
+          },
+        },
+      },
+    },
+  },
+};

@@ -4,10 +4,13 @@ import { ATTESTATION_VERIFY_ENDPOINT, NODE_ID_PATTERN, ZmlError } from "@zml/con
 import type { AttestationResult } from "@zml/contracts";
 import { reportDataFor } from "@zml/tdx";
 import type { FastifyInstance } from "fastify";
-import { admit } from "../admit.ts";
-import type { Authenticator } from "../auth.ts";
-import { createRateLimiter } from "../rate-limit.ts";
-import type { RateLimiter } from "../rate-limit.ts";
+import { z } from "zod";
+import type { ZodOpenApiPathsObject } from "zod-openapi";
+import { admit } from "../admission/admit.ts";
+import type { Authenticator } from "../admission/auth.ts";
+import { createRateLimiter } from "../admission/rate-limit.ts";
+import type { RateLimiter } from "../admission/rate-limit.ts";
+import { AnyObjectSchema, API_KEY, json } from "./docs.ts";
 
 /** A new attestation waits for the node's quote (up to 5 s in the attestation service). */
 const VERIFY_TIMEOUT_MS = 15_000;
@@ -147,3 +150,34 @@ function present(r: AttestationResult): AttestationView {
     expires_at: r.expires_at,
   };
 }
+
+/** The attestation check in the OpenAPI document. */
+export const attestationPaths: ZodOpenApiPathsObject = {
+  "/v1/attestation/{node_id}": {
+    get: {
+      operationId: "getAttestation",
+      tags: ["trust"],
+      summary: "A tier 3/4 node's raw TDX quote and verification, for independent checks",
+      description:
+        "The quote is base64, verifiable with Intel DCAP tooling. Every node that is not a " +
+        "tier 3/4 node, whether it exists or not, gets the same 404 `not_found`, byte for byte.",
+      security: API_KEY,
+      requestParams: {
+        path: z.object({ node_id: z.string().meta({ description: "A tier 3 or 4 node" }) }),
+        query: z.object({
+          nonce: z
+            .string()
+            .regex(NONCE)
+            .optional()
+            .meta({ description: "32 bytes of hex to bind into a fresh quote" }),
+        }),
+      },
+      responses: {
+        "200": {
+          description: "Quote, verification, measurement, expiry",
+          content: json(AnyObjectSchema),
+        },
+      },
+    },
+  },
+};

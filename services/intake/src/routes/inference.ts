@@ -5,31 +5,39 @@ import {
   HEADERS,
   INFERENCE_PATH_APIS,
   INFERENCE_PATHS,
+  InferRequestSchema,
   MESSAGE_TYPES,
+  ROUTING_HTTP_HEADER,
+  SEALED_REQUEST_MEDIA_TYPE,
+  SEALED_RESPONSE_MEDIA_TYPE,
+  SealedRequestSchema,
   ZmlError,
   parseRoutingHeader,
 } from "@zml/contracts";
 import type { AccountSpec, InferencePath } from "@zml/contracts";
 import type { Logger } from "@zml/telemetry";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { errorCodeSent } from "../errors.ts";
-import type { IntakeMetrics } from "../metrics.ts";
-import { relay } from "../relay.ts";
-import type { RelayOutcome } from "../relay.ts";
-import { endServerSpan, startServerSpan } from "../tracing.ts";
+import type { z } from "zod";
+import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject } from "zod-openapi";
+import { errorCodeSent } from "../http/errors.ts";
+import type { IntakeMetrics } from "../telemetry/metrics.ts";
+import { relay } from "../relay/relay.ts";
+import type { RelayOutcome } from "../relay/relay.ts";
+import { endServerSpan, startServerSpan } from "../telemetry/tracing.ts";
 import {
   extractRouteFields,
   extractSealedFields,
   isSealedBody,
   parseNativeCall,
   refuseClearTier4,
-} from "../route-fields.ts";
-import type { RouteFields } from "../route-fields.ts";
-import { admit } from "../admit.ts";
-import { authoriseTiers, SEALED_TIER, tierGate } from "../tier-gate.ts";
-import type { ClientRouteDeps } from "../route-deps.ts";
-import { planHeaders, planRoute } from "../route-plan.ts";
-import type { RoutePlan } from "../route-plan.ts";
+} from "../request/route-fields.ts";
+import type { RouteFields } from "../request/route-fields.ts";
+import { admit } from "../admission/admit.ts";
+import { authoriseTiers, SEALED_TIER, tierGate } from "../admission/tier-gate.ts";
+import type { ClientRouteDeps } from "./deps.ts";
+import { AnyObjectSchema, API_KEY, EventStreamSchema, json } from "./docs.ts";
+import { planHeaders, planRoute } from "../request/route-plan.ts";
+import type { RoutePlan } from "../request/route-plan.ts";
 
 export interface InferenceRouteDeps extends ClientRouteDeps {
   mux: ReplyMux;
@@ -103,6 +111,107 @@ export function inferenceRoutes(deps: InferenceRouteDeps) {
     });
   };
 }
+
+/** One inference call in the OpenAPI document. */
+function inferenceOperation(o: {
+  operationId: string;
+  summary: string;
+  /** The schema the route checks the body with. */
+  body: z.ZodType;
+  answer: string;
+  streams: boolean;
+  sealable: boolean;
+}): ZodOpenApiOperationObject {
+  return {
+    operationId: o.operationId,
+    tags: ["inference"],
+    summary: o.summary,
+    description:
+      `${o.answer} The body reaches the node unchanged; only the routing fields are checked, ` +
+      "and only nodes serving this API are candidates." +
+      (o.streams
+        ? " With `stream: true` the answer is server-sent events, relayed whole; a stream " +
+          "that breaks ends with `event: error` instead of its final event."
+        : "") +
+      (o.sealable
+        ? ` A tier-4 request is sent sealed (\`${SEALED_REQUEST_MEDIA_TYPE}\`, docs/sealed-channel.md): ` +
+          "its answer is sealed too, and the body is never opened in the gateway."
+        : ""),
+    security: API_KEY,
+    requestBody: {
+      required: true,
+      content: {
+        ...json(o.body),
+        ...(o.sealable ? { [SEALED_REQUEST_MEDIA_TYPE]: { schema: SealedRequestSchema } } : {}),
+      },
+    },
+    responses: {
+      "200": {
+        description: "The node's answer",
+        headers: { [ROUTING_HTTP_HEADER]: { $ref: "#/components/headers/Routing" } },
+        content: {
+          ...json(AnyObjectSchema),
+          ...(o.streams ? { "text/event-stream": { schema: EventStreamSchema } } : {}),
+          ...(o.sealable ? { [SEALED_RESPONSE_MEDIA_TYPE]: { schema: AnyObjectSchema } } : {}),
+        },
+      },
+    },
+  };
+}
+
+/** The inference calls in the OpenAPI document, with the body schemas the routes check. */
+export const inferencePaths: ZodOpenApiPathsObject = {
+  "/v1/chat/completions": {
+    post: inferenceOperation({
+      operationId: "createChatCompletion",
+      summary: "OpenAI-compatible chat completion",
+      body: INFERENCE_PATHS["/v1/chat/completions"],
+      answer: "A chat completion.",
+      streams: true,
+      sealable: true,
+    }),
+  },
+  "/v1/completions": {
+    post: inferenceOperation({
+      operationId: "createCompletion",
+      summary: "OpenAI-compatible text completion",
+      body: INFERENCE_PATHS["/v1/completions"],
+      answer: "A text completion.",
+      streams: true,
+      sealable: true,
+    }),
+  },
+  "/v1/responses": {
+    post: inferenceOperation({
+      operationId: "createResponse",
+      summary: "OpenAI Responses API",
+      body: INFERENCE_PATHS["/v1/responses"],
+      answer: "A response object; ZML stores none, so the input must be whole.",
+      streams: true,
+      sealable: true,
+    }),
+  },
+  "/v1/embeddings": {
+    post: inferenceOperation({
+      operationId: "createEmbedding",
+      summary: "OpenAI-compatible embeddings",
+      body: INFERENCE_PATHS["/v1/embeddings"],
+      answer: "One embedding per input, as floats or base64.",
+      streams: false,
+      sealable: true,
+    }),
+  },
+  "/v1/infer": {
+    post: inferenceOperation({
+      operationId: "infer",
+      summary: "ZML native inference call",
+      body: InferRequestSchema,
+      answer: "A chat completion, from a strict body with the routing fields first-class.",
+      streams: true,
+      sealable: false,
+    }),
+  },
+};
 
 function requireBody(req: FastifyRequest): Buffer {
   if (!Buffer.isBuffer(req.body) || req.body.length === 0) {
@@ -196,8 +305,8 @@ function forward(
   };
   // Inside the span's context, so the bus headers carry it to the dispatcher.
   return context.with(trace.setSpan(context.active(), span), () =>
-    relay(
-      {
+    relay({
+      deps: {
         bus: deps.bus,
         mux: deps.mux,
         // The dispatcher ends a call at the deadline with its own, precise error; a little
@@ -209,11 +318,11 @@ function forward(
       },
       req,
       reply,
-      f.body,
-      routeHeaders(req.id, f, plan, f.startedAt + deps.requestTimeoutMs),
-      f.fields.stream ? INFERENCE_PATH_APIS[f.path] : null,
+      body: f.body,
+      headers: routeHeaders(req.id, f, plan, f.startedAt + deps.requestTimeoutMs),
+      streamApi: f.fields.stream ? INFERENCE_PATH_APIS[f.path] : null,
       finish,
-    ),
+    }),
   );
 }
 

@@ -28,13 +28,15 @@ import {
 import type { AccountSpec } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
-import { admit } from "../admit.ts";
+import type { ZodOpenApiPathsObject } from "zod-openapi";
+import { admit } from "../admission/admit.ts";
 import type { IntakeConfig } from "../config.ts";
-import type { ClientRouteDeps } from "../route-deps.ts";
-import { routeFieldsOf } from "../route-fields.ts";
-import { planHeaders, planRoute } from "../route-plan.ts";
-import { tierGate } from "../tier-gate.ts";
-import { parseJsonObject, validate } from "../validation.ts";
+import type { ClientRouteDeps } from "./deps.ts";
+import { AnyObjectSchema, API_KEY, json } from "./docs.ts";
+import { routeFieldsOf } from "../request/route-fields.ts";
+import { planHeaders, planRoute } from "../request/route-plan.ts";
+import { tierGate } from "../admission/tier-gate.ts";
+import { parseJsonObject, validate } from "../request/validation.ts";
 
 /** `POST /v1/jobs`: one inference request to run as a batch job. */
 export const JobBodySchema = z.strictObject({
@@ -295,3 +297,34 @@ function bodyOf(req: FastifyRequest): Buffer {
   }
   return req.body;
 }
+
+/** The batch job routes in the OpenAPI document. */
+export const jobPaths: ZodOpenApiPathsObject = {
+  "/v1/jobs": {
+    post: {
+      operationId: "createJob",
+      tags: ["batch"],
+      summary: "Queue a batch job on JetStream",
+      description: "The job waits in JetStream until capacity exists; its result is kept.",
+      security: API_KEY,
+      requestBody: { required: true, content: json(JobBodySchema) },
+      responses: {
+        "202": {
+          description: "Queued (or a duplicate of a queued job id)",
+          content: json(AnyObjectSchema),
+        },
+      },
+    },
+  },
+  "/v1/jobs/{id}": {
+    get: {
+      operationId: "getJob",
+      tags: ["batch"],
+      summary: "A job's status and, once finished, its result",
+      description: "Only the account that queued the job can read it.",
+      security: API_KEY,
+      requestParams: { path: z.object({ id: z.string().meta({ description: "The job id" }) }) },
+      responses: { "200": { description: "Status and result", content: json(AnyObjectSchema) } },
+    },
+  },
+};

@@ -4,8 +4,8 @@ import type { Registry } from "prom-client";
 export interface OpsRouteDeps {
   registry: Registry;
   isReady: () => boolean;
-  /** The OpenAPI document, built once. */
-  openApi: object;
+  /** Builds the OpenAPI document: called once, and only when `internals` serves it. */
+  openApi: () => object;
   /** Serve `/metrics` and `/openapi.json` too (false on a public listener of their own). */
   internals: boolean;
 }
@@ -25,6 +25,7 @@ export function opsRoutes(deps: OpsRouteDeps) {
     app.get("/metrics", async (_req, reply) =>
       reply.header("content-type", deps.registry.contentType).send(await deps.registry.metrics()),
     );
-    app.get("/openapi.json", () => deps.openApi);
+    const openApi = deps.openApi();
+    app.get("/openapi.json", () => openApi);
   };
 }

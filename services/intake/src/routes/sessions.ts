@@ -10,11 +10,13 @@ import {
 import type { Session } from "@zml/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
-import { admit } from "../admit.ts";
-import type { ClientRouteDeps } from "../route-deps.ts";
-import { policyNameFor } from "../policy.ts";
-import { authoriseTiers, SEALED_TIER } from "../tier-gate.ts";
-import { parseJsonObject, validate } from "../validation.ts";
+import type { ZodOpenApiPathsObject } from "zod-openapi";
+import { admit } from "../admission/admit.ts";
+import type { ClientRouteDeps } from "./deps.ts";
+import { AnyObjectSchema, API_KEY, json } from "./docs.ts";
+import { policyNameFor } from "../request/policy.ts";
+import { authoriseTiers, SEALED_TIER } from "../admission/tier-gate.ts";
+import { parseJsonObject, validate } from "../request/validation.ts";
 
 /** `POST /v1/sessions` body. */
 export const SessionBodySchema = z.strictObject({
@@ -128,3 +130,30 @@ function present(s: Session): SessionView {
     attestation,
   };
 }
+
+/** The session routes in the OpenAPI document. */
+export const sessionPaths: ZodOpenApiPathsObject = {
+  "/v1/sessions": {
+    post: {
+      operationId: "createSession",
+      tags: ["trust"],
+      summary: "Open a tier 4 session pinned to one freshly attested node",
+      description:
+        "The answer carries the node's quote: REPORTDATA = nonce ‖ SHA-256(session public key).",
+      security: API_KEY,
+      requestBody: { required: true, content: json(SessionBodySchema) },
+      responses: { "201": { description: "The session", content: json(AnyObjectSchema) } },
+    },
+  },
+  "/v1/sessions/{id}": {
+    delete: {
+      operationId: "deleteSession",
+      tags: ["trust"],
+      summary: "End a session (its owner only)",
+      description: "Ends the session at once; later requests with its id are refused.",
+      security: API_KEY,
+      requestParams: { path: z.object({ id: z.string().meta({ description: "The session id" }) }) },
+      responses: { "204": { description: "Ended" } },
+    },
+  },
+};

@@ -5,8 +5,8 @@
 // code here, and the document follows.
 import { ERROR_CODES } from "@zml/contracts";
 import type { ErrorCode } from "@zml/contracts";
-import { ADMIN_RESOURCES } from "./admin/resources.ts";
-import type { AdminResource } from "./admin/resources.ts";
+import { ADMIN_RESOURCES, pascal } from "../admin/resources.ts";
+import type { AdminResource } from "../admin/resources.ts";
 
 /** What one operation can answer besides its success. */
 export interface OperationErrors {
@@ -20,7 +20,7 @@ export interface OperationErrors {
 }
 
 /**
- * Every request under `/v1/` and `/admin/` (app.ts's `onRequest`): an address that failed
+ * Every request under `/v1/` and `/admin/` (plugins/admission-hooks.ts): an address that failed
  * authentication too often (429), a replica that is stopping (503), and the error handler's
  * last resort for what nothing else names (500).
  */
@@ -28,8 +28,8 @@ const ADMISSION: readonly ErrorCode[] = ["auth_throttled", "shutting_down", "int
 
 /**
  * A request with a body (POST, PUT and DELETE; fastify ignores a GET's): too large (413),
- * too slow (408, body-deadline.ts), an unreadable content type (415) or a length that is not
- * the body's (400); errors.ts names each.
+ * too slow (408, admission/body-deadline.ts), an unreadable content type (415) or a length that is not
+ * the body's (400); http/errors.ts names each.
  */
 const BODY: readonly ErrorCode[] = [
   "payload_too_large",
@@ -41,23 +41,23 @@ const BODY: readonly ErrorCode[] = [
 /** A path with a parameter: a malformed percent-encoding in it (400). */
 const PATH: readonly ErrorCode[] = ["invalid_request"];
 
-/** An API key checked against the in-memory accounts (auth.ts). */
+/** An API key checked against the in-memory accounts (admission/auth.ts). */
 const API_KEY: readonly ErrorCode[] = ["unauthorized", "key_store_unavailable"];
 
-/** An API key, then one token of the account's rate limit (admit.ts). */
+/** An API key, then one token of the account's rate limit (admission/admit.ts). */
 const ADMITTED: readonly ErrorCode[] = [...API_KEY, "rate_limited"];
 
-/** A JSON object body checked against its schema (validation.ts). */
+/** A JSON object body checked against its schema (request/validation.ts). */
 const JSON_BODY: readonly ErrorCode[] = ["invalid_json", "invalid_request", "duplicate_field"];
 
-/** A request planned from memory (route-plan.ts, policy.ts). */
+/** A request planned from memory (request/route-plan.ts, request/policy.ts). */
 const PLANNED: readonly ErrorCode[] = ["unknown_model", "tier_not_allowed", "unknown_policy"];
 
 /** A request-reply over the bus (requestJson): nobody there, or no answer in time. */
 const BUS_REQUEST: readonly ErrorCode[] = ["bus_unavailable", "gateway_timeout"];
 
 /**
- * A routed request (relay.ts): intake's bus and its dispatchers, then whatever the
+ * A routed request (relay/relay.ts): intake's bus and its dispatchers, then whatever the
  * dispatcher that took it answers before the first byte.
  */
 const ROUTED: readonly ErrorCode[] = [
@@ -113,10 +113,6 @@ const plain = (...groups: ReadonlyArray<readonly ErrorCode[]>): OperationErrors 
 
 /** The admin credential (routes/admin.ts) and the configuration store in KV (503). */
 const ADMIN: readonly ErrorCode[] = ["unauthorized", "bus_unavailable"];
-
-/** PascalCase of an admin kind, for operation ids: `quality-scores` → `QualityScores`. */
-export const pascal = (kind: string) =>
-  kind.replace(/(^|-)([a-z])/g, (_m, _dash: string, c: string) => c.toUpperCase());
 
 function adminOperations(resources: readonly AdminResource[]): Record<string, OperationErrors> {
   const ops: Record<string, OperationErrors> = {};

@@ -12,7 +12,7 @@ import {
 import type { NodeApi } from "@zml/contracts";
 import type { ErrorCode } from "@zml/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { sendError } from "./errors.ts";
+import { sendError } from "../http/errors.ts";
 import { countSseEvents, sseErrorEvent } from "./sse.ts";
 
 /** What the relay learned about a request, for metrics, the span and the log line. */
@@ -47,24 +47,43 @@ export interface RelayDeps {
   clock: () => number;
 }
 
+/** One request to relay: what it sends, whom it answers, and what it reports at the end. */
+export interface RelayOptions {
+  deps: RelayDeps;
+  req: FastifyRequest;
+  reply: FastifyReply;
+  /** The body the node receives, as the client sent it (or as `/v1/infer` rewrote it). */
+  body: Uint8Array;
+  /** The `route.request` bus headers. */
+  headers: MsgHdrs;
+  /**
+   * The API of a streamed request (it says how a broken stream's error event looks), null
+   * when the answer is one JSON body.
+   */
+  streamApi: NodeApi | null;
+  /**
+   * Called once with the request's final status: the status the client got, or for an
+   * answer that broke after its first bytes, the status of the error that ended it
+   * (`outcome.errorCode` names it).
+   */
+  finish: (status: number, outcome: RelayOutcome) => void;
+}
+
 /**
  * Sends one routed request over the bus and relays its reply frames to the client. A
  * client that goes away before the reply is complete stops the relay and publishes
  * `route.cancel` with the request's inbox, so the dispatcher can abort the node call and
- * free its slot. `finish` is called once with the request's final status: the status the
- * client got, or for an answer that broke after its first bytes, the status of the error
- * that ended it (`outcome.errorCode` names it). `streamApi` is the API of a streamed request
- * (it says how a broken stream's error event looks), null when the answer is one JSON body.
+ * free its slot.
  */
-export function relay(
-  deps: RelayDeps,
-  req: FastifyRequest,
-  reply: FastifyReply,
-  body: Uint8Array,
-  headers: MsgHdrs,
-  streamApi: NodeApi | null,
-  finish: (status: number, outcome: RelayOutcome) => void,
-): Promise<unknown> | FastifyReply {
+export function relay({
+  deps,
+  req,
+  reply,
+  body,
+  headers,
+  streamApi,
+  finish,
+}: RelayOptions): Promise<unknown> | FastifyReply {
   const stream = streamApi !== null;
   let complete = false;
   const outcome: RelayOutcome = {

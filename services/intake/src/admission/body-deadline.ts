@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest, RequestPayload } from "fastify";
-import { BodyTimeoutError, isHttp2 } from "./errors.ts";
+import { BodyTimeoutError, isHttp2 } from "../http/errors.ts";
 
 /**
  * A `preParsing` hook that bounds how long a request body may take to arrive, the same

@@ -9,7 +9,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
  */
 export const MAX_PATH_PARAM_CHARS = 1024;
 
-/** Raised by the body deadline (see `body-deadline.ts`) through the body stream. */
+/** Raised by the body deadline (see `admission/body-deadline.ts`) through the body stream. */
 export class BodyTimeoutError extends Error {
   readonly code = "request_timeout";
   constructor() {

@@ -2,9 +2,9 @@ import { openKv, watchKvIntoMap } from "@zml/bus";
 import type { Bus, BusLogger, KvMap } from "@zml/bus";
 import { AccountSpecSchema, KV_BUCKETS, ModelSpecSchema, PolicySpecSchema } from "@zml/contracts";
 import type { AccountSpec, ModelSpec, PolicySpec } from "@zml/contracts";
-import type { Authenticator } from "./auth.ts";
-import type { KeyStoreStatus } from "./key-store.ts";
-import type { RateLimiter } from "./rate-limit.ts";
+import type { Authenticator } from "../admission/auth.ts";
+import type { KeyStoreStatus } from "../admission/key-store.ts";
+import type { RateLimiter } from "../admission/rate-limit.ts";
 
 /** The configuration intake reads on every request, mirrored in memory. */
 export interface IntakeState {

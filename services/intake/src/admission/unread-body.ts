@@ -1,7 +1,7 @@
 import { constants as http2Constants } from "node:http2";
 import type { Http2ServerRequest } from "node:http2";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { isHttp2 } from "./errors.ts";
+import { isHttp2 } from "../http/errors.ts";
 
 export interface UnreadBodyOptions {
   /** Bytes read into the void at most; a longer body gets the connection closed. */
