@@ -306,6 +306,7 @@ export type {
 } from "./sealed.ts";
 export { SealedRequestSchema } from "./sealed-schema.ts";
 export {
+  countEvents,
   isDoneEvent,
   MAX_HELD_EVENT_BYTES,
   SseEventCutter,

@@ -32,6 +32,20 @@ export function isDoneEvent(event: Buffer | undefined): boolean {
   );
 }
 
+/**
+ * How many events a run of whole events holds: every blank line (`\n\n` or `\n\r\n`) ends
+ * one. A count without a view per event, for a relay that numbers what it passed on.
+ */
+export function countEvents(run: Uint8Array): number {
+  let count = 0;
+  for (let i = 1; i < run.length; i++) {
+    if (run[i] !== LF) continue;
+    const prev = run[i - 1];
+    if (prev === LF || (prev === CR && i >= 2 && run[i - 2] === LF)) count++;
+  }
+  return count;
+}
+
 const asBuffer = (bytes: Uint8Array): Buffer =>
   Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 

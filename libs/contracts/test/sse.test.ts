@@ -2,7 +2,13 @@
 // events of a run are views of it.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { lastBoundaryEnd, MAX_HELD_EVENT_BYTES, SseEventCutter, splitEvents } from "../src/sse.ts";
+import {
+  countEvents,
+  lastBoundaryEnd,
+  MAX_HELD_EVENT_BYTES,
+  SseEventCutter,
+  splitEvents,
+} from "../src/sse.ts";
 
 const b = (s: string) => Buffer.from(s);
 const token = (t: string) =>
@@ -147,5 +153,15 @@ describe("splitEvents", () => {
       "\ndata: 2\n\n",
     ]);
     expect(splitEvents(b("data: [DONE]\n\n\n")).map(String)).toEqual(["data: [DONE]\n\n\n"]);
+  });
+});
+
+describe("countEvents", () => {
+  it("counts LF and CRLF blank lines, not single line ends", () => {
+    const b = (s: string) => Buffer.from(s);
+    expect(countEvents(b(""))).toBe(0);
+    expect(countEvents(b("data: a\n"))).toBe(0);
+    expect(countEvents(b("data: a\n\n"))).toBe(1);
+    expect(countEvents(b("event: x\ndata: a\n\ndata: b\r\n\r\n: c\n\n"))).toBe(3);
   });
 });

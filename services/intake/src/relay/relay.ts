@@ -2,6 +2,7 @@ import type { ServerResponse } from "node:http";
 import { createHeaders, errorOfFrame, publishInRouteOrder } from "@zml/bus";
 import type { Bus, MsgHdrs, PendingReply, ReplyMux, RouteFrame } from "@zml/bus";
 import {
+  countEvents,
   HEADERS,
   ROUTE_CANCEL_SUBJECT,
   ROUTE_REQUEST_SUBJECT,
@@ -13,7 +14,7 @@ import type { NodeApi } from "@zml/contracts";
 import type { ErrorCode } from "@zml/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { sendError } from "../http/errors.ts";
-import { countSseEvents, sseErrorEvent } from "./sse.ts";
+import { sseErrorEvent } from "./sse.ts";
 
 /** What the relay learned about a request, for metrics, the span and the log line. */
 export interface RelayOutcome {
@@ -244,7 +245,7 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
     }
     case "chunk":
       // Only Responses events are numbered, so only they are counted.
-      if (ctx.events.api === "responses") ctx.events.relayed += countSseEvents(frame.data);
+      if (ctx.events.api === "responses") ctx.events.relayed += countEvents(frame.data);
       // One write per chunk frame, and a stream has at most one per batch (the dispatcher
       // merges a turn's events). Node's HTTP/1.1 response corks its socket for the rest of
       // the tick at each write, so the frames of one bus read reach the socket as one write

@@ -14,19 +14,3 @@ export function sseErrorEvent(body: ErrorBody, api: NodeApi, sequenceNumber: num
     api === "responses" ? { type: "error", sequence_number: sequenceNumber, ...error } : error;
   return `event: error\ndata: ${JSON.stringify(data)}\n\n`;
 }
-
-const LF_LF = 0x0a;
-
-/**
- * Events in a chunk of a relayed stream. The dispatcher relays whole events only, so every
- * blank line (`\n\n` or `\r\n\r\n`) ends one.
- */
-export function countSseEvents(chunk: Uint8Array): number {
-  let count = 0;
-  for (let i = 1; i < chunk.length; i++) {
-    if (chunk[i] !== LF_LF) continue;
-    const prev = chunk[i - 1];
-    if (prev === LF_LF || (prev === 0x0d && i >= 2 && chunk[i - 2] === LF_LF)) count++;
-  }
-  return count;
-}
