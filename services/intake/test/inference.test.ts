@@ -12,6 +12,7 @@ import { pollUntil } from "@zml/harness";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { API_KEY, LIMITED_KEY, auth, errorOf, startIntake } from "./helpers.ts";
 import type { Harness } from "./helpers.ts";
+import { parsePrometheusText } from "@zml/health";
 
 /**
  * Intake against a real bus, with this test standing in for the dispatcher: it records
@@ -347,14 +348,15 @@ describe("accounts", () => {
 describe("zml_intake_requests_total", () => {
   const counted = async (status: number, code: string) => {
     const text = await (await fetch(`${h.url}/metrics`)).text();
-    const line = text
-      .split("\n")
-      .find((l) =>
-        l.startsWith(
-          `zml_intake_requests_total{route="/v1/chat/completions",status="${status}",code="${code}",`,
-        ),
+    const sample = parsePrometheusText(text)
+      .series.get("zml_intake_requests_total")
+      ?.find(
+        (s) =>
+          s.labels.route === "/v1/chat/completions" &&
+          s.labels.status === String(status) &&
+          s.labels.code === code,
       );
-    return line === undefined ? 0 : Number(line.split(" ").at(-1));
+    return sample?.value ?? 0;
   };
 
   it("counts requests refused before routing by status and code, and routed ones", async () => {
