@@ -482,7 +482,9 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
     }
     /** The replica serving the batch's last request: one connection's batch, one replica. */
     let servedBy: string | undefined;
-    for (const f of batch.frames) {
+    const frames = batch.frames;
+    for (let i = 0; i < frames.length; i++) {
+      const f = frames[i]!;
       const p = pending.get(f.id);
       if (!p) continue; // a cancelled or timed-out request, or one that failed in this batch
       try {
