@@ -146,7 +146,7 @@ class AnswerHandler implements Dispatcher.DispatchHandler, AnswerBody {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
-    this.cut(err);
+    this.cut(err, false);
   }
 
   each(onChunk: ChunkReader): Promise<void> {
@@ -201,8 +201,11 @@ class AnswerHandler implements Dispatcher.DispatchHandler, AnswerBody {
     this.finish(null);
   }
 
-  /** Ends the call with `err`: whoever waits learns of it, and the connection is dropped. */
-  private cut(err: Error): void {
+  /**
+   * Ends the call with `err`: whoever waits learns of it. `drop`: cut the request at undici
+   * too (the signal fired); undici's own error has ended it already.
+   */
+  private cut(err: Error, drop = true): void {
     if (this.failed !== null) return;
     this.failed = err;
     this.held = [];
@@ -211,7 +214,7 @@ class AnswerHandler implements Dispatcher.DispatchHandler, AnswerBody {
     this.resolveStart = null;
     this.rejectStart = null;
     reject?.(err);
-    if (this.controller !== null && !this.controller.aborted) this.controller.abort(err);
+    if (drop && this.controller !== null) this.controller.abort(err);
     if (this.started && !this.ended) this.finish(err);
   }
 
