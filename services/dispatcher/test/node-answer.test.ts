@@ -6,7 +6,7 @@ import { Client, Pool } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { requestNode } from "../src/node/node-answer.ts";
 
-let cleanup: Array<() => Promise<void>> = [];
+const cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const c of cleanup.splice(0)) await c();
 });
