@@ -12,7 +12,6 @@ import {
 import type { NodeApi } from "@zml/contracts";
 import type { ErrorCode } from "@zml/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { writeBodyChunk } from "./chunked-write.ts";
 import { sendError } from "./errors.ts";
 import { countSseEvents, sseErrorEvent } from "./sse.ts";
 
@@ -124,7 +123,6 @@ export function relay(
     requestId: req.id,
     stream,
     events: { api: streamApi, relayed: 0 },
-    bodyStarted: false,
     maxBufferedBytes: deps.maxBufferedBytes,
     done,
     onOverflow: (buffered) =>
@@ -187,8 +185,6 @@ interface PiecesContext {
   stream: boolean;
   /** The streamed API, and the events relayed so far (Responses events are numbered). */
   events: { api: NodeApi | null; relayed: number };
-  /** Whether a piece of the body went out yet (the first one carries the response's head). */
-  bodyStarted: boolean;
   maxBufferedBytes: number;
   /** Called once: the status the client got, or the error that ended the answer. */
   done: (status: number, error?: ZmlError) => void;
@@ -231,11 +227,11 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
       // Only Responses events are numbered, so only they are counted.
       if (ctx.events.api === "responses") ctx.events.relayed += countSseEvents(frame.data);
       // One write per chunk frame, and a stream has at most one per batch (the dispatcher
-      // merges a turn's events); after the first, framed by hand, one socket write each
-      // (chunked-write.ts). No cork here: a cork of the response would hold chunks that
-      // `end()` then overtakes with the terminating chunk.
-      writeBodyChunk(res, frame.data, ctx.bodyStarted);
-      ctx.bodyStarted = true;
+      // merges a turn's events). Node's HTTP/1.1 response corks its socket for the rest of
+      // the tick at each write, so the frames of one bus read reach the socket as one write
+      // without a cork here (a cork of the response would hold chunks that `end()` then
+      // overtakes with the terminating chunk).
+      res.write(frame.data);
       if (res.writableLength > ctx.maxBufferedBytes) {
         ctx.onOverflow(res.writableLength);
         res.destroy(); // the response's `close` cancels the request at the dispatcher
