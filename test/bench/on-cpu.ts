@@ -4,7 +4,10 @@
 // processes and nats-server during a floor round, summed per cost centre (cost-centres.ts).
 //
 // node test/bench/on-cpu.ts [--concurrency 1] [--prompt-bytes 0] [--seconds 4] [--stream]
-//   [--warmup-s 1] [--keep <dir>]
+//   [--fleet] [--warmup-s 1] [--keep <dir>]
+//
+// `--fleet`: streams from the engine-shaped node (`step-node.ts`) as the fleet rows run them,
+// `--concurrency` at once with starts spread over one stream; figures are then per token.
 //
 // Needs `perf` (Debian: linux-perf) and the right to attach to the processes (root, or
 // kernel.perf_event_paranoid ≤ 1). Prints µs of CPU per request per process and cost centre.
@@ -113,6 +116,7 @@ const { values } = parseArgs({
     "prompt-bytes": { type: "string", default: "0" },
     seconds: { type: "string", default: "4" },
     stream: { type: "boolean", default: false },
+    fleet: { type: "boolean", default: false },
     keep: { type: "string" },
     "warmup-s": { type: "string", default: "1" },
   },
@@ -121,7 +125,10 @@ const concurrency = Number(values.concurrency);
 const promptBytes = Number(values["prompt-bytes"]);
 const seconds = Number(values.seconds);
 const warmupS = Number(values["warmup-s"]);
-const node = values.stream ? NODES.stream : NODES.instant;
+const fleet = values.fleet;
+const node = fleet ? NODES.fleet : values.stream ? NODES.stream : NODES.instant;
+/** Per request, or per token for the fleet's streams (each of `completionTokens` tokens). */
+const unitsPerRequest = fleet ? NODES.fleet.completionTokens : 1;
 
 const stack = await startBenchStack({ nodes: [node], perfMaps: true });
 const load = await startLoadGenerator();
@@ -130,9 +137,10 @@ const dir = values.keep ?? mkdtempSync(join(tmpdir(), "zml-on-cpu-"));
 mkdirSync(dir, { recursive: true });
 try {
   const common = {
-    body: chatBody(node.model, values.stream, promptBytes > 0 ? promptBytes : undefined),
+    body: chatBody(node.model, values.stream || fleet, promptBytes > 0 ? promptBytes : undefined),
     concurrency,
-    stream: values.stream,
+    stream: values.stream || fleet,
+    ...(fleet ? { spreadStartsMs: NODES.fleet.step.stepMs * NODES.fleet.step.tokens } : {}),
   };
   const zml = await record(
     load,
@@ -167,7 +175,7 @@ try {
     "floor",
   );
   const usPerRequest = (samples: number, requests: number) =>
-    ((samples / SAMPLE_HZ) * 1e6) / Math.max(1, requests);
+    ((samples / SAMPLE_HZ) * 1e6) / Math.max(1, requests * unitsPerRequest);
   const names = [
     ...new Set(
       [...zml.perProcess.values(), ...floor.perProcess.values()].flatMap((m) => [...m.keys()]),
@@ -185,10 +193,10 @@ try {
   const rows = names
     .map((n) => [n, ...procs.flatMap((p) => [cell(zml, p, n), cell(floor, p, n)])] as const)
     .sort((a, b) => (b[1] as number) + (b[3] as number) - ((a[1] as number) + (a[3] as number)));
-  const fmt = (v: number) => v.toFixed(0);
+  const fmt = (v: number) => v.toFixed(fleet ? 1 : 0);
   const lines = [
-    `on-CPU µs per request (perf, ${SAMPLE_HZ} Hz), concurrency ${concurrency}, ` +
-      `prompt ${promptBytes} B${values.stream ? ", streams" : ""}, ${seconds} s per side; ` +
+    `on-CPU µs per ${fleet ? "token" : "request"} (perf, ${SAMPLE_HZ} Hz), concurrency ${concurrency}, ` +
+      `prompt ${promptBytes} B${values.stream ? ", streams" : ""}${fleet ? ", fleet streams" : ""}, ${seconds} s per side; ` +
       `ZML ${zml.requests} requests (p50 ${zml.p50.toFixed(2)} ms), floor ${floor.requests} (p50 ${floor.p50.toFixed(2)} ms). ` +
       "floor intake = its node:http process, floor dispatcher = its worker.",
     "",

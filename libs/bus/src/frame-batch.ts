@@ -52,6 +52,7 @@ const encoder = new TextEncoder();
 const latin1 = new TextDecoder("latin1");
 const utf8 = new TextDecoder();
 const EMPTY = new Uint8Array(0);
+const NO_META: ReadonlyMap<string, string> = new Map();
 
 /** Bytes a frame adds to a batch: its table entry, meta and data. */
 export function batchedSize(frame: OutgoingFrame): number {
@@ -103,23 +104,29 @@ export function encodeFrameBatch(frames: readonly OutgoingFrame[]): Uint8Array {
   return out;
 }
 
-interface Entry {
+/** A frame whose table entry is read; `data` is set once the bodies are checked. */
+interface ReadingFrame {
   id: string;
   kind: BatchKind;
   seq: number;
+  meta: ReadonlyMap<string, string>;
+  data: Uint8Array;
   metaBytes: number;
   dataBytes: number;
 }
 
-/** Reads a batch's payload. Never throws: a batch that breaks the format says what it named. */
+/**
+ * Reads a batch's payload. Never throws: a batch that breaks the format says what it named.
+ * Each frame is one object, filled in two passes (table, then bodies); a frame without meta
+ * (every chunk) costs no view or map for it.
+ */
 export function decodeFrameBatch(payload: Uint8Array): DecodedBatch {
   const view = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
-  const entries: Entry[] = [];
-  const ids = () => entries.map((e) => e.id);
+  const frames: ReadingFrame[] = [];
   const broken = (error: string, complete: boolean): DecodedBatch => ({
     ok: false,
     error,
-    ids: ids(),
+    ids: frames.map((f) => f.id),
     complete,
   });
   if (payload.byteLength < BATCH_OVERHEAD)
@@ -143,10 +150,13 @@ export function decodeFrameBatch(payload: Uint8Array): DecodedBatch {
     at += 1 + idLength;
     const code = payload[at]!;
     const kind = REPLY_BATCH.kinds[code];
-    entries.push({
+    const seq = view.getUint32(at + 1);
+    frames.push({
       id,
       kind: kind ?? "error",
-      seq: view.getUint32(at + 1),
+      seq: kind === "accept" ? -1 : seq,
+      meta: NO_META,
+      data: EMPTY,
       metaBytes: view.getUint16(at + 5),
       dataBytes: view.getUint32(at + 7),
     });
@@ -154,26 +164,24 @@ export function decodeFrameBatch(payload: Uint8Array): DecodedBatch {
     if (kind === undefined) return broken(`frame ${id} of unknown kind ${code}`, false);
   }
   let bodies = 0;
-  for (const e of entries) bodies += e.metaBytes + e.dataBytes;
+  for (const f of frames) bodies += f.metaBytes + f.dataBytes;
   if (at + bodies !== payload.byteLength) {
     return broken(
       `frame batch holds ${payload.byteLength - at} body bytes, its table says ${bodies}`,
       true,
     );
   }
-  const frames: IncomingFrame[] = [];
-  for (const e of entries) {
-    const meta = decodeMeta(payload.subarray(at, at + e.metaBytes));
-    if (meta === undefined) return broken(`frame ${e.id} has malformed meta`, true);
-    at += e.metaBytes;
-    frames.push({
-      id: e.id,
-      kind: e.kind,
-      seq: e.kind === "accept" ? -1 : e.seq,
-      meta,
-      data: payload.subarray(at, at + e.dataBytes),
-    });
-    at += e.dataBytes;
+  for (const f of frames) {
+    if (f.metaBytes > 0) {
+      const meta = decodeMeta(payload.subarray(at, at + f.metaBytes));
+      if (meta === undefined) return broken(`frame ${f.id} has malformed meta`, true);
+      f.meta = meta;
+      at += f.metaBytes;
+    }
+    if (f.dataBytes > 0) {
+      f.data = payload.subarray(at, at + f.dataBytes);
+      at += f.dataBytes;
+    }
   }
   return { ok: true, frames };
 }
@@ -186,12 +194,7 @@ function asciiOf(bytes: Uint8Array, start: number, end: number): string {
   return text;
 }
 
-const NO_META: ReadonlyMap<string, string> = new Map();
-
-function decodeMeta(
-  bytes: Uint8Array,
-): Map<string, string> | ReadonlyMap<string, string> | undefined {
-  if (bytes.byteLength === 0) return NO_META;
+function decodeMeta(bytes: Uint8Array): Map<string, string> | undefined {
   const text = utf8.decode(bytes);
   const meta = new Map<string, string>();
   let at = 0;

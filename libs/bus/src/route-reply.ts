@@ -356,7 +356,14 @@ interface Pending {
   servedBy: string | undefined;
   sentAt: number;
   nextSeq: number;
+  /**
+   * The idle check: it fires `idleTimeoutMs` after it was set and looks at `lastFrameAt`,
+   * setting itself again for the rest of the wait when a frame came since. A frame only
+   * notes its time, instead of moving a timer in Node's timer lists for every token.
+   */
   timer: NodeJS.Timeout;
+  /** When the last frame (or the request) went past; see `timer`. */
+  lastFrameAt: number;
   idleTimeoutMs: number;
 }
 
@@ -369,6 +376,11 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
   const batchSubject = `${prefix}.${REPLY_BATCH.token}`;
   const pending = new Map<string, Pending>();
   let counter = 0;
+  /**
+   * When the message being handled arrived, read once per message: every frame of a batch
+   * arrived together.
+   */
+  let arrivedAt = 0;
 
   const finish = (id: string, p: Pending, frame: RouteFrame) => {
     clearTimeout(p.timer);
@@ -401,6 +413,7 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       return;
     }
     p.nextSeq++;
+    p.lastFrameAt = arrivedAt;
     // A request answered quickly gets no `accept`: its first frame names the replica.
     if (p.servedBy === undefined) p.servedBy = replica || undefined;
     if (signOfLife && p.servedBy !== undefined) options.onAccept?.(p.servedBy);
@@ -408,11 +421,22 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
       finish(id, p, frame);
       return;
     }
-    p.timer.refresh();
     p.onFrame(frame);
   };
 
+  /** The idle check of request `id` (see `Pending.timer`). */
+  const idleCheck = (id: string, p: Pending) => {
+    if (pending.get(id) !== p) return;
+    const quietMs = Date.now() - p.lastFrameAt;
+    if (quietMs < p.idleTimeoutMs) {
+      p.timer = setTimeout(idleCheck, p.idleTimeoutMs - quietMs, id, p);
+      return;
+    }
+    failOne(id, p, new ZmlError("gateway_timeout", "no reply from the dispatcher in time"));
+  };
+
   const onMessage = (msg: Msg) => {
+    arrivedAt = Date.now();
     const id = msg.subject.slice(prefix.length + 1);
     if (id === REPLY_BATCH.token) {
       onBatch(msg);
@@ -458,7 +482,9 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
     }
     /** The replica serving the batch's last request: one connection's batch, one replica. */
     let servedBy: string | undefined;
-    for (const f of batch.frames) {
+    const frames = batch.frames;
+    for (let i = 0; i < frames.length; i++) {
+      const f = frames[i]!;
       const p = pending.get(f.id);
       if (!p) continue; // a cancelled or timed-out request, or one that failed in this batch
       try {
@@ -492,15 +518,15 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
   return {
     request(subject, data, headers, onFrame, options) {
       const id = (counter++).toString(36);
+      const sentAt = Date.now();
       const p: Pending = {
         onFrame,
         servedBy: undefined,
-        sentAt: Date.now(),
+        sentAt,
         nextSeq: 0,
         idleTimeoutMs: options.idleTimeoutMs,
-        timer: setTimeout(() => {
-          failOne(id, p, new ZmlError("gateway_timeout", "no reply from the dispatcher in time"));
-        }, options.idleTimeoutMs),
+        lastFrameAt: sentAt,
+        timer: setTimeout(() => idleCheck(id, p), options.idleTimeoutMs),
       };
       pending.set(id, p);
       const inbox = `${prefix}.${id}`;
@@ -559,6 +585,19 @@ function decodeFrame(msg: Msg): RouteFrame | null {
 /** A frame out of a batch, read as {@link decodeFrame} reads one sent alone. */
 function batchedFrame(f: IncomingFrame): RouteFrame | null {
   if (f.kind === "accept") return null;
+  // Most frames are chunks, which carry no meta: nothing to look up.
+  if (f.meta.size === 0) {
+    return {
+      kind: f.kind,
+      seq: f.seq,
+      status: undefined,
+      nodeMs: undefined,
+      contentType: undefined,
+      routing: undefined,
+      retryAfterS: undefined,
+      data: f.data,
+    };
+  }
   return frameOf(f.kind, f.seq, (name) => f.meta.get(name) ?? "", f.data);
 }
 

@@ -215,6 +215,36 @@ describe("frame batches over the bus", () => {
     mux.close();
   });
 
+  it("keeps a stream whose frames keep coming past its idle limit, and ends it once they stop", async () => {
+    const held = holdRequests("t.batch.idle");
+    const mux = createReplyMux(rig.bus);
+    const streams = Array.from({ length: 2 }, () => {
+      const frames: RouteFrame[] = [];
+      mux.request("t.batch.idle", new Uint8Array(0), createHeaders(), (f) => frames.push(f), {
+        idleTimeoutMs: 300,
+      });
+      return frames;
+    });
+    await pollUntil(() => held.served.length === 2);
+    for (const s of held.served) s.writer.head(200, "text/event-stream", "");
+    // A chunk to each stream every 100 ms for 900 ms: three times the idle limit in all.
+    for (let i = 0; i < 9; i++) {
+      for (const s of held.served) s.writer.chunk(encoder.encode(`data: ${i}\n\n`));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(streams.map((f) => f.map((x) => x.kind).includes("error"))).toEqual([false, false]);
+    const silentFrom = Date.now();
+    await pollUntil(() => streams.every((f) => f.at(-1)?.kind === "error"));
+    expect(Date.now() - silentFrom).toBeGreaterThanOrEqual(150);
+    for (const f of streams) {
+      expect(f.filter((x) => x.kind === "chunk")).toHaveLength(9);
+      expect(errorOfFrame(f.at(-1)!).code).toBe("gateway_timeout");
+    }
+    expect(mux.pendingCount()).toBe(0);
+    held.stop();
+    mux.close();
+  });
+
   it("keeps a frame batched after a message published alone behind that message", async () => {
     const held = holdRequests("t.batch.order");
     const mux = createReplyMux(rig.bus);

@@ -336,12 +336,19 @@ describe("callNode holds a stream's head until its first event", () => {
       res.write(before);
       release = () => res.end(rest);
     });
+    // The node's pool, noting when the answer's headers have reached the dispatcher.
     const pool = {
-      request: async (options: Dispatcher.RequestOptions) => {
-        const response = await real.request(options);
-        headersReceived = true;
-        return response;
-      },
+      dispatch: (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) =>
+        real.dispatch(options, {
+          onRequestStart: (c, context: unknown) => handler.onRequestStart?.(c, context),
+          onResponseStart: (c, status, headers, message) => {
+            headersReceived = true;
+            handler.onResponseStart?.(c, status, headers, message);
+          },
+          onResponseData: (c, chunk) => handler.onResponseData?.(c, chunk),
+          onResponseEnd: (c, trailers) => handler.onResponseEnd?.(c, trailers),
+          onResponseError: (c, err) => handler.onResponseError?.(c, err),
+        }),
     } as unknown as Pool;
     return { pool, release: () => release(), headersReceived: () => headersReceived };
   }

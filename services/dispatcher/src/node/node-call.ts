@@ -1,11 +1,11 @@
-import { finished } from "node:stream";
-import type { Readable } from "node:stream";
 import type { ReplyWriter } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
 import type { Dispatcher } from "undici";
 import type { NodeAddressRule, NodeApi } from "@zml/contracts";
 import { NodeAddressRefusedError } from "@zml/runtime";
 import { dueAnswer, isJsonBody, JsonFramingTracker } from "./answer-check.ts";
+import { requestNode } from "./node-answer.ts";
+import type { AnswerBody, NodeAnswer } from "./node-answer.ts";
 import {
   DONE_EVENT,
   firstEventOf,
@@ -88,9 +88,9 @@ export interface NodeCall {
  * and its first token late is failed over as if it had sent nothing.
  */
 export async function callNode(call: NodeCall): Promise<AttemptOutcome> {
-  let response: Dispatcher.ResponseData;
+  let response: NodeAnswer;
   try {
-    response = await call.pool.request({
+    response = await requestNode(call.pool, {
       path: call.path,
       method: "POST",
       headers: call.headers,
@@ -159,7 +159,7 @@ const REFUSAL_MESSAGE_CHARS = 200;
  */
 async function refusedCredential(
   call: NodeCall,
-  response: Dispatcher.ResponseData,
+  response: NodeAnswer,
   status: number,
 ): Promise<AttemptOutcome> {
   const said = call.sealed
@@ -201,11 +201,7 @@ export function refusalMessage(body: Buffer): string | undefined {
 }
 
 /** A 2xx the gateway will not relay: nothing went out, so another node may answer. */
-function badResponse(
-  response: Dispatcher.ResponseData,
-  status: number,
-  reason: string,
-): AttemptOutcome {
+function badResponse(response: NodeAnswer, status: number, reason: string): AttemptOutcome {
   discard(response);
   return { kind: "retryable", status, outcome: "bad_response", error: reason, retryAfterS: null };
 }
@@ -224,7 +220,7 @@ function badResponse(
  */
 async function relayEvents(
   call: NodeCall,
-  response: Dispatcher.ResponseData,
+  response: NodeAnswer,
   status: number,
 ): Promise<AttemptOutcome> {
   const contentType = headerValue(response.headers["content-type"]) ?? "text/event-stream";
@@ -245,7 +241,7 @@ async function relayEvents(
     call.writer.chunk(events);
   };
   try {
-    await eachChunk(response.body, (chunk) => {
+    await response.body.each((chunk) => {
       size += chunk.length;
       if (size > call.maxAnswerBytes) {
         oversize = true;
@@ -322,49 +318,22 @@ async function relayEvents(
 }
 
 /**
- * Hands each chunk of an answer body to `onChunk` as it arrives, until `onChunk` returns
- * false (the caller then ends the body) or the body ends; rejects when the body fails or
- * closes early. Read in flowing mode: an async iterator would cost a promise, a result object
- * and a tick per chunk, and a stream sends one chunk per token.
- */
-function eachChunk(body: Readable, onChunk: (chunk: Buffer) => boolean): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    const onData = (chunk: Buffer) => {
-      if (settled || onChunk(chunk)) return;
-      settled = true;
-      body.off("data", onData);
-      resolve();
-    };
-    body.on("data", onData);
-    finished(body, (err) => {
-      if (settled) return;
-      settled = true;
-      if (err) reject(err);
-      else resolve();
-    });
-  });
-}
-
-/**
  * Drops an answer's body unread, and its connection: not drained for the connection's sake,
  * since a node that answers what the gateway refuses may never end its body.
  */
-function discard(response: Dispatcher.ResponseData): void {
-  response.body.once("error", () => undefined);
+function discard(response: NodeAnswer): void {
   response.body.destroy();
 }
 
 /** Reads a body up to about `max` bytes, then stops reading it (the connection is dropped). */
-async function readUpTo(body: Readable, max: number): Promise<Buffer> {
+async function readUpTo(body: AnswerBody, max: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
-  await eachChunk(body, (chunk) => {
+  await body.each((chunk) => {
     chunks.push(chunk);
     size += chunk.length;
     return size < max;
   });
-  if (!body.readableEnded) body.destroy();
   return Buffer.concat(chunks, size).subarray(0, max);
 }
 
@@ -385,7 +354,7 @@ const HELD_ANSWER_BYTES = 1024 * 1024;
  */
 async function relayBody(
   call: NodeCall,
-  response: Dispatcher.ResponseData,
+  response: NodeAnswer,
   status: number,
   contentType: string,
   ttftMs: number,
@@ -415,18 +384,26 @@ async function relayBody(
   let size = 0;
   let relaying = false;
   try {
-    for await (const chunk of response.body as AsyncIterable<Buffer>) {
+    /** Why reading stopped early, if it did. */
+    let stopped: "too_large" | "not_json" | undefined;
+    await response.body.each((chunk) => {
       if (size === 0) call.onFirstByte();
       size += chunk.length;
-      if (size > call.maxAnswerBytes) return tooLarge(call, response, status, ttftMs);
+      if (size > call.maxAnswerBytes) {
+        stopped = "too_large";
+        return false;
+      }
       framing?.push(chunk);
       if (relaying) {
         call.writer.chunk(chunk);
-        continue;
+        return true;
       }
       held.push(chunk);
       if (size > HELD_ANSWER_BYTES) {
-        if (framing && !framing.opensWell()) return badResponse(response, status, NOT_JSON);
+        if (framing && !framing.opensWell()) {
+          stopped = "not_json";
+          return false;
+        }
         relaying = true;
         call.writer.head(status, contentType, call.routing, {
           nodeMs: call.clock() - call.startedAt,
@@ -434,7 +411,10 @@ async function relayBody(
         });
         for (const c of held.splice(0)) call.writer.chunk(c);
       }
-    }
+      return true;
+    });
+    if (stopped === "too_large") return tooLarge(call, response, status, ttftMs);
+    if (stopped === "not_json") return badResponse(response, status, NOT_JSON);
   } catch (err) {
     if (relaying) return broke(call, status, ttftMs, err);
     return { kind: "retryable", status, retryAfterS: null, ...classify(err) };
@@ -466,7 +446,7 @@ function notJson(status: number): AttemptOutcome {
 
 function tooLarge(
   call: NodeCall,
-  response: Dispatcher.ResponseData,
+  response: NodeAnswer,
   status: number,
   ttftMs: number | null,
 ): AttemptOutcome {
