@@ -394,7 +394,7 @@ function simArgs(root: string, spec: BenchNodeSpec, tls: TestCertificate | undef
  * requests through; sealed requests it opens at either tier (the same code a tier-4-only TD
  * proxy runs). Simulated quoting from the test PKI in `teeDir`.
  */
-async function startTdProxyProcess(
+export async function startTdProxyProcess(
   root: string,
   backend: string,
   teeDir: string,

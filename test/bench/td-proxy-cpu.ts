@@ -19,6 +19,7 @@ import type { ManagedProcess } from "@zml/harness";
 import { loadTestTeeMaterial } from "@zml/node-sim";
 import { SealedChannel } from "@zml/seal";
 import { Pool } from "undici";
+import { startTdProxyProcess } from "./bench-stack.ts";
 import { cpuMsOf } from "./proc.ts";
 import { quantile } from "./stats.ts";
 
@@ -35,7 +36,6 @@ const DURATION_MS = Number(values["duration-ms"]);
 const CONCURRENCY = Number(values.concurrency);
 const MODEL = "bench-tee";
 const PATH = "/v1/chat/completions";
-const MRTD = "ab".repeat(48);
 const TOKENS = 16;
 
 const root = repoRoot();
@@ -65,14 +65,14 @@ async function main(): Promise<void> {
   const procs: ManagedProcess[] = [node];
   try {
     if (values["cpu-prof"] === undefined) {
-      const proxy = await startProxy(nodeUrl, {});
+      const proxy = await startTdProxyProcess(root, nodeUrl, teeDir, {});
       procs.push(proxy.process);
       await measure(proxy);
     } else {
       // One profiled proxy per side: each profile holds only its side's work.
       for (const side of ["unsealed", "sealed"] as const) {
         const dir = join(values["cpu-prof"], side);
-        const proxy = await startProxy(nodeUrl, {
+        const proxy = await startTdProxyProcess(root, nodeUrl, teeDir, {
           NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}`,
         });
         const driver = await driverOf(proxy.url);
@@ -87,26 +87,6 @@ async function main(): Promise<void> {
     for (const p of procs.reverse()) await p.stop("SIGTERM", 10_000).catch(() => undefined);
     rmSync(teeDir, { recursive: true, force: true });
   }
-}
-
-async function startProxy(
-  backend: string,
-  env: Record<string, string>,
-): Promise<{ url: string; process: ManagedProcess }> {
-  const proc = await startProcess({
-    name: "td-proxy",
-    command: process.execPath,
-    env,
-    args: [
-      join(root, "libs/td-proxy/src/main.ts"),
-      ...["--backend", backend, "--listen", "127.0.0.1:0", "--tier", "3"],
-      ...["--quote-source", "simulated", "--sim-tee-dir", teeDir, "--mrtd", MRTD],
-      ...["--log-level", "info"],
-    ],
-    readyLine: /td proxy ready/,
-  });
-  const url = (await proc.waitForOutput(/"url":"(https:[^"]+)"/))[1]!;
-  return { url, process: proc };
 }
 
 /** Drives one proxy: 16 workers, each a stream after the other, read to the end. */

@@ -61,6 +61,14 @@ export function lastBoundaryEnd(buf: Uint8Array, limit = buf.length): number {
 
 /** {@link lastBoundaryEnd} of a Buffer: the cutter's per-read call, with no check of its type. */
 function boundaryEnd(b: Buffer, limit: number): number {
+  // The usual read ends right after a blank line: no search needed.
+  if (
+    limit >= 2 &&
+    b[limit - 1] === LF &&
+    (b[limit - 2] === LF || (b[limit - 2] === CR && b[limit - 3] === LF))
+  ) {
+    return limit;
+  }
   const lf = limit >= 2 ? b.lastIndexOf(LF_LF, limit - 2) : -1;
   const crlf = limit >= 3 ? b.lastIndexOf(LF_CRLF, limit - 3) : -1;
   return Math.max(lf === -1 ? -1 : lf + 2, crlf === -1 ? -1 : crlf + 3);
