@@ -1,6 +1,8 @@
 // The load generator: its own process, so that it never competes with the coordinator's event
 // loop. Reads one LoadPlan per stdin line, runs it with undici connection pools (kept warm
 // across rounds) and prints one LoadResult per stdout line. Exits when stdin closes.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { createInterface } from "node:readline";
 import { SealedChannel } from "@zml/seal";
@@ -10,6 +12,20 @@ import type { LoadPlan, LoadResult, SealedSession } from "./plan.ts";
 import { Samples } from "./stats.ts";
 
 const pools = new Map<string, Pool>();
+
+/**
+ * With `ZML_BENCH_TAIL_DIR` set (tail-probe.ts, tail-report.ts): every whole answer's plan id,
+ * origin and path, wall-clock start (ms since the epoch) and latency, written to
+ * `<dir>/load-requests-<pid>.json` every 2 s.
+ */
+const tailDir = process.env.ZML_BENCH_TAIL_DIR;
+const tailRows: [number, string, number, number][] = [];
+if (tailDir) {
+  const file = join(tailDir, `load-requests-${process.pid}.json`);
+  const write = () => writeFileSync(file, JSON.stringify(tailRows));
+  setInterval(write, 2_000).unref();
+  process.on("exit", write);
+}
 /**
  * This process's channel to each session sealed to: one HPKE setup, made as a plan starts so
  * no measured request pays for it (the SDK makes it when the session opens). The SDK's own
@@ -202,7 +218,16 @@ async function run(plan: LoadPlan): Promise<LoadResult> {
         }
         bytes = opened.body.byteLength;
       }
-      latency.push(performance.now() - startedAt);
+      const tookMs = performance.now() - startedAt;
+      latency.push(tookMs);
+      if (tailDir) {
+        tailRows.push([
+          plan.id,
+          plan.origin + plan.path,
+          performance.timeOrigin + startedAt,
+          tookMs,
+        ]);
+      }
       // The simulated node's answers to one plan all have the same length.
       if (referenceLength === -1) referenceLength = bytes;
       if (bytes !== referenceLength) {

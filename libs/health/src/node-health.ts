@@ -569,7 +569,7 @@ function recordObservation(
   now: number,
 ): NodeHealth {
   const mark = { at: observation.at, failed: isNodeFailure(observation) };
-  const recentObservations = inWindow([...h.recentObservations, mark], config, now);
+  const recentObservations = appendInWindow(h.recentObservations, mark, config, now);
   if (observation.outcome !== "ok") return { ...h, recentObservations };
   return {
     ...h,
@@ -593,6 +593,34 @@ function isNodeFailure(observation: NodeObservation): boolean {
     case "http_error":
       return observation.status === null || observation.status >= 500;
   }
+}
+
+/**
+ * `inWindow` of `marks` with `mark` appended, built as one new array. The aggregator applies
+ * every dispatch's observation, and a full window is `errorWindowMaxSize` marks: copying,
+ * filtering and trimming it as three arrays per observation was most of the aggregator's
+ * garbage under load.
+ */
+function appendInWindow(
+  marks: readonly ObservationMark[],
+  mark: ObservationMark,
+  config: HealthConfig,
+  now: number,
+): readonly ObservationMark[] {
+  const cutoff = now - config.errorWindowMs;
+  let inside = mark.at > cutoff ? 1 : 0;
+  for (const m of marks) if (m.at > cutoff) inside++;
+  // The oldest marks inside the window beyond the size limit are dropped, as keepLast does.
+  let skip = inside - Math.max(0, Math.min(inside, config.errorWindowMaxSize));
+  const out: ObservationMark[] = [];
+  for (const m of marks) {
+    if (!(m.at > cutoff)) continue;
+    if (skip > 0) skip--;
+    else out.push(m);
+  }
+  // `skip` is 0 here unless the limit leaves no room at all (a limit of 0).
+  if (mark.at > cutoff && skip === 0) out.push(mark);
+  return out;
 }
 
 /** Marks younger than the window, at most `errorWindowMaxSize`, oldest first. */

@@ -274,6 +274,48 @@ describe("error rate from dispatch observations", () => {
     expect(h).toMatchObject({ status: "Active", errorRate: 0 });
   });
 
+  it("keeps the last errorWindowMaxSize dispatches of the window, oldest dropped first", () => {
+    const small: HealthConfig = { ...config, errorWindowMaxSize: 5 };
+    let h = applyProbe(createNodeHealth(NODE, T0), ok(), small, T0);
+    const before = h;
+    for (let i = 1; i <= 8; i++) {
+      h = applyObservation(h, observation(T0 + i), small, T0 + i);
+    }
+    expect(h.recentObservations.map((m) => m.at)).toEqual([4, 5, 6, 7, 8].map((i) => T0 + i));
+    // The state applied to is never changed.
+    expect(before.recentObservations).toEqual([]);
+    // Marks older than the window leave it; an observation older than the window never enters.
+    const later = T0 + 6 + small.errorWindowMs;
+    h = applyObservation(h, observation(later - small.errorWindowMs - 1), small, later);
+    expect(h.recentObservations.map((m) => m.at)).toEqual([7, 8].map((i) => T0 + i));
+    h = applyObservation(h, observation(later), small, later);
+    expect(h.recentObservations.map((m) => m.at)).toEqual([T0 + 7, T0 + 8, later]);
+  });
+
+  it("keeps the window the model says, for any order of marks and any size limit", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 6 }),
+        fc.array(fc.tuple(fc.integer({ min: -200, max: 200 }), fc.integer({ min: 0, max: 150 })), {
+          maxLength: 30,
+        }),
+        (limit, steps) => {
+          const small: HealthConfig = { ...config, errorWindowMs: 100, errorWindowMaxSize: limit };
+          let h = applyProbe(createNodeHealth(NODE, T0), ok(), small, T0);
+          let model: number[] = [];
+          let now = T0;
+          for (const [age, advance] of steps) {
+            now += advance;
+            h = applyObservation(h, observation(now - age), small, now);
+            const inside = [...model, now - age].filter((at) => at > now - small.errorWindowMs);
+            model = inside.slice(Math.max(0, inside.length - limit));
+            expect(h.recentObservations.map((m) => m.at)).toEqual(model);
+          }
+        },
+      ),
+    );
+  });
+
   it("counts network errors and timeouts as failures", () => {
     let h = activeNode();
     for (let i = 0; i < 10; i++) {
