@@ -9,7 +9,7 @@ import {
   serviceEnvFor,
 } from "./bus-security.ts";
 import type { NatsClientOptions } from "./bus-security.ts";
-import { findRestartablePort } from "./free-port.ts";
+import { findFreePort } from "./free-port.ts";
 import { renderNatsConfig } from "./nats-config.ts";
 import { findNatsServerBinary, NatsServerUnavailableError } from "./nats-server.ts";
 import { pollUntil } from "./poll.ts";
@@ -76,7 +76,7 @@ const START_TIMEOUT_MS = 15_000;
 
 async function distinctFreePorts(count: number): Promise<number[]> {
   const ports = new Set<number>();
-  while (ports.size < count) ports.add(await findRestartablePort(HOST));
+  while (ports.size < count) ports.add(await findFreePort(HOST));
   return [...ports];
 }
 

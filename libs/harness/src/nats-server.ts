@@ -11,7 +11,7 @@ import {
   serviceEnvFor,
 } from "./bus-security.ts";
 import type { BusSecurity, NatsClientOptions } from "./bus-security.ts";
-import { findRestartablePort } from "./free-port.ts";
+import { findFreePort } from "./free-port.ts";
 import { renderNatsConfig } from "./nats-config.ts";
 import { pollUntil } from "./poll.ts";
 import { startProcess } from "./process.ts";
@@ -287,7 +287,7 @@ async function dockerReachable(): Promise<boolean> {
 
 async function containerServer(options: StartNatsServerOptions): Promise<NatsServerHandle> {
   const { GenericContainer, Wait } = await import("testcontainers");
-  const port = options.port ?? (await findRestartablePort());
+  const port = options.port ?? (await findFreePort());
   const storeDir = "/data";
   let container = new GenericContainer(CONTAINER_IMAGE)
     .withCopyContentToContainer([

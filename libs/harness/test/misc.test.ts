@@ -5,9 +5,15 @@ import { describe, expect, it } from "vitest";
 import { findFreePort, repoRoot } from "../src/index.ts";
 
 describe("findFreePort", () => {
-  it("returns a port that can be bound", async () => {
-    const port = await findFreePort();
-    expect(port).toBeGreaterThan(0);
+  it("returns a port below the ephemeral range that can be bound, never the same one twice", async () => {
+    const ports = await Promise.all(Array.from({ length: 50 }, () => findFreePort()));
+    expect(new Set(ports).size).toBe(ports.length);
+    // Outgoing connections and listen(0) take ephemeral ports (32768 and up on Linux).
+    for (const p of ports) {
+      expect(p).toBeGreaterThanOrEqual(20_000);
+      expect(p).toBeLessThan(32_768);
+    }
+    const port = ports[0]!;
     await new Promise<void>((resolve, reject) => {
       const server = createServer();
       server.once("error", reject);
