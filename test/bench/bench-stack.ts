@@ -434,32 +434,41 @@ async function approveTeeMeasurement(bus: Bus, tee: BenchTee): Promise<void> {
   }
 }
 
-/** Polls each model through the gateway until it answers 200 (its node is Active). */
-async function waitUntilRoutable(
+/** One chat request that must answer 200 before a stack counts as routable. */
+export interface RoutableProbe {
+  model: string;
+  /** The bench's key unless given. */
+  apiKey?: string;
+  tier?: number;
+  /** More fields of the request body (e.g. `max_tokens`). */
+  body?: Record<string, unknown>;
+}
+
+/** Polls each probe through the gateway until it answers 200 (its node is Active). */
+export async function waitUntilRoutable(
   intakeUrl: string,
-  models: Array<{ model: string; tier?: number }>,
+  probes: RoutableProbe[],
+  { timeoutMs = 30_000, intervalMs = 200 } = {},
 ): Promise<void> {
-  for (const { model, tier } of models) {
+  for (const { model, apiKey = BENCH_API_KEY, tier, body } of probes) {
     let last = "no answer";
     try {
       await pollUntil(
         async () => {
           const res = await request(`${intakeUrl}/v1/chat/completions`, {
             method: "POST",
-            headers: {
-              authorization: `Bearer ${BENCH_API_KEY}`,
-              "content-type": "application/json",
-            },
+            headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
             body: JSON.stringify({
               model,
               messages: [{ role: "user", content: "ready?" }],
               ...(tier === undefined ? {} : { tier }),
+              ...body,
             }),
           });
           last = `${res.statusCode} ${(await res.body.text()).slice(0, 300)}`;
           return res.statusCode === 200;
         },
-        { timeoutMs: 30_000, intervalMs: 200 },
+        { timeoutMs, intervalMs },
       );
     } catch (error) {
       throw new Error(`the gateway did not route model ${model} in time; last answer: ${last}`, {

@@ -8,10 +8,11 @@ import type { Bus } from "@zml/bus";
 import { nodeSpec } from "@zml/contracts/testing";
 import type { PolicySpec } from "@zml/contracts";
 import { applyFleet, parseFleetDocument } from "@zml/fleet";
-import { findFreePort, pollUntil, repoRoot, startNatsServer, startProcess } from "@zml/harness";
+import { findFreePort, repoRoot, startNatsServer, startProcess } from "@zml/harness";
 import { parsePrometheusText } from "@zml/health";
 import type { ManagedProcess, NatsServerHandle } from "@zml/harness";
 import { request } from "undici";
+import { waitUntilRoutable } from "../bench-stack.ts";
 
 export const QUALITY_MODEL = "quality-model";
 
@@ -220,7 +221,15 @@ export async function startZml(nodes: QualityNode[], maxRunning: number): Promis
       }),
     ]);
     const intakeUrl = `http://127.0.0.1:${intakePort}`;
-    await waitUntilRoutable(intakeUrl, [ZML_KEYS.cacheAware, ZML_KEYS.loadOnly]);
+    await waitUntilRoutable(
+      intakeUrl,
+      [ZML_KEYS.cacheAware, ZML_KEYS.loadOnly].map((apiKey) => ({
+        model: QUALITY_MODEL,
+        apiKey,
+        body: { max_tokens: 1 },
+      })),
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
     return {
       intakeUrl,
       services,
@@ -231,35 +240,6 @@ export async function startZml(nodes: QualityNode[], maxRunning: number): Promis
   } catch (error) {
     await stop();
     throw error;
-  }
-}
-
-/** Polls the gateway with each key until it answers 200 (the nodes are Active). */
-async function waitUntilRoutable(intakeUrl: string, keys: string[]): Promise<void> {
-  for (const key of keys) {
-    let last = "no answer";
-    try {
-      await pollUntil(
-        async () => {
-          const res = await request(`${intakeUrl}/v1/chat/completions`, {
-            method: "POST",
-            headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-            body: JSON.stringify({
-              model: QUALITY_MODEL,
-              messages: [{ role: "user", content: "ready?" }],
-              max_tokens: 1,
-            }),
-          });
-          last = `${res.statusCode} ${(await res.body.text()).slice(0, 300)}`;
-          return res.statusCode === 200;
-        },
-        { timeoutMs: 60_000, intervalMs: 250 },
-      );
-    } catch (error) {
-      throw new Error(`the gateway did not route in time; last answer: ${last}`, {
-        cause: error,
-      });
-    }
   }
 }
 
