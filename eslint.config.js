@@ -21,6 +21,9 @@ const NO_DEEP_IMPORTS = {
     "!@zml/contracts/sse",
     "!@zml/contracts/testing",
     "!@zml/bus/testing",
+    // The TD's sealer on libsodium: a subpath, so the SDK that bundles the seal's index does
+    // not carry its WebAssembly.
+    "!@zml/seal/sodium",
     "**/libs/*/src/**",
     "**/services/*/src/**",
   ],

@@ -16,7 +16,7 @@ import type { SealedRequestEnvelope, SealedSuite } from "@zml/contracts/sealed";
 import { fromBase64url, toBase64url, utf8 } from "./encoding.ts";
 import { SealedChannelError } from "./errors.ts";
 import { HmacKey, HpkeError, NH, setupBaseR, setupBaseS } from "./hpke.ts";
-import type { HpkeContext } from "./hpke.ts";
+import type { AeadKeyMaker, HpkeContext } from "./hpke.ts";
 import { ResponseOpener } from "./response-opener.ts";
 import { ResponseSealer } from "./response-sealer.ts";
 import { sessionPublicKeyOf } from "./session-key.ts";
@@ -143,17 +143,20 @@ export class RecipientChannel {
   private readonly keyId: string;
   private readonly context: HpkeContext;
   private readonly answerSecret: HmacKey;
+  private readonly makeKey: AeadKeyMaker | undefined;
 
   /**
    * The channel `enc` (base64url) sets up under `pair` (one X25519 agreement). Keep it only
-   * once a request has opened under it.
+   * once a request has opened under it. Its AEAD keys are made by `makeKey` (default
+   * node:crypto's).
    * @throws SealedChannelError `sealed_request_invalid` for an `enc` that is not base64url,
    *   `sealed_request_rejected` for one that is not a usable X25519 key.
    */
-  constructor(pair: SessionKeyPair, suite: SealedSuite, enc: string) {
+  constructor(pair: SessionKeyPair, suite: SealedSuite, enc: string, makeKey?: AeadKeyMaker) {
     this.suite = suiteOf(suite);
     this.enc = enc;
     this.keyId = pair.keyId;
+    this.makeKey = makeKey;
     const encBytes = fromBase64url(enc, "sealed_request_invalid", "enc");
     try {
       this.context = setupBaseR(
@@ -162,6 +165,7 @@ export class RecipientChannel {
         pair.privateKey,
         pair.publicKeyRaw,
         INFO,
+        makeKey,
       );
     } catch (error) {
       if (error instanceof HpkeError) throw rejected(`enc: ${error.message}`, "enc");
@@ -192,6 +196,9 @@ export class RecipientChannel {
         "ciphertext",
       );
     }
-    return { body, sealer: new ResponseSealer(this.suite.aead, this.answerSecret, envelope.seq) };
+    return {
+      body,
+      sealer: new ResponseSealer(this.suite.aead, this.answerSecret, envelope.seq, this.makeKey),
+    };
   }
 }

@@ -337,38 +337,49 @@ export function aeadOpen(
 }
 
 /**
+ * One AEAD key, made once, that seals and opens many messages: node:crypto's by default
+ * (`nodeAeadKey`), or another implementation of the same AEAD for a process that seals many
+ * small messages (the TD's, `@zml/seal/sodium`). Seal gives ciphertext ‖ 16-byte tag; open
+ * gives undefined for anything that does not open.
+ */
+export interface AeadKey {
+  seal(nonce: Uint8Array, aad: Uint8Array, plaintext: Uint8Array): Buffer;
+  open(nonce: Uint8Array, aad: Uint8Array, sealed: Uint8Array): Buffer | undefined;
+}
+
+/** Makes the key of a suite's AEAD from its bytes. */
+export type AeadKeyMaker = (aead: AeadParams, key: Uint8Array) => AeadKey;
+
+/** node:crypto's AEAD, the key a KeyObject made once (a cipher is made for each message). */
+export const nodeAeadKey: AeadKeyMaker = (aead, key) => {
+  const keyObject = secretKeyOf(key);
+  return {
+    seal: (nonce, aad, plaintext) => aeadSeal(aead, keyObject, nonce, aad, plaintext),
+    open: (nonce, aad, sealed) => aeadOpen(aead, keyObject, nonce, aad, sealed),
+  };
+};
+
+/**
  * An HPKE context whose sequence number is given with each message rather than counted: the
  * RFC's `Seal`/`Open` at that number (its nonce is `ComputeNonce(seq)`). The caller must never
  * seal two messages at one number; the sealed channel's recipient refuses a number twice.
  */
 export class HpkeContext {
   readonly schedule: KeySchedule;
-  private readonly key: KeyObject;
+  private readonly key: AeadKey;
 
-  constructor(schedule: KeySchedule) {
+  constructor(schedule: KeySchedule, makeKey: AeadKeyMaker = nodeAeadKey) {
     this.schedule = schedule;
-    this.key = secretKeyOf(schedule.key);
+    this.key = makeKey(schedule.aead, schedule.key);
   }
 
   seal(seq: number, aad: Uint8Array, plaintext: Uint8Array): Buffer {
-    return aeadSeal(
-      this.schedule.aead,
-      this.key,
-      computeNonce(this.schedule.baseNonce, seq),
-      aad,
-      plaintext,
-    );
+    return this.key.seal(computeNonce(this.schedule.baseNonce, seq), aad, plaintext);
   }
 
   /** The plaintext, or undefined when it does not open at `seq` under `aad`. */
   open(seq: number, aad: Uint8Array, sealed: Uint8Array): Buffer | undefined {
-    return aeadOpen(
-      this.schedule.aead,
-      this.key,
-      computeNonce(this.schedule.baseNonce, seq),
-      aad,
-      sealed,
-    );
+    return this.key.open(computeNonce(this.schedule.baseNonce, seq), aad, sealed);
   }
 
   export(exporterContext: Uint8Array, length: number): Buffer {
@@ -382,9 +393,10 @@ export function setupBaseS(
   pkR: Uint8Array,
   info: Uint8Array,
   ephemeral?: KeyObject,
+  makeKey: AeadKeyMaker = nodeAeadKey,
 ): { enc: Buffer; context: HpkeContext } {
   const { sharedSecret, enc } = encap(pkR, ephemeral);
-  return { enc, context: new HpkeContext(keySchedule(aead, sharedSecret, info)) };
+  return { enc, context: new HpkeContext(keySchedule(aead, sharedSecret, info), makeKey) };
 }
 
 /** `SetupBaseR(enc, skR, info)`: the recipient's context. @throws HpkeError */
@@ -394,8 +406,9 @@ export function setupBaseR(
   skR: KeyObject,
   pkR: Uint8Array,
   info: Uint8Array,
+  makeKey: AeadKeyMaker = nodeAeadKey,
 ): HpkeContext {
-  return new HpkeContext(keySchedule(aead, decap(enc, skR, pkR), info));
+  return new HpkeContext(keySchedule(aead, decap(enc, skR, pkR), info), makeKey);
 }
 
 /** A symmetric key as a KeyObject, so a cipher made for each message does not import it again. */

@@ -7,3 +7,4 @@ export type { OpenChannelInput, OpenedRequest, SealInput, SealedRequest } from "
 export { ResponseOpener, SealedStreamReader } from "./response-opener.ts";
 export type { OpenedAnswer, StreamPart } from "./response-opener.ts";
 export { ResponseSealer } from "./response-sealer.ts";
+export type { AeadKey, AeadKeyMaker } from "./hpke.ts";

@@ -3,15 +3,14 @@
 // §4.4); its chunks each
 // sealed under their own nonce with the last one marked, as chunked OHTTP does. So a chunk
 // opens only in its own answer, at its own position, final or not.
-import { randomBytes } from "node:crypto";
-import type { KeyObject } from "node:crypto";
+import { randomFillSync } from "node:crypto";
 import {
   SEALED_ANSWER_KEYS_LABEL,
   SEALED_FINAL_CHUNK_AAD,
   SEALED_RESPONSE_NONCE_BYTES,
 } from "@zml/contracts/sealed";
-import { aeadOpen, aeadSeal, computeNonce, hkdfExpand, secretKeyOf } from "./hpke.ts";
-import type { AeadParams, HmacKey } from "./hpke.ts";
+import { computeNonce, hkdfExpand, nodeAeadKey } from "./hpke.ts";
+import type { AeadKey, AeadKeyMaker, AeadParams, HmacKey } from "./hpke.ts";
 
 const FINAL_AAD = Buffer.from(SEALED_FINAL_CHUNK_AAD);
 const NO_AAD = Buffer.alloc(0);
@@ -19,10 +18,9 @@ const KEYS_LABEL = Buffer.from(SEALED_ANSWER_KEYS_LABEL);
 /** Chunks one answer may have: the counter fills the nonce's last four bytes at most. */
 const MAX_CHUNKS = 2 ** 32;
 
-/** The key (made a KeyObject once, for every chunk) and base nonce of one answer. */
+/** The key (made once, for every chunk) and base nonce of one answer. */
 export interface AnswerKeys {
-  aead: AeadParams;
-  key: KeyObject;
+  key: AeadKey;
   baseNonce: Buffer;
 }
 
@@ -44,12 +42,12 @@ export function deriveAnswerKeys(
   answerSecret: HmacKey,
   seq: number,
   responseNonce: Uint8Array,
+  makeKey: AeadKeyMaker = nodeAeadKey,
 ): AnswerKeys {
   const info = Buffer.concat([KEYS_LABEL, seqBytes(seq), responseNonce]);
   const okm = hkdfExpand(answerSecret, info, aead.keyBytes + aead.nonceBytes);
   return {
-    aead,
-    key: secretKeyOf(okm.subarray(0, aead.keyBytes)),
+    key: makeKey(aead, okm.subarray(0, aead.keyBytes)),
     baseNonce: okm.subarray(aead.keyBytes),
   };
 }
@@ -66,13 +64,7 @@ export function sealChunk(
   plaintext: Uint8Array,
   final: boolean,
 ): Buffer {
-  return aeadSeal(
-    keys.aead,
-    keys.key,
-    chunkNonce(keys, index),
-    final ? FINAL_AAD : NO_AAD,
-    plaintext,
-  );
+  return keys.key.seal(chunkNonce(keys, index), final ? FINAL_AAD : NO_AAD, plaintext);
 }
 
 /** The chunk's plaintext, or undefined when it does not open as chunk `index` (final or not). */
@@ -82,10 +74,25 @@ export function openChunk(
   sealed: Uint8Array,
   final: boolean,
 ): Buffer | undefined {
-  return aeadOpen(keys.aead, keys.key, chunkNonce(keys, index), final ? FINAL_AAD : NO_AAD, sealed);
+  return keys.key.open(chunkNonce(keys, index), final ? FINAL_AAD : NO_AAD, sealed);
 }
 
-/** A fresh response nonce. */
+/**
+ * Response nonces are drawn from random bytes read ahead, 256 nonces at a time: one call to the
+ * CSPRNG costs about as much for 8 KiB as for 32 bytes, and a TD makes one nonce per answer. A
+ * nonce is public (it travels in clear with its answer), so holding the next ones is no secret.
+ */
+const NONCES_AHEAD = 256;
+const noncePool = Buffer.alloc(NONCES_AHEAD * SEALED_RESPONSE_NONCE_BYTES);
+let nextNonce = NONCES_AHEAD;
+
+/** A fresh response nonce: random, never handed out twice. */
 export function newResponseNonce(): Buffer {
-  return randomBytes(SEALED_RESPONSE_NONCE_BYTES);
+  if (nextNonce === NONCES_AHEAD) {
+    randomFillSync(noncePool);
+    nextNonce = 0;
+  }
+  const start = nextNonce++ * SEALED_RESPONSE_NONCE_BYTES;
+  // A copy: the pool's bytes are overwritten when it is refilled.
+  return Buffer.from(noncePool.subarray(start, start + SEALED_RESPONSE_NONCE_BYTES));
 }

@@ -4,7 +4,7 @@
 import { SEALED_FINAL_EVENT, SEALED_VERSION } from "@zml/contracts/sealed";
 import type { SealedResponseEnvelope, SealedResponseHead } from "@zml/contracts/sealed";
 import { sseFrame, toBase64url, utf8 } from "./encoding.ts";
-import type { AeadParams, HmacKey } from "./hpke.ts";
+import type { AeadKeyMaker, AeadParams, HmacKey } from "./hpke.ts";
 import { deriveAnswerKeys, newResponseNonce, sealChunk } from "./response-keys.ts";
 import type { AnswerKeys } from "./response-keys.ts";
 
@@ -18,10 +18,13 @@ export class ResponseSealer {
   private next = 0;
   private ended = false;
 
-  /** The sealer of the answer to request `seq` of a channel whose answer secret this is. */
-  constructor(aead: AeadParams, answerSecret: HmacKey, seq: number) {
+  /**
+   * The sealer of the answer to request `seq` of a channel whose answer secret this is, its
+   * AEAD key made by `makeKey`.
+   */
+  constructor(aead: AeadParams, answerSecret: HmacKey, seq: number, makeKey?: AeadKeyMaker) {
     this.responseNonce = newResponseNonce();
-    this.keys = deriveAnswerKeys(aead, answerSecret, seq, this.responseNonce);
+    this.keys = deriveAnswerKeys(aead, answerSecret, seq, this.responseNonce, makeKey);
   }
 
   /** Seals the next chunk; nothing can follow a final one. */

@@ -1,6 +1,7 @@
 // The channel's HPKE (src/hpke.ts, on node:crypto's synchronous primitives) checked against
 // RFC 9180's own vectors (base mode, DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM and
-// ChaCha20-Poly1305), and against @hpke/core, the reference implementation, both ways.
+// ChaCha20-Poly1305), and against @hpke/core, the reference implementation, both ways. The
+// messages are sealed and opened with node:crypto's AEAD and with libsodium's (the TD's).
 import { createHmac, generateKeyPairSync, hkdfSync } from "node:crypto";
 import { Aes128Gcm, CipherSuite, DhkemX25519HkdfSha256, HkdfSha256 } from "@hpke/core";
 import { Chacha20Poly1305 } from "@hpke/chacha20poly1305";
@@ -17,18 +18,24 @@ import {
   HmacKey,
   HpkeError,
   keySchedule,
+  nodeAeadKey,
   rawPrivateKey,
   rawPublicKey,
   setupBaseR,
   setupBaseS,
   x25519PrivateKey,
 } from "../src/hpke.ts";
+import { sodiumAeadKeys } from "../src/sodium-aead.ts";
 import { loadVectors } from "./vectors.ts";
 
 const hex = (s: string) => Buffer.from(s, "hex");
 const toHex = (b: ArrayBuffer | Uint8Array) => Buffer.from(new Uint8Array(b)).toString("hex");
 
 const vectors = loadVectors();
+const keyMakers = [
+  ["node:crypto", nodeAeadKey],
+  ["libsodium", await sodiumAeadKeys()],
+] as const;
 
 describe("RFC 9180 vectors", () => {
   it("are both suites of the channel", () => {
@@ -64,36 +71,47 @@ describe("RFC 9180 vectors", () => {
       expect(toHex(schedule.exporterSecret)).toBe(s["exporter_secret"]);
     });
 
-    it("seal and open every listed message at its sequence number, and export", () => {
-      const recipient = deriveKeyPair(hex(s["ikmR"]!));
-      const ephemeral = deriveKeyPair(hex(s["ikmE"]!));
-      const info = hex(s["info"]!);
-      const { enc, context: sender } = setupBaseS(
-        aead,
-        recipient.publicKey,
-        info,
-        ephemeral.privateKey,
-      );
-      expect(toHex(enc)).toBe(s["enc"]);
-      const receiver = setupBaseR(aead, enc, recipient.privateKey, recipient.publicKey, info);
-      for (const e of v.encryptions) {
-        expect(toHex(computeNonce(sender.schedule.baseNonce, e.seq)), `nonce ${e.seq}`).toBe(
-          e.nonce,
+    it.each(keyMakers)(
+      "seal and open every listed message at its sequence number, and export (%s)",
+      (_impl, makeKey) => {
+        const recipient = deriveKeyPair(hex(s["ikmR"]!));
+        const ephemeral = deriveKeyPair(hex(s["ikmE"]!));
+        const info = hex(s["info"]!);
+        const { enc, context: sender } = setupBaseS(
+          aead,
+          recipient.publicKey,
+          info,
+          ephemeral.privateKey,
+          makeKey,
         );
-        const ct = sender.seal(e.seq, hex(e.aad), hex(e.pt));
-        expect(toHex(ct), `seq ${e.seq}`).toBe(e.ct);
-        expect(toHex(receiver.open(e.seq, hex(e.aad), ct)!)).toBe(e.pt);
-        // At another number, or under another AAD, it does not open.
-        expect(receiver.open(e.seq + 1, hex(e.aad), ct)).toBeUndefined();
-        expect(receiver.open(e.seq, hex("00"), ct)).toBeUndefined();
-      }
-      for (const x of v.exports) {
-        expect(toHex(sender.export(hex(x.context), x.length))).toBe(x.value);
-        expect(toHex(receiver.export(hex(x.context), x.length))).toBe(x.value);
-      }
-    });
+        expect(toHex(enc)).toBe(s["enc"]);
+        const receiver = setupBaseR(
+          aead,
+          enc,
+          recipient.privateKey,
+          recipient.publicKey,
+          info,
+          makeKey,
+        );
+        for (const e of v.encryptions) {
+          expect(toHex(computeNonce(sender.schedule.baseNonce, e.seq)), `nonce ${e.seq}`).toBe(
+            e.nonce,
+          );
+          const ct = sender.seal(e.seq, hex(e.aad), hex(e.pt));
+          expect(toHex(ct), `seq ${e.seq}`).toBe(e.ct);
+          expect(toHex(receiver.open(e.seq, hex(e.aad), ct)!)).toBe(e.pt);
+          // At another number, or under another AAD, it does not open.
+          expect(receiver.open(e.seq + 1, hex(e.aad), ct)).toBeUndefined();
+          expect(receiver.open(e.seq, hex("00"), ct)).toBeUndefined();
+        }
+        for (const x of v.exports) {
+          expect(toHex(sender.export(hex(x.context), x.length))).toBe(x.value);
+          expect(toHex(receiver.export(hex(x.context), x.length))).toBe(x.value);
+        }
+      },
+    );
 
-    it("refuse a ciphertext with one bit flipped", () => {
+    it.each(keyMakers)("refuse a ciphertext with one bit flipped (%s)", (_impl, makeKey) => {
       const recipient = deriveKeyPair(hex(s["ikmR"]!));
       const receiver = setupBaseR(
         aead,
@@ -101,6 +119,7 @@ describe("RFC 9180 vectors", () => {
         recipient.privateKey,
         recipient.publicKey,
         hex(s["info"]!),
+        makeKey,
       );
       const e = v.encryptions[0]!;
       const flipped = hex(e.ct);

@@ -13,7 +13,7 @@ import {
 import { isDoneEvent } from "@zml/contracts";
 import type { SealedRequestEnvelope } from "@zml/contracts";
 import { RecipientChannel, SealedChannelError } from "@zml/seal";
-import type { ResponseSealer } from "@zml/seal";
+import type { AeadKeyMaker, ResponseSealer } from "@zml/seal";
 import type { Dispatcher } from "undici";
 import { ReplayWindow } from "./replay-window.ts";
 import type { ChannelState, SessionKey, SessionKeyStore } from "./session-keys.ts";
@@ -23,6 +23,8 @@ import type { TdProxyLogger } from "./types.ts";
 
 export interface SealedCallDeps {
   keys: SessionKeyStore;
+  /** Makes the channels' AEAD keys (libsodium's ChaCha20-Poly1305: the TD seals every event). */
+  makeKey: AeadKeyMaker;
   backend: Dispatcher;
   maxAnswerBytes: number;
   counters: ProxyCounters;
@@ -50,7 +52,7 @@ export async function handleSealedCall(
     );
   }
   const known = key.channels.get(envelope.enc);
-  const state = known ?? newChannel(key, envelope);
+  const state = known ?? newChannel(deps, key, envelope);
   if (!state.replay.take(envelope.seq)) {
     throw new ZmlError(
       "sealed_request_replayed",
@@ -80,7 +82,11 @@ export async function handleSealedCall(
 }
 
 /** The channel a request's `enc` sets up (one X25519 agreement), not kept yet. */
-function newChannel(key: SessionKey, envelope: SealedRequestEnvelope): ChannelState {
+function newChannel(
+  deps: SealedCallDeps,
+  key: SessionKey,
+  envelope: SealedRequestEnvelope,
+): ChannelState {
   if (key.channels.size >= SEALED_MAX_CHANNELS_PER_KEY) {
     throw new ZmlError(
       "sealed_request_invalid",
@@ -91,7 +97,7 @@ function newChannel(key: SessionKey, envelope: SealedRequestEnvelope): ChannelSt
   }
   try {
     return {
-      channel: new RecipientChannel(key.pair, envelope.suite, envelope.enc),
+      channel: new RecipientChannel(key.pair, envelope.suite, envelope.enc, deps.makeKey),
       replay: new ReplayWindow(),
     };
   } catch (error) {

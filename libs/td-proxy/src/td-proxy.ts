@@ -19,6 +19,7 @@ import {
   ZmlError,
 } from "@zml/contracts";
 import type { NodeQuoteResponse } from "@zml/contracts";
+import { sodiumAeadKeys } from "@zml/seal/sodium";
 import { reportDataFor, spkiSha256 } from "@zml/tdx";
 import { createSelfSignedCertificate } from "@zml/tdx/testing";
 import { Pool } from "undici";
@@ -80,6 +81,7 @@ export async function startTdProxy(options: TdProxyOptions): Promise<TdProxy> {
   const maxRequestBytes = options.maxRequestBytes ?? 16 * MIB;
   const sealedDeps = {
     keys,
+    makeKey: await sodiumAeadKeys(),
     backend,
     maxAnswerBytes: options.maxAnswerBytes ?? 64 * MIB,
     counters,
