@@ -19,6 +19,7 @@ import {
   sessionPublicKeyOf,
 } from "../src/index.ts";
 import type { SealInput, SessionKeyPair } from "../src/index.ts";
+import { newResponseNonce } from "../src/response-keys.ts";
 
 const PATH = "/v1/chat/completions";
 const SESSION = `ses-${"ab".repeat(16)}`;
@@ -418,5 +419,21 @@ describe("an answer is refused", () => {
       data: '{"error":{"code":"stream_interrupted"}}',
     });
     expect(reader.complete).toBe(false);
+  });
+});
+
+describe("response nonces", () => {
+  it("are 32 random bytes, never the same twice, and stay as given across refills of the pool", () => {
+    const first = newResponseNonce();
+    const kept = Buffer.from(first);
+    const seen = new Set<string>([first.toString("hex")]);
+    // Over 1 000 nonces: the read-ahead pool (256 at a time) is refilled several times.
+    for (let i = 0; i < 1_000; i++) {
+      const nonce = newResponseNonce();
+      expect(nonce).toHaveLength(32);
+      seen.add(nonce.toString("hex"));
+    }
+    expect(seen.size).toBe(1_001);
+    expect(first).toEqual(kept);
   });
 });
