@@ -15,6 +15,7 @@ import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { createSessionKeyPair, RecipientChannel, SealedChannel } from "@zml/seal";
 import type { ResponseSealer } from "@zml/seal";
+import { sodiumAeadKeys } from "@zml/seal/sodium";
 import { quantile } from "./stats.ts";
 
 const { values } = parseArgs({
@@ -161,9 +162,11 @@ const pair = createSessionKeyPair();
 const sessionPublicKey = pair.publicKeySpki.toString("base64");
 const sessionId = `ses-${"0".repeat(32)}`;
 const newChannel = () => new SealedChannel({ sessionId, sessionPublicKey });
-// The session's channel, on both sides, as the SDK and the TD keep it.
+// The session's channel, on both sides, as the SDK and the TD keep it (the TD's AEAD keys are
+// libsodium's, as the TD proxy makes them).
 const channel = newChannel();
-const td = new RecipientChannel(pair, channel.suite.name, channel.enc);
+const tdKeys = await sodiumAeadKeys();
+const td = new RecipientChannel(pair, channel.suite.name, channel.enc, tdKeys);
 const seal = () => channel.seal({ path: PATH, body: BODY, model: MODEL, stream: true });
 
 /** The TD's half of one stream: the head, `EVENTS` events, the final chunk. */
@@ -186,7 +189,7 @@ steps.push(
   await measure(
     "TD: channel setup, once per channel (HPKE SetupBaseR, export)",
     () => newChannel().enc,
-    (enc) => new RecipientChannel(pair, channel.suite.name, enc),
+    (enc) => new RecipientChannel(pair, channel.suite.name, enc, tdKeys),
   ),
 );
 steps.push(await measure("client: seal a request (one AEAD)", () => 0, seal));
