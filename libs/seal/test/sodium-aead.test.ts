@@ -27,7 +27,8 @@ describe("libsodium's ChaCha20-Poly1305", () => {
   });
 
   it("seals and opens the bytes node:crypto does, for any key, nonce, AAD and length", () => {
-    for (const length of [0, 1, 15, 16, 17, 63, 64, 65, 200, 4096]) {
+    // Past 64 KiB a message goes to node:crypto rather than through libsodium's scratch area.
+    for (const length of [0, 1, 15, 16, 17, 63, 64, 65, 200, 4096, 65_536, 65_537, 300_000]) {
       const key = randomBytes(32);
       const nonce = randomBytes(12);
       const aad = randomBytes(length % 3 === 0 ? 0 : 13);
@@ -58,6 +59,29 @@ describe("libsodium's ChaCha20-Poly1305", () => {
     expect(sodiumKey(CHACHA20_POLY1305, randomBytes(32)).open(nonce, aad, sealed)).toBeUndefined();
     expect(sodium.open(nonce, aad, sealed.subarray(0, TAG_BYTES - 1))).toBeUndefined();
     expect(sodium.open(nonce, aad, sealed)).toEqual(Buffer.from("an event"));
+  });
+
+  it("leaves nothing of a key or a message in libsodium's memory after a call", async () => {
+    const { libsodium } = (await import("libsodium-wrappers")) as unknown as {
+      libsodium: { HEAPU8: Uint8Array };
+    };
+    const key = Buffer.alloc(32, 0xa7);
+    const plaintext = Buffer.from("a marker: 5d1c0b7e-prompt-text-".repeat(4));
+    const sealed = sodiumKey(CHACHA20_POLY1305, key).seal(
+      randomBytes(12),
+      Buffer.alloc(0),
+      plaintext,
+    );
+    expect(sealed).toHaveLength(plaintext.length + TAG_BYTES);
+    const memory = Buffer.from(libsodium.HEAPU8.buffer);
+    expect(memory.indexOf(plaintext.subarray(0, 32))).toBe(-1);
+    expect(memory.indexOf(key)).toBe(-1);
+  });
+
+  it("refuses a key or a nonce of the wrong size", () => {
+    expect(() => sodiumKey(CHACHA20_POLY1305, randomBytes(16))).toThrow(RangeError);
+    const key = sodiumKey(CHACHA20_POLY1305, randomBytes(32));
+    expect(() => key.seal(randomBytes(8), Buffer.alloc(0), Buffer.from("x"))).toThrow(RangeError);
   });
 
   it("leaves AES-128-GCM to node:crypto, with the same bytes", () => {
