@@ -5,6 +5,7 @@ import type { ErrorBody, ReplyKind } from "@zml/contracts";
 import { natsConnectionOf } from "./connection.ts";
 import { createHeaders as natsHeaders, decodeHeadersOf, headerOf } from "./fast-headers.ts";
 import { decodeFrameBatch, encodeMeta } from "./frame-batch.ts";
+import { createInterner } from "./interned.ts";
 import type { IncomingFrame } from "./frame-batch.ts";
 import { turnPublisherOf } from "./turn-publisher.ts";
 import type { QueuedFrame } from "./turn-publisher.ts";
@@ -97,6 +98,9 @@ export function siblingBatchSubject(
     : undefined;
 }
 
+/** See `createReplyWriter`: batch subjects, one instance each. */
+const batchSubjects = createInterner();
+
 type Meta = ReadonlyArray<readonly [string, string]>;
 const NO_META: Meta = [];
 
@@ -120,7 +124,10 @@ export function createReplyWriter(
   const nc = natsConnectionOf(bus);
   const limit = frameBodyLimit(nc.info?.max_payload);
   const publisher = turnPublisherOf(nc);
-  const batchSubject = siblingBatchSubject(replySubject, options.batchSubject);
+  // The batch subject is looked up in the publisher's open batches for every frame: one
+  // instance for all the requests of a requester makes that lookup a pointer comparison.
+  const sibling = siblingBatchSubject(replySubject, options.batchSubject);
+  const batchSubject = sibling === undefined ? undefined : batchSubjects(sibling);
   const id = replySubject.slice(replySubject.lastIndexOf(".") + 1);
   let seq = 0;
   /** The last frame queued into a batch (a chunk of it may take more bytes this turn). */
@@ -137,6 +144,7 @@ export function createReplyWriter(
         meta: encodeMeta(named),
         pieces: data.byteLength > 0 ? [data] : [],
         bytes: data.byteLength,
+        batch: undefined,
       });
       return;
     }
@@ -204,6 +212,7 @@ export function createReplyWriter(
           meta,
           pieces: [],
           bytes: 0,
+          batch: undefined,
         });
         return;
       }
@@ -390,10 +399,16 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
   const failOne = (id: string, p: Pending, error: ZmlError) =>
     finish(id, p, errorFrame(error, p.nextSeq));
 
+  /**
+   * Replica names, one instance each: a batch compares each frame's request's replica with
+   * the one before it (see `onBatch`).
+   */
+  const replicaNames = createInterner();
+
   /** An `accept`, or a first frame, names the replica serving the request. */
   const accepted = (p: Pending, replica: string) => {
     if (!replica) return;
-    p.servedBy = replica;
+    p.servedBy = replicaNames(replica);
     options.onAccept?.(replica);
   };
 
@@ -415,7 +430,7 @@ export function createReplyMux(bus: Bus, options: ReplyMuxOptions = {}): ReplyMu
     p.nextSeq++;
     p.lastFrameAt = arrivedAt;
     // A request answered quickly gets no `accept`: its first frame names the replica.
-    if (p.servedBy === undefined) p.servedBy = replica || undefined;
+    if (p.servedBy === undefined) p.servedBy = replica ? replicaNames(replica) : undefined;
     if (signOfLife && p.servedBy !== undefined) options.onAccept?.(p.servedBy);
     if (frame.kind === "full" || frame.kind === "end" || frame.kind === "error") {
       finish(id, p, frame);

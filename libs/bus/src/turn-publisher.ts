@@ -35,9 +35,11 @@ export interface TurnPublisher {
   ): void;
   /**
    * Queues one reply frame into this turn's batch for `batchSubject`. The frame stays open
-   * until the turn ends: `extend` may add to its body until then.
+   * until the turn ends: `extend` may add to its body until then. The publisher notes the
+   * batch in the frame's `batch`: a frame created with that property (undefined) keeps the
+   * shape it was created with, with no property added to it afterwards (one per token).
    */
-  frame(batchSubject: string, frame: OutgoingFrame): QueuedFrame;
+  frame(batchSubject: string, frame: OutgoingFrame & { batch?: unknown }): QueuedFrame;
   /**
    * Adds `piece` to the body of `frame` (a chunk) when its batch is still open and has room;
    * false when the caller must queue a new frame instead.
@@ -102,7 +104,8 @@ function createTurnPublisher(nc: NatsConnection): TurnPublisher {
     open.clear();
     const turn = queue;
     queue = [];
-    for (const q of turn) {
+    for (let i = 0; i < turn.length; i++) {
+      const q = turn[i]!;
       if ("frames" in q) publishBatch(q);
       else publishOne(q);
     }
@@ -131,7 +134,7 @@ function createTurnPublisher(nc: NatsConnection): TurnPublisher {
       // its requester's own bounds.
     } finally {
       // Writers keep their last frame until their next one: it holds no bytes from now on.
-      for (const f of b.frames) f.pieces.length = 0;
+      for (let i = 0; i < b.frames.length; i++) b.frames[i]!.pieces.length = 0;
       b.frames = [];
     }
   };

@@ -14,6 +14,7 @@ import type { NodeApi } from "@zml/contracts";
 import type { ErrorCode } from "@zml/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { sendError } from "../http/errors.ts";
+import { ChunkWriter } from "./chunk-writer.ts";
 import { sseErrorEvent } from "./sse.ts";
 
 /** What the relay learned about a request, for metrics, the span and the log line. */
@@ -147,6 +148,7 @@ export function relay({
     done,
     onOverflow: (buffered) =>
       req.log.warn({ buffered }, "client reads too slowly; cut off and request cancelled"),
+    bodyStarted: false,
   };
 
   if (!stream) {
@@ -209,7 +211,12 @@ interface PiecesContext {
   /** Called once: the status the client got, or the error that ended the answer. */
   done: (status: number, error?: ZmlError) => void;
   onOverflow: (bufferedBytes: number) => void;
+  /** Whether a chunk was written, and with it the response's head. */
+  bodyStarted: boolean;
 }
+
+/** One for the process: writes are made one at a time, and it keeps one scratch buffer. */
+const chunkWriter = new ChunkWriter();
 
 /**
  * The response headers of an answer: its type, the headers the onSend hook adds to answers
@@ -247,11 +254,13 @@ function relayPiece(res: RawResponse, frame: RouteFrame, ctx: PiecesContext): vo
       // Only Responses events are numbered, so only they are counted.
       if (ctx.events.api === "responses") ctx.events.relayed += countEvents(frame.data);
       // One write per chunk frame, and a stream has at most one per batch (the dispatcher
-      // merges a turn's events). Node's HTTP/1.1 response corks its socket for the rest of
-      // the tick at each write, so the frames of one bus read reach the socket as one write
-      // without a cork here (a cork of the response would hold chunks that `end()` then
-      // overtakes with the terminating chunk).
-      res.write(frame.data);
+      // merges a turn's events): one socket write per stream and turn (see ChunkWriter). The
+      // first goes through the response, which sends the head with it; Node corks its socket
+      // for the rest of the tick at that write, so a head and first chunk, or a last chunk
+      // and the end, of one bus read reach the socket together. No cork here: a cork of the
+      // response would hold chunks that `end()` then overtakes with the terminating chunk.
+      chunkWriter.write(res, frame.data, ctx.bodyStarted);
+      ctx.bodyStarted = true;
       if (res.writableLength > ctx.maxBufferedBytes) {
         ctx.onOverflow(res.writableLength);
         res.destroy(); // the response's `close` cancels the request at the dispatcher
