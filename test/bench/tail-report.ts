@@ -5,6 +5,7 @@
 //   node test/bench/tail-report.ts <ZML_BENCH_TAIL_DIR>
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { quantile } from "./stats.ts";
 
 interface ProcessGc {
   name: string;
@@ -82,7 +83,7 @@ for (const { target, requests } of plans.values()) {
   );
   if (!sequential || requests.length < MIN_REQUESTS) continue;
   const sorted = requests.map((r) => r[1]).sort((a, b) => a - b);
-  const p99 = sorted[Math.ceil(sorted.length * 0.99) - 1]!;
+  const p99 = quantile(sorted, 0.99);
   let t = byTarget.get(target);
   if (!t)
     byTarget.set(
@@ -90,7 +91,7 @@ for (const { target, requests } of plans.values()) {
       (t = { slow: 0, all: 0, met: new Map(), share: new Map(), p99s: [], p50s: [] }),
     );
   t.p99s.push(p99);
-  t.p50s.push(sorted[Math.ceil(sorted.length * 0.5) - 1]!);
+  t.p50s.push(quantile(sorted, 0.5));
   for (const [start, ms] of requests) {
     const slow = ms >= p99;
     t.all += 1;

@@ -215,22 +215,18 @@ async function measure(proxy: { url: string; process: ManagedProcess }): Promise
     );
   }
   await driver.close();
-  const med = (xs: number[]) =>
+  /** The middle figure (the lower one of an even count). */
+  const p50 = (xs: number[]) =>
     quantile(
       [...xs].sort((a, b) => a - b),
       0.5,
     );
   process.stdout.write(
     `TD proxy CPU per stream at c${CONCURRENCY} (median of ${ROUNDS} rounds): unsealed ` +
-      `${med(perStream.unsealed).toFixed(0)} µs, sealed ${med(perStream.sealed).toFixed(0)} µs, ` +
-      `sealed ÷ unsealed ${med(ratios).toFixed(2)}×; reads per stream on the client: unsealed ` +
-      `${med(readsPerStream.unsealed).toFixed(1)}, sealed ${med(readsPerStream.sealed).toFixed(1)}\n`,
+      `${p50(perStream.unsealed).toFixed(0)} µs, sealed ${p50(perStream.sealed).toFixed(0)} µs, ` +
+      `sealed ÷ unsealed ${p50(ratios).toFixed(2)}×; reads per stream on the client: unsealed ` +
+      `${p50(readsPerStream.unsealed).toFixed(1)}, sealed ${p50(readsPerStream.sealed).toFixed(1)}\n`,
   );
-  const p50 = (xs: number[]) =>
-    quantile(
-      [...xs].sort((a, b) => a - b),
-      0.5,
-    );
   process.stdout.write(
     `TTFT p50 (all rounds): unsealed ${p50(driver.ttft.unsealed).toFixed(3)} ms, sealed ` +
       `${p50(driver.ttft.sealed).toFixed(3)} ms\n`,

@@ -299,7 +299,7 @@ export function computeNonce(baseNonce: Uint8Array, seq: number): Buffer {
 const CIPHER_OPTIONS = { authTagLength: TAG_BYTES } as const;
 
 /** The AEAD's seal: ciphertext ‖ 16-byte tag. `key` may be a KeyObject made once and reused. */
-export function aeadSeal(
+function aeadSeal(
   aead: AeadParams,
   key: KeyObject | Uint8Array,
   nonce: Uint8Array,
@@ -315,7 +315,7 @@ export function aeadSeal(
 }
 
 /** The AEAD's open, or undefined when the ciphertext does not open. */
-export function aeadOpen(
+function aeadOpen(
   aead: AeadParams,
   key: KeyObject | Uint8Array,
   nonce: Uint8Array,
@@ -350,9 +350,12 @@ export interface AeadKey {
 /** Makes the key of a suite's AEAD from its bytes. */
 export type AeadKeyMaker = (aead: AeadParams, key: Uint8Array) => AeadKey;
 
-/** node:crypto's AEAD, the key a KeyObject made once (a cipher is made for each message). */
+/**
+ * node:crypto's AEAD, the key a KeyObject made once (a cipher is made for each message, and
+ * one made on a raw key buffer imports the key again each time).
+ */
 export const nodeAeadKey: AeadKeyMaker = (aead, key) => {
-  const keyObject = secretKeyOf(key);
+  const keyObject = createSecretKey(key);
   return {
     seal: (nonce, aad, plaintext) => aeadSeal(aead, keyObject, nonce, aad, plaintext),
     open: (nonce, aad, sealed) => aeadOpen(aead, keyObject, nonce, aad, sealed),
@@ -409,9 +412,4 @@ export function setupBaseR(
   makeKey: AeadKeyMaker = nodeAeadKey,
 ): HpkeContext {
   return new HpkeContext(keySchedule(aead, decap(enc, skR, pkR), info), makeKey);
-}
-
-/** A symmetric key as a KeyObject, so a cipher made for each message does not import it again. */
-export function secretKeyOf(key: Uint8Array): KeyObject {
-  return createSecretKey(key);
 }
