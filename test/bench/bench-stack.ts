@@ -34,7 +34,7 @@ import { request } from "undici";
 import { startFloor } from "./floor/start.ts";
 import type { Floor } from "./floor/start.ts";
 import { FLOOR_IDENTITIES, floorPath } from "./floor/protocol.ts";
-import { childPidByName } from "./proc.ts";
+import { childPidsByName } from "./proc.ts";
 
 export const BENCH_API_KEY = "bench-key-0123456789abcdef";
 
@@ -125,6 +125,8 @@ export interface BenchStackOptions {
    * names their JavaScript frames (`on-cpu.ts`).
    */
   perfMaps?: boolean;
+  /** The checkout whose services and nodes run; this one by default (`ab-fleet.ts`: another build). */
+  root?: string;
 }
 
 const quietLog = { info() {}, warn() {}, error() {} };
@@ -134,12 +136,15 @@ const NODE_CAPACITY = 4096;
 const TEE_MEASUREMENT = { mrtd: "c1".repeat(48), rtmr3: "c3".repeat(48) };
 
 export async function startBenchStack(options: BenchStackOptions): Promise<BenchStack> {
-  const root = repoRoot();
+  const root = options.root ?? repoRoot();
   // Always a fresh server of our own, never a shared one from NATS_URL.
+  const otherNats = new Set(childPidsByName("nats-server"));
   const nats: NatsServerHandle = await startNatsServer({
     env: { ...process.env, NATS_URL: undefined },
     extraIdentities: FLOOR_IDENTITIES,
   });
+  // Another stack's server may run beside this one (`ab-fleet.ts`).
+  const natsPid = childPidsByName("nats-server").find((pid) => !otherNats.has(pid));
   const nodes = new Map<string, BenchNode>();
   const services = new Map<string, ManagedProcess>();
   let bus: Bus | undefined;
@@ -303,7 +308,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       nodes,
       services,
       opsUrls,
-      natsPid: childPidByName("nats-server"),
+      natsPid,
       natsDriver: nats.client(),
       ...(tls ? { caPem: tls.cert.toString("utf8") } : {}),
       ...(tee ? { tee } : {}),

@@ -61,8 +61,9 @@ function cpuTicksMsOf(pid: number): number {
   const stime = Number(fields[12]);
   return ((utime + stime) * 1000) / CLOCK_TICKS_PER_S;
 }
-/** Pid of a direct child of this process whose command name is `comm`. */
-export function childPidByName(comm: string): number | undefined {
+/** Pids of the direct children of this process whose command name is `comm`. */
+export function childPidsByName(comm: string): number[] {
+  const pids: number[] = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     let stat: string;
@@ -73,7 +74,7 @@ export function childPidByName(comm: string): number | undefined {
     }
     const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
     const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-    if (name === comm && ppid === process.pid) return Number(entry);
+    if (name === comm && ppid === process.pid) pids.push(Number(entry));
   }
-  return undefined;
+  return pids;
 }

@@ -1,9 +1,12 @@
 import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { connect } from "node:net";
 import type { AddressInfo } from "node:net";
 import { pollUntil } from "@zml/harness";
 import { Client, Pool } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
+import { Http1Pool } from "../src/node/http1/http1-pool.ts";
+import type { NodeDispatcher } from "../src/node/http1/http1-pool.ts";
 import { requestNode } from "../src/node/node-answer.ts";
 
 const cleanup: Array<() => Promise<void>> = [];
@@ -11,38 +14,52 @@ afterEach(async () => {
   for (const c of cleanup.splice(0)) await c();
 });
 
-/** A real node on a random port, and a pool to it. */
-async function node(
-  handler: (req: IncomingMessage, res: ServerResponse) => void,
-  onConnection: () => void = () => undefined,
-) {
-  const server = createServer(handler);
-  server.on("connection", onConnection);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const pool = new Pool(origin);
-  const client = new Client(origin);
-  cleanup.push(async () => {
-    await pool.destroy();
-    await client.destroy();
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
-  return Object.assign(pool, { client });
-}
+/** Both pools the dispatcher calls nodes with: undici's, and its own for plain HTTP/1.1. */
+const POOLS = {
+  undici: (origin: string, connections: number): NodeDispatcher =>
+    connections === 1 ? new Client(origin) : new Pool(origin, { connections }),
+  http1: (origin: string, connections: number): NodeDispatcher =>
+    new Http1Pool({
+      origin,
+      connections,
+      connectTimeoutMs: 5_000,
+      keepAliveTimeoutMs: 30_000,
+      dial: (o) => connect(o),
+    }),
+};
 
-const call = (pool: Pool | Client, signal = new AbortController().signal) =>
-  requestNode(pool, {
-    path: "/",
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: Buffer.from("{}"),
-    signal,
-    headersTimeout: 0,
-    bodyTimeout: 10_000,
-  });
+describe.each(Object.entries(POOLS))("requestNode through %s's pool", (_name, makePool) => {
+  /** A real node on a random port, and a pool to it. */
+  async function node(
+    handler: (req: IncomingMessage, res: ServerResponse) => void,
+    onConnection: () => void = () => undefined,
+  ) {
+    const server = createServer(handler);
+    server.on("connection", onConnection);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const pool = makePool(origin, 10);
+    const client = makePool(origin, 1);
+    cleanup.push(async () => {
+      await pool.destroy();
+      await client.destroy();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    });
+    return Object.assign(pool, { client });
+  }
 
-describe("requestNode", () => {
+  const call = (pool: NodeDispatcher, signal = new AbortController().signal) =>
+    requestNode(pool, {
+      path: "/",
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: Buffer.from("{}"),
+      signal,
+      headersTimeout: 0,
+      bodyTimeout: 10_000,
+    });
+
   it("hands over status, headers and every chunk in order, also those that came before the reader", async () => {
     const pool = await node((_req, res) => {
       res.writeHead(200, { "content-type": "text/event-stream", "x-node": "a" });
@@ -104,7 +121,7 @@ describe("requestNode", () => {
         chunks.push(c.toString());
         return true;
       }),
-    ).rejects.toMatchObject({ code: expect.stringMatching(/^UND_ERR/) });
+    ).rejects.toMatchObject({ code: expect.stringMatching(/^(UND_ERR|ZML_NODE_CLOSED)/) });
     expect(chunks).toEqual(["data: 1\n\n"]);
   });
 

@@ -1,11 +1,13 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Dispatcher } from "undici";
+import type { NodeDispatcher } from "./http1/http1-pool.ts";
 
 /**
- * A node's answer, read through undici's `dispatch()` with a handler of its own rather than
- * `request()`. `request()` wraps every answer in a `Readable`, and a stream pays that
- * machinery (push, the buffer's bookkeeping, a `data` event, a resume) for every chunk: a
- * token each. Here each chunk goes from undici's parser straight to the reader's callback.
+ * A node's answer, read through a pool's `dispatch()` (undici's, or the plain-HTTP/1.1 pool's
+ * with the same handler calls) with a handler of its own rather than undici's `request()`.
+ * `request()` wraps every answer in a `Readable`, and a stream pays that machinery (push, the
+ * buffer's bookkeeping, a `data` event, a resume) for every chunk: a token each. Here each
+ * chunk goes from the pool's parser straight to the reader's callback.
  */
 export interface NodeAnswer {
   statusCode: number;
@@ -50,9 +52,9 @@ export const DUMP_LIMIT_BYTES = 128 * 1024;
  * Sends a request and resolves with the answer's status and headers; rejects as `request()`
  * does (a network error, a timeout, the signal's reason). The signal settles the promise at
  * once even while the request waits for a connection; the request itself is then cut when
- * undici starts it.
+ * the pool starts it.
  */
-export function requestNode(pool: Dispatcher, req: NodeRequest): Promise<NodeAnswer> {
+export function requestNode(pool: NodeDispatcher, req: NodeRequest): Promise<NodeAnswer> {
   return new Promise((resolve, reject) => {
     const handler = new AnswerHandler(req.signal, resolve, reject);
     if (handler.failed !== null) return;

@@ -1,6 +1,6 @@
 import type { ReplyWriter } from "@zml/bus";
 import { ZmlError } from "@zml/contracts";
-import type { Dispatcher } from "undici";
+import type { NodeDispatcher } from "./http1/http1-pool.ts";
 import type { NodeAddressRule, NodeApi } from "@zml/contracts";
 import { NodeAddressRefusedError } from "@zml/runtime";
 import { dueAnswer, isJsonBody, JsonFramingTracker } from "./answer-check.ts";
@@ -44,7 +44,7 @@ export type AttemptOutcome =
   | { kind: "broken"; status: number; error: string; ttftMs: number | null };
 
 export interface NodeCall {
-  pool: Dispatcher;
+  pool: NodeDispatcher;
   /** The API called, which says how a complete stream ends. */
   api: NodeApi;
   /** Path on the node, including any base path of its endpoint. */
@@ -363,8 +363,8 @@ async function relayBody(
 ): Promise<AttemptOutcome> {
   const declared = Number(headerValue(response.headers["content-length"]));
   if (declared <= HELD_ANSWER_BYTES && declared <= call.maxAnswerBytes) {
-    // The common answer: small, its length declared (undici fails a body that does not
-    // match it). Read whole in one go, without a stream iterator's promise per chunk.
+    // The common answer: small, its length declared (either pool fails a body that ends
+    // short of it). Read whole in one go, without a stream iterator's promise per chunk.
     let body: Uint8Array;
     try {
       body = await response.body.bytes();

@@ -1,9 +1,17 @@
-import { isTeeTier } from "@zml/contracts";
+import { connect } from "node:net";
+import { hostRefusal, isTeeTier } from "@zml/contracts";
 import type { NodeAddressPolicy, NodeSpec } from "@zml/contracts";
-import { guardedConnector, systemResolver } from "@zml/runtime";
+import {
+  guardedConnector,
+  guardedLookup,
+  NodeAddressRefusedError,
+  systemResolver,
+} from "@zml/runtime";
 import type { HostResolver } from "@zml/runtime";
 import { Pool } from "undici";
 import type { buildConnector } from "undici";
+import { Http1Pool } from "./http1/http1-pool.ts";
+import type { Http1PoolOptions, NodeDispatcher } from "./http1/http1-pool.ts";
 import { pinnedConnector } from "./pinned-connector.ts";
 
 /** Where tier 3/4 pools learn the attested TLS key to pin, and report one that differs. */
@@ -21,9 +29,13 @@ export interface TlsPins {
  * (tier 3/4) pinned TLS key changes, so no connection made under an old key is reused. A
  * pool holds at least as many connections as the node takes requests at once: a smaller
  * pool would queue admitted requests inside the client, invisible to routing.
+ *
+ * A plain-HTTP/1.1 node (tiers 1–2, `protocol: http1`, an `http:` endpoint) gets this
+ * service's own pool (http1/http1-pool.ts), which reads a streamed answer for less CPU per
+ * token; TLS and HTTP/2 nodes get undici's.
  */
 export interface NodePools {
-  get(node: NodeSpec): Pool;
+  get(node: NodeSpec): NodeDispatcher;
   /** The node's base path joined with the client's OpenAI path. */
   pathFor(node: NodeSpec, clientPath: string): string;
   close(): Promise<void>;
@@ -43,6 +55,14 @@ export function createNodePools(options: {
   const policy = options.nodeAddresses;
   const resolve = options.resolveHost ?? systemResolver;
   const guarded = (o: buildConnector.BuildOptions) => guardedConnector(policy, o, resolve);
+  // The same policy for the plain-HTTP/1.1 pool's sockets: a literal address the policy
+  // refuses never dials, and a name is resolved and checked by the guarded lookup.
+  const lookup = guardedLookup(policy, resolve);
+  const guardedDial: Http1PoolOptions["dial"] = ({ host, port, onread }) => {
+    const refused = hostRefusal(host, policy);
+    if (refused) throw new NodeAddressRefusedError(refused);
+    return connect({ host, port, onread, lookup, timeout: 0 });
+  };
   // Every connector goes through the node address policy. `h2` offers HTTP/2 by ALPN (the
   // node may still pick HTTP/1.1); `h2c` speaks HTTP/2 on a plain socket from the start;
   // `http1` offers only HTTP/1.1 (undici's connector would offer h2 by ALPN by default).
@@ -61,7 +81,7 @@ export function createNodePools(options: {
   };
   const pools = new Map<
     string,
-    { endpoint: string; size: number; pin: string; protocol: string; pool: Pool }
+    { endpoint: string; size: number; pin: string; protocol: string; pool: NodeDispatcher }
   >();
   const basePaths = new Map<string, string>();
   return {
@@ -80,6 +100,18 @@ export function createNodePools(options: {
         return existing.pool;
       }
       if (existing) void existing.pool.close();
+      const origin = new URL(node.endpoint).origin;
+      if (!tee && protocol === "http1" && origin.startsWith("http:")) {
+        const pool = new Http1Pool({
+          origin,
+          connections: size,
+          connectTimeoutMs: timeout,
+          keepAliveTimeoutMs: KEEP_ALIVE_MS,
+          dial: guardedDial,
+        });
+        pools.set(node.id, { endpoint: node.endpoint, size, pin, protocol, pool });
+        return pool;
+      }
       const connect = tee
         ? pinnedConnector({
             nodeId: node.id,
@@ -93,10 +125,10 @@ export function createNodePools(options: {
             base: tls[protocol],
           })
         : plain[protocol];
-      const pool = new Pool(new URL(node.endpoint).origin, {
+      const pool = new Pool(origin, {
         connections: size,
         connect,
-        keepAliveTimeout: 30_000,
+        keepAliveTimeout: KEEP_ALIVE_MS,
         // HTTP/1.1 nodes are never offered h2: an operator declares what a node speaks.
         allowH2: protocol !== "http1",
         // One stream per request the node takes at once, as HTTP/1.1 has one socket each.
@@ -119,6 +151,9 @@ export function createNodePools(options: {
     },
   };
 }
+
+/** How long an idle connection to a node is kept (less when the node says it keeps it less). */
+const KEEP_ALIVE_MS = 30_000;
 
 /** undici's connector option for h2c (prior knowledge), missing from its type definitions. */
 function withH2c(options: buildConnector.BuildOptions): buildConnector.BuildOptions {

@@ -3,6 +3,7 @@
 import { NODE_SESSION_KEYS_PATH } from "@zml/contracts";
 import type { Session } from "@zml/contracts";
 import type { RoutingState } from "../fleet/routing-state.ts";
+import { requestNode } from "../node/node-answer.ts";
 import type { NodePools } from "../node/node-pools.ts";
 import { sessionKeyIdOf } from "./session-check.ts";
 
@@ -19,9 +20,12 @@ export function createSessionKeyDropper(
     // A node that left the fleet is not called; the key expires with the session there.
     if (node === undefined) return;
     const path = pools.pathFor(node, `${NODE_SESSION_KEYS_PATH}/${sessionKeyIdOf(session)}`);
-    const res = await pools.get(node).request({
+    const res = await requestNode(pools.get(node), {
       path,
       method: "DELETE",
+      headers: {},
+      body: null,
+      signal: AbortSignal.timeout(DROP_TIMEOUT_MS),
       headersTimeout: DROP_TIMEOUT_MS,
       bodyTimeout: DROP_TIMEOUT_MS,
     });
