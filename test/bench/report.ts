@@ -449,7 +449,8 @@ export function renderReport(summary: BenchSummary, command: string): string {
     `- command: \`${command}\``,
     `- ${settings.rounds} rounds of each side per scenario (direct, floor and ZML in turn, the order ` +
       `rotated each round), ${settings.durationMs} ms each, after a ${settings.warmupMs} ms warm-up ` +
-      `per side, and ${settings.stackWarmupMs} ms per side of c16 before the first row; medians ` +
+      `per side, and ${settings.stackWarmupMs} ms per side of c16 (and of fleet256's streams, when ` +
+      `the run has fleet rows) before the first row; medians ` +
       `over rounds; ratios and added times are medians over rounds of the round-by-round ` +
       `comparison. Latencies in ms.`,
     `- total time: ${summary.elapsedS.toFixed(0)} s`,

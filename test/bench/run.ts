@@ -113,17 +113,29 @@ function options() {
 
 const progress = (line: string) => process.stderr.write(`[bench] ${line}\n`);
 
-/** Runs `warmStack` before the first row when the run has the c16 row's node; its failures. */
+/**
+ * Runs `warmStack` before the first row: with c16's load when the run has its node, and with
+ * fleet256's streams when it has the fleet node (a stream's path, the SSE cutter, the frame
+ * batches and the framed socket writes, is code c16 never runs). Its failures.
+ */
 async function warmUp(
   stack: BenchStack,
   load: LoadGenerator,
   settings: RunSettings,
 ): Promise<number> {
-  const c16 = SCENARIOS.find((s) => s.key === "c16")!;
-  if (settings.stackWarmupMs === 0 || !stack.nodes.has(c16.node.model)) return 0;
-  progress(`warming every side with ${c16.key} for ${settings.stackWarmupMs} ms each`);
-  return warmStack(load, stack, c16, settings.stackWarmupMs);
+  if (settings.stackWarmupMs === 0) return 0;
+  let failed = 0;
+  for (const key of WARM_UP_SCENARIOS) {
+    const scenario = SCENARIOS.find((s) => s.key === key)!;
+    if (!stack.nodes.has(scenario.node.model)) continue;
+    progress(`warming every side with ${key} for ${settings.stackWarmupMs} ms each`);
+    failed += await warmStack(load, stack, scenario, settings.stackWarmupMs);
+  }
+  return failed;
 }
+
+/** The loads `warmUp` runs, each on every side for `--stack-warmup-ms`. */
+const WARM_UP_SCENARIOS = ["c16", "fleet256"] as const;
 
 async function measure(
   stack: BenchStack,
