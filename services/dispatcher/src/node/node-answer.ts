@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Dispatcher } from "undici";
-import type { NodeDispatcher } from "./http1/http1-pool.ts";
+import type { NodeDispatcher, NodeDispatchOptions } from "./http1/http1-pool.ts";
 
 /**
  * A node's answer, read through a pool's `dispatch()` (undici's, or the plain-HTTP/1.1 pool's
@@ -34,15 +34,9 @@ export interface AnswerBody {
   destroy(): void;
 }
 
-export interface NodeRequest {
-  path: string;
-  method: "POST" | "GET" | "DELETE";
-  headers: Record<string, string>;
-  body: Uint8Array | null;
+export interface NodeRequest extends NodeDispatchOptions {
   /** Cuts the call at once, whatever phase it is in. */
   signal: AbortSignal;
-  headersTimeout: number;
-  bodyTimeout: number;
 }
 
 /** Most bytes {@link AnswerBody.dump} reads before it drops the connection instead. */

@@ -278,6 +278,7 @@ class Call {
   onEnd(): void {
     this.done = true;
     this.clearTimer();
+    this.conn = null; // the socket may serve another call now: no pause or resume reaches it
     this.handler.onResponseEnd?.(this.controller, NO_TRAILERS);
   }
 
@@ -325,8 +326,9 @@ class Connection implements ResponseSink {
   private keepAliveHintMs: number | undefined;
   /** The current call's answer ended; the socket goes back to the pool after this read. */
   private ended = false;
-  /** The connect timeout while connecting; the keep-alive limit while idle. */
+  /** Runs while the socket connects. */
   private connectTimer: NodeJS.Timeout | null = null;
+  /** Runs while the socket is idle: the keep-alive limit. */
   private idleTimer: NodeJS.Timeout | null = null;
   private gone = false;
   private readonly pool: Http1Pool;
@@ -458,10 +460,13 @@ class Connection implements ResponseSink {
     this.destroy(null);
   };
 
-  /** The answer ended in this read: the socket is reused unless it must not be. */
+  /**
+   * The answer ended in this read: the socket is reused unless it must not be (bytes after
+   * the answer, the node's say-so, or a request body the node answered before it was sent).
+   */
   private afterAnswer(leftOver: number): void {
     this.ended = false;
-    if (leftOver > 0 || !this.reusable || this.gone) {
+    if (leftOver > 0 || !this.reusable || this.gone || this.socket!.writableLength > 0) {
       this.destroy(null);
       return;
     }
@@ -487,10 +492,10 @@ function closedEarly(): NodeCallError {
 /** The request line and headers, checked as undici checks them: no line breaks smuggled in. */
 function requestHead(host: string, options: NodeDispatchOptions): string {
   const path = options.path;
-  if (!path.startsWith("/") || /[\s]/.test(path) || hasControlChar(path)) {
+  if (!path.startsWith("/") || /\s/.test(path) || hasControlChar(path)) {
     throw new NodeCallError("ZML_NODE_BAD_REQUEST", "invalid request path");
   }
-  let head = `${options.method} ${options.path} HTTP/1.1\r\nhost: ${host}\r\n`;
+  let head = `${options.method} ${path} HTTP/1.1\r\nhost: ${host}\r\n`;
   for (const name in options.headers) {
     const value = options.headers[name]!;
     if (!TOKEN.test(name) || FRAMING.has(name.toLowerCase()) || hasControlChar(value)) {

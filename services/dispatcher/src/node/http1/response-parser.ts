@@ -97,28 +97,20 @@ export class ResponseParser {
         case State.Head:
           at = this.readHead(data, at);
           break;
-        case State.LengthBody: {
-          const n = Math.min(this.remaining, data.length - at);
-          this.remaining -= n;
-          this.sink.onBody(data.subarray(at, at + n));
-          at += n;
+        case State.LengthBody:
+          at = this.readBody(data, at);
           if (this.remaining === 0) this.end();
           break;
-        }
         case State.ChunkSize:
           at = this.readChunkSize(data, at);
           break;
-        case State.ChunkData: {
-          const n = Math.min(this.remaining, data.length - at);
-          this.remaining -= n;
-          this.sink.onBody(data.subarray(at, at + n));
-          at += n;
+        case State.ChunkData:
+          at = this.readBody(data, at);
           if (this.remaining === 0) {
             this.state = State.ChunkDataEnd;
             this.crlfSeen = 0;
           }
           break;
-        }
         case State.ChunkDataEnd: {
           const want = this.crlfSeen === 0 ? CR : LF;
           if (data[at] !== want) throw new MalformedAnswerError("a chunk does not end in CRLF");
@@ -143,6 +135,14 @@ export class ResponseParser {
     if (this.state !== State.UntilClose) return false;
     this.end();
     return true;
+  }
+
+  /** Hands on what `data` holds of the `remaining` body bytes from `at`; where reading goes on. */
+  private readBody(data: Buffer, at: number): number {
+    const n = Math.min(this.remaining, data.length - at);
+    this.remaining -= n;
+    this.sink.onBody(data.subarray(at, at + n));
+    return at + n;
   }
 
   private end(): void {
