@@ -1,4 +1,4 @@
-import { connect } from "node:net";
+import { connect as connectSocket } from "node:net";
 import { hostRefusal, isTeeTier } from "@zml/contracts";
 import type { NodeAddressPolicy, NodeSpec } from "@zml/contracts";
 import {
@@ -61,7 +61,7 @@ export function createNodePools(options: {
   const guardedDial: Http1PoolOptions["dial"] = ({ host, port, onread }) => {
     const refused = hostRefusal(host, policy);
     if (refused) throw new NodeAddressRefusedError(refused);
-    return connect({ host, port, onread, lookup, timeout: 0 });
+    return connectSocket({ host, port, onread, lookup });
   };
   // Every connector goes through the node address policy. `h2` offers HTTP/2 by ALPN (the
   // node may still pick HTTP/1.1); `h2c` speaks HTTP/2 on a plain socket from the start;
