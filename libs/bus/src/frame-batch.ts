@@ -194,12 +194,34 @@ export function decodeFrameBatch(payload: Uint8Array): DecodedBatch {
   return { ok: true, frames };
 }
 
-/** A short ASCII token (a request id) without a decoder call: ids are a few characters. */
-function asciiOf(bytes: Uint8Array, start: number, end: number): string {
-  if (end - start > 16) return latin1.decode(bytes.subarray(start, end));
-  let text = "";
-  for (let i = start; i < end; i++) text += String.fromCharCode(bytes[i]!);
-  return text;
+/**
+ * A short ASCII token (a request id, a base-36 counter of a few characters) as one string
+ * made at once: adding characters one by one would make a string per character.
+ */
+function asciiOf(b: Uint8Array, at: number, end: number): string {
+  switch (end - at) {
+    case 1:
+      return String.fromCharCode(b[at]!);
+    case 2:
+      return String.fromCharCode(b[at]!, b[at + 1]!);
+    case 3:
+      return String.fromCharCode(b[at]!, b[at + 1]!, b[at + 2]!);
+    case 4:
+      return String.fromCharCode(b[at]!, b[at + 1]!, b[at + 2]!, b[at + 3]!);
+    case 5:
+      return String.fromCharCode(b[at]!, b[at + 1]!, b[at + 2]!, b[at + 3]!, b[at + 4]!);
+    case 6:
+      return String.fromCharCode(
+        b[at]!,
+        b[at + 1]!,
+        b[at + 2]!,
+        b[at + 3]!,
+        b[at + 4]!,
+        b[at + 5]!,
+      );
+    default:
+      return latin1.decode(b.subarray(at, end));
+  }
 }
 
 function decodeMeta(bytes: Uint8Array): Map<string, string> | undefined {

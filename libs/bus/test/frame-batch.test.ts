@@ -75,6 +75,13 @@ describe("frame batch codec", () => {
     expect(decoder.decode(decoded.frames[2]!.data)).toBe("data: 1\n\ndata: 2\n\n");
   });
 
+  it("reads back ids of every length a batch allows", () => {
+    const ids = Array.from({ length: 255 }, (_, i) => "z0-9a.".repeat(43).slice(0, i + 1));
+    const decoded = decodeFrameBatch(encodeFrameBatch(ids.map((id) => outgoing(id, "end", 1))));
+    if (!decoded.ok) throw new Error(decoded.error);
+    expect(decoded.frames.map((f) => f.id)).toEqual(ids);
+  });
+
   it("names every stream of a batch whose bodies do not add up, and those it read of a cut table", () => {
     const whole = encodeFrameBatch([
       outgoing("a", "chunk", 3, "xyz"),

@@ -12,12 +12,18 @@ function parse(bytes: string, step = bytes.length) {
   const seen = { heads: [] as ResponseHead[], body: "", ends: 0, leftOver: 0 };
   const parser = new ResponseParser({
     onHead: (h) => seen.heads.push(h),
-    onBody: (piece) => (seen.body += piece.toString("latin1")),
+    onBody: (data, start, end) => (seen.body += data.toString("latin1", start, end)),
     onEnd: () => seen.ends++,
   });
   const data = Buffer.from(bytes, "latin1");
+  // Each piece is parsed in a buffer that is then overwritten, as the pool's shared read
+  // buffer is, with stale line ends past its end: nothing may be kept or read from there.
+  const reused = Buffer.alloc(data.length + 8, "\r\n");
   for (let at = 0; at < data.length; at += step) {
-    seen.leftOver += parser.execute(data.subarray(at, at + step), () => true);
+    const piece = data.subarray(at, at + step);
+    piece.copy(reused);
+    seen.leftOver += parser.execute(reused, piece.length, () => true);
+    reused.fill("\r\n");
   }
   return Object.assign(seen, { finish: () => parser.finish() });
 }

@@ -11,8 +11,8 @@ import type { ResponseHead, ResponseSink } from "./response-parser.ts";
  * Why not undici here: a streamed answer is a read per token, and undici reads its socket as
  * a Node stream (a 64 KiB allocation per read, the readable's push and `readable` event, its
  * parser's copy into WebAssembly memory) before its parser hands the bytes on. This pool
- * reads each socket with `onread` into one reused buffer, copies out the read, and parses it
- * in place (response-parser.ts). It speaks to the answer's handler as undici does (the same
+ * reads each socket with `onread` into one reused buffer, parses it there
+ * (response-parser.ts), and copies out only the body's pieces. It speaks to the answer's handler as undici does (the same
  * `DispatchHandler` calls), so `requestNode` takes either; TLS and HTTP/2 nodes stay on undici.
  *
  * What it keeps of undici's pool: at most `connections` sockets, calls queued beyond them,
@@ -60,7 +60,8 @@ export class NodeCallError extends Error {
 
 /**
  * Every socket of every pool reads into this one buffer: reads run one at a time on this
- * thread, each handed on (copied) before the next, so no read can overwrite bytes still used.
+ * thread, and each is parsed, and its body pieces copied out, before the next, so no read
+ * can overwrite bytes still used.
  */
 const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 /** Less than this left of a node's keep-alive hint, and a socket is not kept. */
@@ -418,8 +419,13 @@ class Connection implements ResponseSink {
     this.call?.onHead(head);
   }
 
-  onBody(piece: Buffer): void {
-    this.call?.onBody(piece);
+  onBody(data: Buffer, start: number, end: number): void {
+    const call = this.call;
+    if (call === null) return;
+    // `data` is the shared read buffer: the answer gets its own copy of its piece.
+    const piece = Buffer.allocUnsafe(end - start);
+    data.copy(piece, 0, start, end);
+    call.onBody(piece);
   }
 
   onEnd(): void {
@@ -440,12 +446,10 @@ class Connection implements ResponseSink {
       this.destroy(null);
       return true;
     }
-    // The read buffer is shared: what the answer keeps must be its own copy.
-    const bytes = Buffer.allocUnsafe(nread);
-    READ_BUFFER.copy(bytes, 0, 0, nread);
     let leftOver: number;
     try {
-      leftOver = this.parser.execute(bytes, this.stillWanted);
+      // Parsed where it was read; `onBody` copies out what the answer keeps.
+      leftOver = this.parser.execute(READ_BUFFER, nread, this.stillWanted);
     } catch (err) {
       this.destroy(err as Error);
       return true;

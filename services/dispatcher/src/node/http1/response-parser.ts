@@ -13,8 +13,11 @@ import type { IncomingHttpHeaders } from "node:http";
 export interface ResponseSink {
   /** The final head (1xx heads are read and skipped). */
   onHead(head: ResponseHead): void;
-  /** A piece of the body, a view of the bytes passed to `execute`. */
-  onBody(piece: Buffer): void;
+  /**
+   * A piece of the body: `data[start, end)` of the bytes passed to `execute`, which may be
+   * reused once `execute` returns (copy what is kept).
+   */
+  onBody(data: Buffer, start: number, end: number): void;
   /** The answer is complete. */
   onEnd(): void;
 }
@@ -84,28 +87,29 @@ export class ResponseParser {
   }
 
   /**
-   * Reads `data`; returns how many bytes of it are left over after the answer ended (bytes a
-   * node should not have sent, as nothing was pipelined). Stops early when a sink call
-   * finished the answer, or when `stillWanted()` turns false (the call was cut).
+   * Reads `data[0, end)`; returns how many of those bytes are left over after the answer
+   * ended (bytes a node should not have sent, as nothing was pipelined). Stops early when a
+   * sink call finished the answer, or when `stillWanted()` turns false (the call was cut).
+   * Keeps no view of `data`: the caller may reuse it.
    */
-  execute(data: Buffer, stillWanted: () => boolean): number {
+  execute(data: Buffer, end: number, stillWanted: () => boolean): number {
     let at = 0;
-    while (at < data.length) {
-      if (this.state === State.Done) return data.length - at;
+    while (at < end) {
+      if (this.state === State.Done) return end - at;
       if (!stillWanted()) return 0;
       switch (this.state) {
         case State.Head:
-          at = this.readHead(data, at);
+          at = this.readHead(data, at, end);
           break;
         case State.LengthBody:
-          at = this.readBody(data, at);
+          at = this.readBody(data, at, end);
           if (this.remaining === 0) this.end();
           break;
         case State.ChunkSize:
-          at = this.readChunkSize(data, at);
+          at = this.readChunkSize(data, at, end);
           break;
         case State.ChunkData:
-          at = this.readBody(data, at);
+          at = this.readBody(data, at, end);
           if (this.remaining === 0) {
             this.state = State.ChunkDataEnd;
             this.crlfSeen = 0;
@@ -119,11 +123,11 @@ export class ResponseParser {
           break;
         }
         case State.Trailers:
-          at = this.readTrailers(data, at);
+          at = this.readTrailers(data, at, end);
           break;
         case State.UntilClose:
-          this.sink.onBody(at === 0 ? data : data.subarray(at));
-          at = data.length;
+          this.sink.onBody(data, at, end);
+          at = end;
           break;
       }
     }
@@ -138,10 +142,10 @@ export class ResponseParser {
   }
 
   /** Hands on what `data` holds of the `remaining` body bytes from `at`; where reading goes on. */
-  private readBody(data: Buffer, at: number): number {
-    const n = Math.min(this.remaining, data.length - at);
+  private readBody(data: Buffer, at: number, end: number): number {
+    const n = Math.min(this.remaining, end - at);
     this.remaining -= n;
-    this.sink.onBody(data.subarray(at, at + n));
+    this.sink.onBody(data, at, at + n);
     return at + n;
   }
 
@@ -151,26 +155,26 @@ export class ResponseParser {
     this.sink.onEnd();
   }
 
-  /** Bytes from `at` joined to what is pending, and the offset where the new ones start. */
-  private joined(data: Buffer, at: number): { bytes: Buffer; from: number } {
-    if (this.pending === null) return { bytes: data.subarray(at), from: 0 };
+  /** Bytes `[at, end)` joined to what is pending, and the offset where the new ones start. */
+  private joined(data: Buffer, at: number, end: number): { bytes: Buffer; from: number } {
+    if (this.pending === null) return { bytes: data.subarray(at, end), from: 0 };
     const from = this.pending.length;
-    return { bytes: Buffer.concat([this.pending, data.subarray(at)]), from };
+    return { bytes: Buffer.concat([this.pending, data.subarray(at, end)]), from };
   }
 
-  private readHead(data: Buffer, at: number): number {
-    const { bytes, from } = this.joined(data, at);
+  private readHead(data: Buffer, at: number, end: number): number {
+    const { bytes, from } = this.joined(data, at, end);
     // The blank line may straddle the join: look from three bytes before it.
-    const end = bytes.indexOf("\r\n\r\n", Math.max(0, from - 3), "latin1");
-    if (end === -1) {
+    const blank = bytes.indexOf("\r\n\r\n", Math.max(0, from - 3), "latin1");
+    if (blank === -1) {
       if (bytes.length > MAX_HEAD_BYTES) throw new MalformedAnswerError("head too large");
       this.pending = Buffer.from(bytes);
-      return data.length;
+      return end;
     }
-    if (end > MAX_HEAD_BYTES) throw new MalformedAnswerError("head too large");
+    if (blank > MAX_HEAD_BYTES) throw new MalformedAnswerError("head too large");
     this.pending = null;
-    const consumed = end + 4 - from;
-    this.onHead(bytes.toString("latin1", 0, end));
+    const consumed = blank + 4 - from;
+    this.onHead(bytes.toString("latin1", 0, blank));
     return at + consumed;
   }
 
@@ -225,29 +229,30 @@ export class ResponseParser {
     this.state = State.UntilClose;
   }
 
-  private readChunkSize(data: Buffer, at: number): number {
+  private readChunkSize(data: Buffer, at: number, end: number): number {
     if (this.pending === null) {
       // The common case, a token's chunk: the whole line in this read, no extension.
       let size = 0;
       let i = at;
-      for (; i < data.length && i - at < 12; i++) {
+      for (; i < end && i - at < 12; i++) {
         const digit = hexValue(data[i]!);
         if (digit < 0) break;
         size = size * 16 + digit;
       }
-      if (i > at && data[i] === CR && data[i + 1] === LF) {
+      if (i > at && i + 1 < end && data[i] === CR && data[i + 1] === LF) {
         this.startChunk(size);
         return i + 2;
       }
     }
-    const lf = data.indexOf(LF, at);
+    const found = data.indexOf(LF, at);
+    const lf = found < end ? found : -1;
     if (lf === -1) {
-      const size = (this.pending?.length ?? 0) + data.length - at;
+      const size = (this.pending?.length ?? 0) + end - at;
       if (size > MAX_LINE_BYTES) throw new MalformedAnswerError("chunk-size line too long");
-      this.pending = Buffer.from(this.joined(data, at).bytes);
-      return data.length;
+      this.pending = Buffer.from(this.joined(data, at, end).bytes);
+      return end;
     }
-    const { bytes } = this.joined(data, at);
+    const { bytes } = this.joined(data, at, lf + 1);
     const lineEnd = (this.pending?.length ?? 0) + lf - at;
     this.pending = null;
     if (lineEnd > MAX_LINE_BYTES) throw new MalformedAnswerError("chunk-size line too long");
@@ -267,20 +272,22 @@ export class ResponseParser {
   }
 
   /** After the last chunk: trailer lines (read, bounded and dropped) up to a blank line. */
-  private readTrailers(data: Buffer, at: number): number {
-    const { bytes, from } = this.joined(data, at);
-    const end =
+  private readTrailers(data: Buffer, at: number, end: number): number {
+    const { bytes, from } = this.joined(data, at, end);
+    const blank =
       bytes[0] === CR && bytes[1] === LF ? 0 : bytes.indexOf("\r\n\r\n", Math.max(0, from - 3));
-    if (end === -1) {
+    if (blank === -1) {
       if (bytes.length > MAX_LINE_BYTES) throw new MalformedAnswerError("trailers too large");
       this.pending = Buffer.from(bytes);
-      return data.length;
+      return end;
     }
-    const consumed = (end === 0 ? 2 : end + 4) - from;
+    const consumed = (blank === 0 ? 2 : blank + 4) - from;
     // Checked as headers are, then dropped: nothing downstream reads a node's trailers.
-    if (end > 0) {
+    if (blank > 0) {
       const trailers: IncomingHttpHeaders = {};
-      for (const line of bytes.toString("latin1", 0, end).split("\r\n")) addHeader(trailers, line);
+      for (const line of bytes.toString("latin1", 0, blank).split("\r\n")) {
+        addHeader(trailers, line);
+      }
     }
     this.end();
     return at + consumed;
