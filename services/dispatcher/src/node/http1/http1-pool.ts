@@ -11,9 +11,10 @@ import type { ResponseHead, ResponseSink } from "./response-parser.ts";
  * Why not undici here: a streamed answer is a read per token, and undici reads its socket as
  * a Node stream (a 64 KiB allocation per read, the readable's push and `readable` event, its
  * parser's copy into WebAssembly memory) before its parser hands the bytes on. This pool
- * reads each socket with `onread` into one reused buffer, parses it there
- * (response-parser.ts), and copies out only the body's pieces. It speaks to the answer's handler as undici does (the same
- * `DispatchHandler` calls), so `requestNode` takes either; TLS and HTTP/2 nodes stay on undici.
+ * reads each socket with `onread` into one reused buffer, parses each read there
+ * (response-parser.ts), and copies out only the body's pieces. It speaks to the answer's
+ * handler as undici does (the same `DispatchHandler` calls), so `requestNode` takes either;
+ * TLS and HTTP/2 nodes stay on undici.
  *
  * What it keeps of undici's pool: at most `connections` sockets, calls queued beyond them,
  * idle sockets kept for `keepAliveTimeoutMs` or less when the node says it keeps them less
