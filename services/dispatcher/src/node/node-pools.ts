@@ -79,6 +79,50 @@ export function createNodePools(options: {
     h2: guarded({ ...teeOptions, allowH2: true }),
     h2c: guarded(withH2c(teeOptions)),
   };
+  /**
+   * A pool for `node`: this service's own for plain HTTP/1.1, undici's otherwise; `pin`, for
+   * a tier 3/4 node, the key its connections must show.
+   */
+  const newPool = (
+    node: NodeSpec,
+    size: number,
+    pin: string | undefined,
+    protocol: keyof typeof plain,
+  ): NodeDispatcher => {
+    const origin = new URL(node.endpoint).origin;
+    if (pin === undefined && protocol === "http1" && origin.startsWith("http:")) {
+      return new Http1Pool({
+        origin,
+        connections: size,
+        connectTimeoutMs: timeout,
+        keepAliveTimeoutMs: KEEP_ALIVE_MS,
+        dial: guardedDial,
+      });
+    }
+    const connect =
+      pin !== undefined
+        ? pinnedConnector({
+            nodeId: node.id,
+            // Checked again at each connect: the attestation may have changed since.
+            pin: () => {
+              const now = options.pins.pinFor(node);
+              return now === pin ? now : undefined;
+            },
+            onMismatch: (nodeId, seen) => options.pins.onMismatch(nodeId, seen),
+            timeoutMs: timeout,
+            base: tls[protocol],
+          })
+        : plain[protocol];
+    return new Pool(origin, {
+      connections: size,
+      connect,
+      keepAliveTimeout: KEEP_ALIVE_MS,
+      // HTTP/1.1 nodes are never offered h2: an operator declares what a node speaks.
+      allowH2: protocol !== "http1",
+      // One stream per request the node takes at once, as HTTP/1.1 has one socket each.
+      ...(protocol === "http1" ? {} : { maxConcurrentStreams: node.max_concurrency }),
+    });
+  };
   const pools = new Map<
     string,
     { endpoint: string; size: number; pin: string; protocol: string; pool: NodeDispatcher }
@@ -100,40 +144,7 @@ export function createNodePools(options: {
         return existing.pool;
       }
       if (existing) void existing.pool.close();
-      const origin = new URL(node.endpoint).origin;
-      if (!tee && protocol === "http1" && origin.startsWith("http:")) {
-        const pool = new Http1Pool({
-          origin,
-          connections: size,
-          connectTimeoutMs: timeout,
-          keepAliveTimeoutMs: KEEP_ALIVE_MS,
-          dial: guardedDial,
-        });
-        pools.set(node.id, { endpoint: node.endpoint, size, pin, protocol, pool });
-        return pool;
-      }
-      const connect = tee
-        ? pinnedConnector({
-            nodeId: node.id,
-            // Checked again at each connect: the attestation may have changed since.
-            pin: () => {
-              const now = options.pins.pinFor(node);
-              return now === pin ? now : undefined;
-            },
-            onMismatch: (nodeId, seen) => options.pins.onMismatch(nodeId, seen),
-            timeoutMs: timeout,
-            base: tls[protocol],
-          })
-        : plain[protocol];
-      const pool = new Pool(origin, {
-        connections: size,
-        connect,
-        keepAliveTimeout: KEEP_ALIVE_MS,
-        // HTTP/1.1 nodes are never offered h2: an operator declares what a node speaks.
-        allowH2: protocol !== "http1",
-        // One stream per request the node takes at once, as HTTP/1.1 has one socket each.
-        ...(protocol === "http1" ? {} : { maxConcurrentStreams: node.max_concurrency }),
-      });
+      const pool = newPool(node, size, tee ? pin : undefined, protocol);
       pools.set(node.id, { endpoint: node.endpoint, size, pin, protocol, pool });
       return pool;
     },
